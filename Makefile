@@ -1,0 +1,41 @@
+# Two commands do all set-up on a fresh machine with Python 3.11+:
+#   make run    - run a shipped example scenario on the default SQLite database
+#   make test   - run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SCENARIO ?= examples/answered-question.yaml
+
+.PHONY: install run test lint bench clean lock
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/orchestrator run --script $(SCENARIO)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy orchestrator agents
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+# Regenerate requirements.lock after changing dependencies in pyproject.toml.
+lock:
+	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

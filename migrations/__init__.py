@@ -1,0 +1,1 @@
+"""Alembic revisions for the orchestrator's own tables (shipped inside the package)."""

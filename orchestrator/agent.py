@@ -1,0 +1,46 @@
+"""The one interface every agent backend implements (scripted now, LLM backends later)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.replies import AgentReply
+
+__all__ = ["AgentRequest", "Clarification", "AgentBackend"]
+
+
+@dataclass(frozen=True)
+class Clarification:
+    """The session's question and the user's answer (None when declined)."""
+
+    question: str
+    response: str | None
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """Everything an agent gets for one call.
+
+    `instruction` is the orchestrator's message for this call: the auto-fallback text, or
+    the user's answer to this agent's question. `tasks` carries the current round's plan
+    and the developers' results (what the PM reviews).
+    """
+
+    agent: str
+    session_id: str
+    task: str
+    round: int
+    call: int
+    instruction: str | None = None
+    clarification: Clarification | None = None
+    assignment: dict[str, Any] | None = None
+    tasks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+
+class AgentBackend(Protocol):
+    """Answers agent calls. `describe()` is what the store keeps to rebuild it on resume."""
+
+    def respond(self, request: AgentRequest) -> AgentReply: ...
+
+    def describe(self) -> dict[str, Any]: ...

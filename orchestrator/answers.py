@@ -1,0 +1,70 @@
+"""A user's reply (from the CLI, the terminal or a scenario) checked against the question."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from orchestrator import gate
+from orchestrator.errors import InvalidAnswer
+
+__all__ = ["UserReply", "to_gate_event", "from_scripted"]
+
+
+@dataclass(frozen=True)
+class UserReply:
+    action: Literal["answer", "decline", "cancel"] = "answer"
+    text: str | None = None
+    choices: tuple[str, ...] = ()
+
+
+def from_scripted(answer: Any) -> UserReply:
+    """A scenario's `answers` entry (text, {choices}, {action}) as a UserReply."""
+    if isinstance(answer, str):
+        return UserReply(text=answer)
+    if "choices" in answer:
+        return UserReply(choices=tuple(answer["choices"]))
+    return UserReply(action=answer["action"])
+
+
+def to_gate_event(
+    question: Mapping[str, Any], reply: UserReply
+) -> tuple[gate.Answer | gate.Decline | gate.Cancel, list[str] | None]:
+    """Validate `reply` against `question`; raise InvalidAnswer naming what was expected."""
+    if reply.action == "decline":
+        return gate.Decline(), None
+    if reply.action == "cancel":
+        return gate.Cancel(), None
+    kind = question.get("kind", "free_text")
+    labels = [option["label"] for option in question.get("options") or []]
+    if kind == "free_text":
+        if reply.choices:
+            raise InvalidAnswer(
+                "this question takes a free-text answer (--answer TEXT), not --choice"
+            )
+        if reply.text is None or not reply.text.strip():
+            raise InvalidAnswer("the answer is empty; give the answer text with --answer TEXT")
+        return gate.Answer(reply.text.strip()), None
+    picks = list(reply.choices) or ([reply.text] if reply.text is not None else [])
+    if not picks:
+        raise InvalidAnswer(f"choose one of the options: {_quote(labels)}")
+    if kind == "single_select" and len(picks) != 1:
+        raise InvalidAnswer(f"this question takes exactly one choice; got {len(picks)}")
+    chosen = [_match(pick, labels) for pick in picks]
+    if len(set(chosen)) != len(chosen):
+        raise InvalidAnswer("the same option was chosen twice")
+    return gate.Answer(", ".join(chosen), kind="selected"), chosen
+
+
+def _match(pick: str, labels: list[str]) -> str:
+    if pick in labels:
+        return pick
+    folded = [label for label in labels if label.casefold() == pick.strip().casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    raise InvalidAnswer(f"{pick!r} is not one of the options; expected one of {_quote(labels)}")
+
+
+def _quote(labels: list[str]) -> str:
+    return ", ".join(repr(label) for label in labels)

@@ -1,0 +1,50 @@
+"""LangGraph's checkpointer for a database URL, in the same database as our tables."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from orchestrator.errors import ConfigError
+from orchestrator.store.db import SQLITE_BUSY_TIMEOUT, sqlite_path
+
+__all__ = ["checkpointer"]
+
+
+@contextmanager
+def checkpointer(url: str) -> Iterator[Any]:
+    """SqliteSaver on the same file (WAL, same busy timeout); PostgresSaver for PostgreSQL."""
+    path = sqlite_path(url)
+    if path is not None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT * 1000)}")
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            yield saver
+        finally:
+            conn.close()
+        return
+    if url.startswith("sqlite"):
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+        return
+    if url.startswith("postgresql"):
+        try:
+            from langgraph.checkpoint.postgres import PostgresSaver
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
+            ) from exc
+        conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        with PostgresSaver.from_conn_string(conninfo) as saver:
+            saver.setup()
+            yield saver
+        return
+    raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")

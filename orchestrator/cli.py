@@ -1,0 +1,368 @@
+"""The `orchestrator` command line (contract section 3). A thin edge over the core.
+
+Exit codes: 0 completed, 1 failed or an unmet `expect`, 2 bad input (nothing changed),
+3 paused waiting for an answer, 4 cancelled. With --json, stdout carries exactly one JSON
+document; progress and prose go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from orchestrator.errors import OrchestratorError, UserError
+from orchestrator.render import event_line, question_text, resume_hint, session_text
+
+__all__ = ["app", "main", "EXIT_CODES"]
+
+EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running": 1}
+EXIT_BAD_INPUT = 2
+
+
+class Ui(str, Enum):
+    terminal = "terminal"
+    none = "none"
+
+
+class Status(str, Enum):
+    running = "running"
+    paused = "paused"
+    completed = "completed"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        help="SQLAlchemy URL or SQLite file path. Default: $ORCHESTRATOR_DB, else "
+        "orchestrator.db in the user data directory.",
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+]
+UiOption = Annotated[
+    Ui | None,
+    typer.Option(
+        "--ui",
+        help="How to ask when scripted answers run out: 'terminal' prompts, 'none' pauses "
+        "(exit 3). Default: terminal when stdin is a terminal, else none.",
+    ),
+]
+
+app = typer.Typer(
+    name="orchestrator",
+    help="Run teams of agents that ask the user at most one question per session.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+# -- plumbing ---------------------------------------------------------------------------
+
+
+def _err(text: str) -> None:
+    typer.echo(text, err=True)
+
+
+def _emit(as_json: bool, document: Any, text: str) -> None:
+    if as_json:
+        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        typer.echo(text)
+
+
+@contextmanager
+def _user_errors(as_json: bool) -> Iterator[None]:
+    """Turn our errors into exit codes; bugs keep their traceback."""
+    try:
+        yield
+    except UserError as exc:
+        _fail(as_json, exc.message, EXIT_BAD_INPUT)
+    except OrchestratorError as exc:
+        _fail(as_json, exc.message, 1)
+
+
+def _fail(as_json: bool, message: str, code: int) -> NoReturn:
+    _err(f"error: {message}")
+    if as_json:
+        typer.echo(json.dumps({"error": message, "exit_code": code}, indent=2))
+    raise typer.Exit(code)
+
+
+def _store(db: str | None, *, progress: bool = False) -> tuple[Any, str]:
+    from orchestrator.store import Store, open_engine, resolve_url
+
+    url = resolve_url(db)
+    listener = (lambda _sid, event: _err(event_line(event))) if progress else None
+    return Store(open_engine(url), listener=listener), url
+
+
+def _ask_user(ui: Ui | None) -> Any:
+    chosen = ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
+    return _prompt if chosen is Ui.terminal else None
+
+
+def _prompt(question: Mapping[str, Any]) -> Any:
+    """A plain terminal prompt (on stderr): free text, an option number or label."""
+    from orchestrator.answers import UserReply
+
+    _err(question_text(question))
+    labels = [o["label"] for o in question.get("options") or []]
+    hint = {
+        "free_text": "your answer",
+        "single_select": "number or label",
+        "multi_select": "numbers or labels, comma-separated",
+    }[question.get("kind", "free_text")]
+    try:
+        raw = typer.prompt(f"{hint} (empty line to decline)", default="", err=True,
+                           show_default=False)
+    except (typer.Abort, KeyboardInterrupt, EOFError):
+        _err("\nno answer given; the session stays paused")
+        return None
+    raw = raw.strip()
+    if not raw:
+        return UserReply(action="decline")
+    if question.get("kind") == "free_text":
+        return UserReply(text=raw)
+    picks = [p.strip() for p in raw.split(",")] if question.get("kind") == "multi_select" \
+        else [raw]
+    picked = [labels[int(p) - 1] if p.isdigit() and 0 < int(p) <= len(labels) else p
+              for p in picks]
+    return UserReply(choices=tuple(picked))
+
+
+def _finish(as_json: bool, view: Mapping[str, Any], db: str | None) -> NoReturn:
+    """Print the session and exit with the code its status (and `expect`) calls for."""
+    code = EXIT_CODES.get(view["status"], 1)
+    text = session_text(view)
+    if view["status"] == "paused" and view["pending_question"]:
+        question = view["pending_question"]
+        hint = (
+            f"waiting for an answer. {question_text(question)}\n"
+            f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
+        )
+        if as_json:
+            _err(hint)
+        else:
+            text += "\n" + hint
+    expect = view.pop("_expect", None)
+    # A scenario's expect describes how the session ends; a pause is not an end.
+    if expect and view["status"] in ("completed", "failed", "cancelled"):
+        differences = _expect_differences(expect, view)
+        if differences:
+            _err("the scenario's expect did not hold:")
+            for line in differences:
+                _err(f"  {line}")
+            code = 1
+    _emit(as_json, view, text)
+    raise typer.Exit(code)
+
+
+def _expect_differences(expect: Mapping[str, Any], view: Mapping[str, Any]) -> list[str]:
+    out = []
+    for field in ("status", "questions_surfaced", "fallbacks_injected", "summary"):
+        wanted = expect.get(field)
+        if wanted is not None and view.get(field) != wanted:
+            out.append(f"expect.{field}: expected {wanted!r}, got {view.get(field)!r}")
+    needle = expect.get("error_contains")
+    if needle is not None and needle not in (view.get("error") or ""):
+        out.append(f"expect.error_contains: {needle!r} not in error {view.get('error')!r}")
+    return out
+
+
+def _with_expect(store: Any, session_id: str) -> dict[str, Any]:
+    view: dict[str, Any] = store.view(session_id)
+    expect = store.session(session_id).settings.get("expect")
+    if expect:
+        view["_expect"] = expect
+    return view
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+@app.command()
+def run(
+    task: Annotated[
+        str | None, typer.Argument(help="What the agents should do (a scenario has its own).")
+    ] = None,
+    script: Annotated[
+        Path | None,
+        typer.Option("--script", metavar="FILE", help="Scenario file (YAML/JSON): scripted "
+                     "agents and answers, no model is called."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="PROVIDER:NAME", help="Chat model.")
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option("--max-rounds", min=1, help="Planning rounds allowed [5].")
+    ] = None,
+    max_fallbacks: Annotated[
+        int | None,
+        typer.Option("--max-fallbacks", min=0, help="Fallbacks an agent may ignore [2]."),
+    ] = None,
+    ui: UiOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a session and run it until it completes, fails or pauses for an answer."""
+    with _user_errors(as_json):
+        from orchestrator.errors import ConfigError
+
+        if script is None:
+            if model is not None:
+                raise ConfigError(
+                    "--model needs an LLM backend, which this version does not ship yet; "
+                    "run a scripted session with --script FILE (see examples/)"
+                )
+            raise ConfigError(
+                "nothing to run the agents with: give --script FILE (a scenario, see "
+                "examples/) to run scripted agents"
+            )
+        if model is not None:
+            raise ConfigError("give either --script or --model, not both")
+        from agents.scripted import ScriptedBackend
+        from orchestrator.engine import Engine
+        from orchestrator.scenario import load_scenario
+
+        scenario = load_scenario(script)  # before the database is touched
+        settings: dict[str, Any] = scenario.settings.model_dump()
+        if max_rounds is not None:
+            settings["max_rounds"] = max_rounds
+        if max_fallbacks is not None:
+            settings["max_fallbacks"] = max_fallbacks
+        settings["answers"] = [
+            a if isinstance(a, str) else a.model_dump() for a in scenario.answers
+        ]
+        if scenario.expect is not None:
+            settings["expect"] = scenario.expect.model_dump(exclude_none=True)
+        settings["scenario"] = str(script)
+        store, url = _store(db, progress=True)
+        engine = Engine(store, url, ask_user=_ask_user(ui))
+        backend = ScriptedBackend(scenario.agents, replies_so_far={})
+        session_id = engine.start(task or scenario.task, backend, settings)
+        view = _with_expect(store, session_id)
+    _finish(as_json, view, db)
+
+
+@app.command()
+def resume(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to continue.")],
+    answer: Annotated[
+        str | None, typer.Option("--answer", metavar="TEXT", help="Answer the open question.")
+    ] = None,
+    choice: Annotated[
+        list[str] | None,
+        typer.Option("--choice", metavar="LABEL",
+                     help="Choose an option (repeat for a multi_select question)."),
+    ] = None,
+    decline: Annotated[
+        bool, typer.Option("--decline", help="Resolve the question without an answer.")
+    ] = False,
+    cancel: Annotated[bool, typer.Option("--cancel", help="Stop the session.")] = False,
+    ui: UiOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a paused session: answer, decline or cancel its question, or see it again."""
+    with _user_errors(as_json):
+        from orchestrator.answers import UserReply
+        from orchestrator.engine import Engine
+        from orchestrator.errors import ConfigError
+
+        given = [name for name, on in (("--answer", answer is not None), ("--choice", bool(choice)),
+                                       ("--decline", decline), ("--cancel", cancel)) if on]
+        if len(given) > 1:
+            raise ConfigError(f"give at most one of {', '.join(given)}")
+        reply = None
+        if answer is not None:
+            reply = UserReply(text=answer)
+        elif choice:
+            reply = UserReply(choices=tuple(choice))
+        elif decline:
+            reply = UserReply(action="decline")
+        elif cancel:
+            reply = UserReply(action="cancel")
+        store, url = _store(db, progress=True)
+        Engine(store, url, ask_user=_ask_user(ui)).resume(session_id, reply)
+        view = _with_expect(store, session_id)
+    _finish(as_json, view, db)
+
+
+@app.command()
+def status(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one session."""
+    with _user_errors(as_json):
+        store, _ = _store(db)
+        view = store.view(session_id)
+    text = session_text(view)
+    if view["pending_question"]:
+        text += "\n  waiting: " + question_text(view["pending_question"])
+    _emit(as_json, view, text)
+
+
+@app.command("list")
+def list_(
+    status_: Annotated[
+        Status | None, typer.Option("--status", help="Only sessions with this status.")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List sessions, newest first."""
+    with _user_errors(as_json):
+        store, _ = _store(db)
+        views = store.list_views(status_.value if status_ else None)
+    text = "\n".join(
+        f"{v['session_id']}  {v['status']:<9}  {v['created_at']}  {v['task']}" for v in views
+    ) or "no sessions"
+    _emit(as_json, views, text)
+
+
+@app.command()
+def log(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a session's events: agent replies, questions, answers, fallbacks, status."""
+    with _user_errors(as_json):
+        store, _ = _store(db)
+        events = store.events(session_id)
+    text = "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
+    _emit(as_json, events, text)
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Apply database migrations (they also run automatically before first use)."""
+    with _user_errors(as_json):
+        from orchestrator.store.db import open_engine, resolve_url, upgrade
+        from orchestrator.store.schema import HEAD_REVISION
+
+        url = resolve_url(db)
+        upgrade(open_engine(url, migrate=False))
+    _emit(as_json, {"database": url, "revision": HEAD_REVISION},
+          f"{url}: at revision {HEAD_REVISION}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,194 @@
+"""Running sessions: start, resume, and drive the graph between pauses.
+
+The store wins over LangGraph's checkpoint for every gate fact: the graph is resumed only
+after the store has committed the user's answer, and the gate re-reads the store when its
+node re-runs. A crash anywhere leaves either an answer in the store (a plain `resume`
+feeds it to the graph) or no accepted answer at all (the question is shown again).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from orchestrator import gate
+from orchestrator.agent import AgentBackend
+from orchestrator.answers import UserReply, from_scripted, to_gate_event
+from orchestrator.errors import RunError, SessionNotWaiting
+from orchestrator.store import Owner, Store
+from orchestrator.store.owner import LEASE_SECONDS
+
+__all__ = ["Engine", "AskUser", "DEFAULT_SETTINGS"]
+
+# Given the pending question (contract section 2 + asked_by), return the user's reply, or
+# None to leave the session paused (`--ui none`).
+AskUser = Callable[[Mapping[str, Any]], UserReply | None]
+
+DEFAULT_SETTINGS: dict[str, Any] = {"max_rounds": 5, "max_fallbacks": 2}
+RECURSION_LIMIT = 10_000  # a backstop only: max_rounds and max_fallbacks bound every run
+
+
+class Engine:
+    def __init__(
+        self, store: Store, url: str, *, ask_user: AskUser | None = None, owner: Owner | None = None
+    ) -> None:
+        self.store = store
+        self.url = url
+        self.ask_user = ask_user
+        self.owner = owner or Owner()
+
+    # -- entry points -------------------------------------------------------------------
+
+    def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
+        """Create a session and run it until it ends or pauses; return its id."""
+        session_id = self.store.create_session(
+            task, agents=backend.describe(), settings={**DEFAULT_SETTINGS, **settings},
+            owner=self.owner,
+        )
+        self._drive(session_id, backend, fresh=True)
+        return session_id
+
+    def resume(self, session_id: str, reply: UserReply | None = None) -> None:
+        """Continue a session: with `reply` it answers; without, it re-asks or recovers."""
+        row = self.store.session(session_id)
+        if reply is None:
+            state = self.store.gate_state(session_id)
+            waiting = state.used and not state.resolved
+            if row.status == "paused" or (waiting and row.status == "running"):
+                if row.status == "running":
+                    self.store.claim(session_id, self.owner)  # raises if its owner lives
+                # Case B: no agent runs; the stored question is surfaced again.
+                if not self._answer_pending(session_id):
+                    return
+            else:
+                self.store.claim(session_id, self.owner)
+        else:
+            question = self.store.view(session_id)["pending_question"]
+            if question is None:
+                raise SessionNotWaiting(
+                    f"session {session_id} is {row.status} and not waiting for an answer"
+                )
+            event, choices = to_gate_event(question, reply)  # validated before any write
+            self.store.resolve(session_id, self.owner, event, choices=choices)
+            if isinstance(event, gate.Cancel):
+                return
+        row = self.store.session(session_id)
+        from agents import load_backend
+
+        backend = load_backend(row.agents, replies_so_far=self.store.reply_counts(session_id))
+        self._drive(session_id, backend, fresh=False)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _drive(self, session_id: str, backend: AgentBackend, *, fresh: bool) -> None:
+        from langgraph.errors import GraphRecursionError
+        from langgraph.types import Command
+
+        from orchestrator.checkpoints import checkpointer
+        from orchestrator.graph import RunContext, build_graph, initial_state
+
+        row = self.store.session(session_id)
+        ctx = RunContext(
+            session_id=session_id,
+            task=row.task,
+            store=self.store,
+            backend=backend,
+            max_rounds=row.settings["max_rounds"],
+            max_fallbacks=row.settings["max_fallbacks"],
+        )
+        config: dict[str, Any] = {
+            "configurable": {"thread_id": session_id},
+            "recursion_limit": RECURSION_LIMIT,
+        }
+        if getattr(backend, "sequential", False):
+            # Scripted developers share one reply list "in call order": run them one at a
+            # time, in task order, so a scenario gives the same result on every run.
+            config["max_concurrency"] = 1
+        try:
+            with checkpointer(self.url) as saver:
+                graph = build_graph(ctx).compile(checkpointer=saver)
+                snapshot = graph.get_state(config)
+                payload: Any = initial_state() if fresh or not snapshot.values else None
+                if snapshot.interrupts:
+                    payload = self._resume_command(snapshot, Command)
+                elif not fresh and snapshot.values and not snapshot.next:
+                    self._finish(session_id, snapshot.values)  # crashed after the last step
+                    return
+                while True:
+                    with self._heartbeat(session_id):
+                        graph.invoke(payload, config)
+                    snapshot = graph.get_state(config)
+                    if not snapshot.interrupts:
+                        self._finish(session_id, snapshot.values)
+                        return
+                    if not self._answer_pending(session_id):
+                        return
+                    payload = self._resume_command(snapshot, Command)
+        except RunError as exc:
+            self.store.release(session_id, self.owner, "failed", error=exc.message)
+        except GraphRecursionError as exc:
+            self.store.release(
+                session_id, self.owner, "failed", error=f"the run did not converge: {exc}"
+            )
+        except BaseException:
+            # Ctrl+C or a bug: keep everything, drop the claim so `resume` can take over.
+            self.store.abandon(session_id, self.owner)
+            raise
+
+    @staticmethod
+    def _resume_command(snapshot: Any, command: Any) -> Any:
+        # The gate re-reads the answer from the store; the value only releases the interrupt.
+        return command(resume={i.id: "answered" for i in snapshot.interrupts})
+
+    def _answer_pending(self, session_id: str) -> bool:
+        """Get an answer for the open question: scripted answers first, then the user.
+
+        Returns True when an answer (or decline) was accepted and the run should go on,
+        False when the session stays paused or was cancelled.
+        """
+        row = self.store.session(session_id)
+        question = self.store.view(session_id)["pending_question"]
+        assert question is not None, "only called while a question is open"
+        scripted = row.settings.get("answers") or []
+        origin = "user"
+        if row.answers_used < len(scripted):
+            reply: UserReply | None = from_scripted(scripted[row.answers_used])
+            origin = "script"
+        else:
+            reply = self.ask_user(question) if self.ask_user is not None else None
+        if reply is None:
+            if row.status == "running":
+                self.store.release(session_id, self.owner, "paused")
+            return False
+        event, choices = to_gate_event(question, reply)
+        self.store.resolve(session_id, self.owner, event, source=origin, choices=choices)
+        return not isinstance(event, gate.Cancel)
+
+    def _finish(self, session_id: str, values: Mapping[str, Any]) -> None:
+        outcome = values.get("outcome") or {}
+        status = outcome.get("status", "failed")
+        self.store.release(
+            session_id,
+            self.owner,
+            status,
+            summary=outcome.get("summary"),
+            error=outcome.get("error") or (None if outcome else "the graph ended without an outcome"),
+        )
+
+    @contextmanager
+    def _heartbeat(self, session_id: str) -> Iterator[None]:
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(LEASE_SECONDS / 3):
+                self.store.heartbeat(session_id, self.owner)
+
+        thread = threading.Thread(target=beat, name=f"lease-{session_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()

@@ -1,0 +1,82 @@
+"""Every error the orchestrator raises on purpose.
+
+`UserError` means the caller asked for something wrong (exit code 2, nothing changed);
+`RunError` means a session's run failed (the session ends `failed`). The CLI maps them to
+exit codes at its edge only; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "OrchestratorError",
+    "UserError",
+    "SessionNotFound",
+    "SessionNotWaiting",
+    "SessionBusy",
+    "InvalidAnswer",
+    "ScenarioError",
+    "ConfigError",
+    "RunError",
+    "ScriptExhausted",
+    "AgentReplyError",
+]
+
+
+class OrchestratorError(Exception):
+    """Base class: `message` is written for the user."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UserError(OrchestratorError):
+    """The caller used the tool wrongly; nothing was changed (exit code 2)."""
+
+
+class SessionNotFound(UserError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"no session with id {session_id!r} in this database "
+            "(see `orchestrator list`, or check --db / ORCHESTRATOR_DB)"
+        )
+        self.session_id = session_id
+
+
+class SessionNotWaiting(UserError):
+    """An answer, decline or cancel for a session that has no open question."""
+
+
+class SessionBusy(UserError):
+    """Another live process holds the session (or just took it)."""
+
+
+class InvalidAnswer(UserError):
+    """An answer that does not fit the question (e.g. a label that is not an option)."""
+
+
+class ScenarioError(UserError):
+    """A malformed scenario file: names the file, the path inside it and what was expected."""
+
+
+class ConfigError(UserError):
+    """A bad option or setting (database URL, --ui value, ...)."""
+
+
+class RunError(OrchestratorError):
+    """A session's run failed; the session is marked `failed` with this message."""
+
+
+class ScriptExhausted(RunError):
+    def __init__(self, agent: str, source: str, count: int) -> None:
+        where = agent if source == agent else f"{agent} (from the shared {source!r} list)"
+        super().__init__(
+            f"the scenario ran out of replies for {where}: it has {count} "
+            f"{'reply' if count == 1 else 'replies'} and call {count + 1} was made"
+        )
+        self.agent = agent
+        self.count = count
+
+
+class AgentReplyError(RunError):
+    """An agent's reply was not valid for that agent (wrong status, missing field)."""

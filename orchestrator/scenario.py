@@ -1,0 +1,210 @@
+"""Scenario files (contract section 4): task, scripted agents, scripted answers, expectations."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.errors import ScenarioError
+from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification
+
+__all__ = ["Scenario", "ScriptedAnswer", "Expect", "load_scenario", "format_validation_error"]
+
+AGENT_KEY = re.compile(r"^(pm|developer|developer-[1-9][0-9]*)$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChoicesAnswer(_Model):
+    choices: Annotated[list[str], Field(min_length=1)]
+
+
+class ActionAnswer(_Model):
+    action: Literal["decline", "cancel"]
+
+
+ScriptedAnswer = str | ChoicesAnswer | ActionAnswer
+
+
+class Expect(_Model):
+    status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = None
+    questions_surfaced: int | None = None
+    fallbacks_injected: int | None = None
+    summary: str | None = None
+    error_contains: str | None = None
+
+
+class Settings(_Model):
+    max_rounds: Annotated[int, Field(ge=1, le=100)] = 5
+    max_fallbacks: Annotated[int, Field(ge=0, le=100)] = 2
+
+
+class Scenario(_Model):
+    task: Annotated[str, Field(min_length=1)]
+    agents: dict[str, list[dict[str, Any]]]
+    answers: list[ScriptedAnswer] = Field(default_factory=list)
+    expect: Expect | None = None
+    settings: Settings = Field(default_factory=Settings)
+
+    @field_validator("agents")
+    @classmethod
+    def _agents(cls, agents: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+        if "pm" not in agents:
+            raise ValueError("the scenario needs scripted replies for 'pm'")
+        for name, replies in agents.items():
+            if not AGENT_KEY.match(name):
+                raise ScenarioError(
+                    f"agents.{name}: unknown agent; expected 'pm', 'developer' or "
+                    "'developer-N' (N = task number from 1)"
+                )
+            adapter = PM_REPLY if name == "pm" else DEVELOPER_REPLY
+            for index, reply in enumerate(replies):
+                try:
+                    adapter.validate_python(reply)
+                except ValidationError as exc:
+                    raise ScenarioError(
+                        format_validation_error(exc, prefix=("agents", name, index))
+                    ) from None
+        return agents
+
+    def questions(self) -> list[NeedsClarification]:
+        found = []
+        for name, replies in self.agents.items():
+            adapter = PM_REPLY if name == "pm" else DEVELOPER_REPLY
+            for reply in replies:
+                parsed = adapter.validate_python(reply)
+                if isinstance(parsed, NeedsClarification):
+                    found.append(parsed)
+        return found
+
+
+def _path(parts: tuple[Any, ...]) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = ()) -> str:
+    """One line per problem: the path inside the document, what was wrong, what was expected."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        # Drop pydantic's union-member tags (e.g. 'NEEDS_CLARIFICATION', 'str') from paths.
+        loc = tuple(
+            p
+            for p in error["loc"]
+            if isinstance(p, int) or not (p.isupper() or p in {"str", "ChoicesAnswer",
+                                                               "ActionAnswer"}
+                                          or p.startswith("function-"))
+        )
+        message = error["msg"]
+        if len(loc) >= 2 and loc[0] == "answers" and isinstance(loc[1], int):
+            loc, message = loc[:2], (
+                "expected an answer text, {choices: [label, ...]} or "
+                "{action: decline | cancel}"
+            )
+        elif error["type"] == "extra_forbidden":
+            message = "unknown key (not part of the scenario format)"
+        elif error["type"] == "missing":
+            message = "required key is missing"
+        elif error["type"] == "union_tag_invalid":
+            expected = error.get("ctx", {}).get("expected_tags", "")
+            tag = error.get("ctx", {}).get("tag")
+            message = f"status {tag!r} is not a reply this agent can give; expected one of {expected}"
+        elif message.startswith("Value error, "):
+            message = message.removeprefix("Value error, ")
+        lines.append(f"{_path(prefix + loc)}: {message}")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a YAML or JSON scenario; any problem is a ScenarioError (exit 2)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {exc}") from None
+    data = _parse(path, text)
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            f"{path}: (top level): expected a mapping with 'task' and 'agents', "
+            f"got {type(data).__name__}"
+        )
+    try:
+        scenario = Scenario.model_validate(data)
+    except ScenarioError as exc:
+        raise ScenarioError(_prefix_lines(path, exc.message)) from None
+    except ValidationError as exc:
+        nested = [
+            e for e in exc.errors() if isinstance(e.get("ctx", {}).get("error"), ScenarioError)
+        ]
+        if nested:
+            raise ScenarioError(_prefix_lines(path, nested[0]["ctx"]["error"].message)) from None
+        raise ScenarioError(_prefix_lines(path, format_validation_error(exc))) from None
+    _check_answers(path, scenario)
+    return scenario
+
+
+def _prefix_lines(path: Path, message: str) -> str:
+    return "\n".join(f"{path}: {line}" for line in message.splitlines())
+
+
+def _parse(path: Path, text: str) -> Any:
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScenarioError(
+                f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
+            ) from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{path}: {where}invalid YAML: {problem}") from None
+
+
+def _check_answers(path: Path, scenario: Scenario) -> None:
+    """A scripted select answer must be an option of some question the script can ask."""
+    questions = scenario.questions()
+    for index, answer in enumerate(scenario.answers):
+        where = f"{path}: answers[{index}]"
+        if isinstance(answer, ActionAnswer):
+            continue
+        if not questions:
+            raise ScenarioError(f"{where}: no agent in the scenario asks a question to answer")
+        if isinstance(answer, ChoicesAnswer):
+            multi = [q for q in questions if q.kind == "multi_select"]
+            if not multi:
+                raise ScenarioError(
+                    f"{where}: 'choices' answers a multi_select question, "
+                    "and no agent asks one"
+                )
+            if not any(set(answer.choices) <= set(q.labels) for q in multi):
+                labels = sorted({label for q in multi for label in q.labels})
+                raise ScenarioError(
+                    f"{where}: {answer.choices} are not options of the question; "
+                    f"expected labels from {labels}"
+                )
+        elif all(q.kind != "free_text" for q in questions) and not any(
+            answer in q.labels for q in questions
+        ):
+            labels = sorted({label for q in questions for label in q.labels})
+            raise ScenarioError(
+                f"{where}: {answer!r} is not one of the options; expected one of {labels}"
+            )

@@ -1,0 +1,128 @@
+"""Opening the database: URL resolution, SQLite settings, and migrations before first use."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from orchestrator.errors import ConfigError
+from orchestrator.store.schema import HEAD_REVISION
+
+__all__ = ["ENV_DB", "default_url", "resolve_url", "open_engine", "upgrade", "sqlite_path"]
+
+ENV_DB = "ORCHESTRATOR_DB"
+# Seconds a connection waits for SQLite's write lock before giving up. Agent calls never
+# happen inside a write transaction, so waits are short; this covers many processes at once.
+SQLITE_BUSY_TIMEOUT = 30.0
+MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
+
+
+def default_url() -> str:
+    """A SQLite file in the user's data directory (platformdirs)."""
+    from platformdirs import user_data_dir
+
+    return f"sqlite:///{Path(user_data_dir('orchestrator', appauthor=False)) / 'orchestrator.db'}"
+
+
+def resolve_url(db: str | None) -> str:
+    """`--db` wins, then $ORCHESTRATOR_DB, then the default. A bare path means a SQLite file."""
+    url = db or os.environ.get(ENV_DB) or default_url()
+    if "://" not in url:
+        url = f"sqlite:///{Path(url).expanduser().resolve()}"
+    try:
+        make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(
+            f"--db {url!r} is not a database URL "
+            "(expected e.g. sqlite:///path/to/file.db or postgresql+psycopg://host/db)"
+        ) from exc
+    return url
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind a SQLite URL, or None for other databases and in-memory SQLite."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def open_engine(url: str, *, migrate: bool = True) -> Engine:
+    """An engine for `url`, with the schema brought up to date before it is returned."""
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+        _configure_sqlite(engine)
+    else:
+        try:
+            engine = create_engine(url, pool_pre_ping=True)
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"the database driver for {make_url(url).drivername!r} is not installed "
+                f"({exc.name}); for PostgreSQL install the extra: pip install 'orchestrator[postgres]'"
+            ) from exc
+    if migrate:
+        try:
+            _ensure_schema(engine)
+        except OperationalError as exc:
+            raise ConfigError(f"cannot open the database {engine.url!r}: {exc.orig}") from exc
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    # WAL lets readers (status, list) run while a session writes. pysqlite's own BEGIN
+    # handling is switched off so that write transactions start with BEGIN IMMEDIATE: a
+    # read-then-write transaction that starts DEFERRED can fail with SQLITE_BUSY at the
+    # upgrade to a write lock instead of waiting for the busy timeout.
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = "IMMEDIATE" if conn.get_execution_options().get("write") else "DEFERRED"
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _ensure_schema(engine: Engine) -> None:
+    # Fast path (every command): one SELECT. Alembic is imported only to actually migrate.
+    if _current_revision(engine) != HEAD_REVISION:
+        upgrade(engine)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Apply Alembic revisions up to `revision` (what `orchestrator db upgrade` runs)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.connect().execution_options(write=True) as conn:
+        config.attributes["connection"] = conn
+        try:
+            command.upgrade(config, revision)
+            conn.commit()
+        except OperationalError:
+            # Another process migrated the same fresh file first: fine if it reached head.
+            conn.rollback()
+            if _current_revision(engine) != HEAD_REVISION:
+                raise
