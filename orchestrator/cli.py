@@ -160,8 +160,9 @@ def _finish(as_json: bool, view: Mapping[str, Any], db: str | None) -> NoReturn:
         else:
             text += "\n" + hint
     expect = view.pop("_expect", None)
-    # A scenario's expect describes how the session ends; a pause is not an end.
-    if expect and view["status"] in ("completed", "failed", "cancelled"):
+    # A scenario's expect describes how the run ends; a pause is not an end, and a user's
+    # cancel is the user's call (exit 4), not the script's result.
+    if expect and view["status"] in ("completed", "failed"):
         differences = _expect_differences(expect, view)
         if differences:
             _err("the scenario's expect did not hold:")
@@ -240,17 +241,9 @@ def run(
         from orchestrator.scenario import load_scenario
 
         scenario = load_scenario(script)  # before the database is touched
-        settings: dict[str, Any] = scenario.settings.model_dump()
-        if max_rounds is not None:
-            settings["max_rounds"] = max_rounds
-        if max_fallbacks is not None:
-            settings["max_fallbacks"] = max_fallbacks
-        settings["answers"] = [
-            a if isinstance(a, str) else a.model_dump() for a in scenario.answers
-        ]
-        if scenario.expect is not None:
-            settings["expect"] = scenario.expect.model_dump(exclude_none=True)
-        settings["scenario"] = str(script)
+        settings = scenario.session_settings(
+            max_rounds=max_rounds, max_fallbacks=max_fallbacks, source=str(script)
+        )
         store, url = _store(db, progress=True)
         engine = Engine(store, url, ask_user=_ask_user(ui))
         backend = ScriptedBackend(scenario.agents, replies_so_far={})

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from orchestrator import gate
+from orchestrator._faults import crash_point
 from orchestrator.agent import AgentBackend
 from orchestrator.answers import UserReply, from_scripted, to_gate_event
 from orchestrator.errors import RunError, SessionNotWaiting
@@ -47,6 +48,7 @@ class Engine:
             task, agents=backend.describe(), settings={**DEFAULT_SETTINGS, **settings},
             owner=self.owner,
         )
+        crash_point("session_created")
         self._drive(session_id, backend, fresh=True)
         return session_id
 
@@ -72,6 +74,7 @@ class Engine:
                 )
             event, choices = to_gate_event(question, reply)  # validated before any write
             self.store.resolve(session_id, self.owner, event, choices=choices)
+            crash_point("answer_committed")
             if isinstance(event, gate.Cancel):
                 return
         row = self.store.session(session_id)
@@ -160,15 +163,18 @@ class Engine:
             reply = self.ask_user(question) if self.ask_user is not None else None
         if reply is None:
             if row.status == "running":
+                crash_point("before_pause")
                 self.store.release(session_id, self.owner, "paused")
             return False
         event, choices = to_gate_event(question, reply)
         self.store.resolve(session_id, self.owner, event, source=origin, choices=choices)
+        crash_point("answer_committed")
         return not isinstance(event, gate.Cancel)
 
     def _finish(self, session_id: str, values: Mapping[str, Any]) -> None:
         outcome = values.get("outcome") or {}
         status = outcome.get("status", "failed")
+        crash_point("before_finish")
         self.store.release(
             session_id,
             self.owner,

@@ -18,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
 from orchestrator import gate
+from orchestrator._faults import crash_point
 from orchestrator.agent import AgentBackend, AgentRequest, Clarification
 from orchestrator.replies import (
     AgentReply,
@@ -76,6 +77,7 @@ class RunContext:
             stored = self.store.record_reply(
                 self.session_id, key, agent, reply.model_dump(mode="json", exclude_none=True)
             )
+            crash_point(f"reply_recorded:{key}")
         return key, parse_reply(agent, stored)
 
     def request(self, agent: str, call: int, state: GraphState, **extra: Any) -> AgentRequest:
@@ -178,6 +180,7 @@ def build_graph(ctx: RunContext) -> StateGraph:
             )
             for a in asks
         ]
+        crash_point("gate_decided")
         if any(isinstance(d, gate.Surface | gate.Wait) for d in decisions):
             interrupt(store.view(sid)["pending_question"])
             # Reached only when resumed while the store still has no answer. The engine

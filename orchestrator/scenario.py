@@ -73,6 +73,26 @@ class Scenario(_Model):
                     ) from None
         return agents
 
+    def session_settings(
+        self,
+        *,
+        max_rounds: int | None = None,
+        max_fallbacks: int | None = None,
+        source: str | None = None,
+    ) -> dict[str, Any]:
+        """What the store keeps for a scripted session (options given on the CLI win)."""
+        settings: dict[str, Any] = self.settings.model_dump()
+        if max_rounds is not None:
+            settings["max_rounds"] = max_rounds
+        if max_fallbacks is not None:
+            settings["max_fallbacks"] = max_fallbacks
+        settings["answers"] = [a if isinstance(a, str) else a.model_dump() for a in self.answers]
+        if self.expect is not None:
+            settings["expect"] = self.expect.model_dump(exclude_none=True)
+        if source is not None:
+            settings["scenario"] = source
+        return settings
+
     def questions(self) -> list[NeedsClarification]:
         found = []
         for name, replies in self.agents.items():

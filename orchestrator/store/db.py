@@ -62,6 +62,11 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
     else:
         try:
             engine = create_engine(url, pool_pre_ping=True)
+        except ArgumentError as exc:
+            raise ConfigError(
+                f"--db {url!r}: unknown database kind ({exc}); expected a sqlite:// or "
+                "postgresql+psycopg:// URL, or a file path"
+            ) from exc
         except ModuleNotFoundError as exc:
             raise ConfigError(
                 f"the database driver for {make_url(url).drivername!r} is not installed "

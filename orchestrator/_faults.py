@@ -1,0 +1,20 @@
+"""Crash points for the kill-9 tests: `ORCHESTRATOR_CRASH_AT=<point>` SIGKILLs the process there.
+
+Points: session_created, reply_recorded:<agent>#<call> (e.g. reply_recorded:pm#2),
+gate_decided, answer_committed, before_pause, before_finish. Unset (always, outside tests)
+this costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["crash_point"]
+
+_TARGET = os.environ.get("ORCHESTRATOR_CRASH_AT")
+
+
+def crash_point(name: str) -> None:
+    if _TARGET is not None and _TARGET == name:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,122 @@
+"""The pure gate decision: each case of contract section 1, with no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import gate
+from orchestrator.gate import (
+    FALLBACK_MESSAGE,
+    Answer,
+    Ask,
+    Cancel,
+    Decline,
+    Fail,
+    Fallback,
+    GateState,
+    Reject,
+    Rerun,
+    Resolve,
+    Surface,
+    Wait,
+    decide,
+)
+
+ASK = Ask("pm", "pm#1", "Which columns?")
+OPEN = GateState(used=True, resolved=False, question="Which columns?", asked_by="pm",
+                 request_key="pm#1")
+ANSWERED = GateState(used=True, resolved=True, question="Which columns?", response="All",
+                     asked_by="pm", request_key="pm#1", resolution="answered")
+DECLINED = GateState(used=True, resolved=True, question="Which columns?", asked_by="pm",
+                     request_key="pm#1", resolution="declined")
+
+
+def test_fallback_message_is_the_contract_text() -> None:
+    assert FALLBACK_MESSAGE == (
+        "Previous clarification was already provided. You MUST proceed with available "
+        "information.\nMake reasonable assumptions and document them. Do not request "
+        "further clarification."
+    )
+
+
+def test_case_a_first_ask_surfaces_and_saves_only_the_named_fields() -> None:
+    decision = decide(GateState(), ASK)
+    assert isinstance(decision, Surface)
+    assert decision.question == "Which columns?"
+    assert dict(decision.update) == {
+        "used": True, "resolved": False, "question": "Which columns?",
+        "asked_by": "pm", "request_key": "pm#1",
+    }
+    assert "response" not in decision.update  # merge, not overwrite
+
+
+def test_case_b_open_question_waits_and_runs_nothing() -> None:
+    decision = decide(OPEN, ASK)
+    assert isinstance(decision, Wait)
+    assert decision.question == "Which columns?"
+    assert not decision.update
+
+
+def test_another_agent_asking_while_open_waits_on_the_stored_question() -> None:
+    decision = decide(OPEN, Ask("developer-2", "developer-2#1", "Where?"))
+    assert isinstance(decision, Wait) and decision.question == "Which columns?"
+
+
+def test_case_c_answer_resolves_then_the_asker_reruns_with_q_and_r() -> None:
+    resolved = decide(OPEN, Answer("All"))
+    assert isinstance(resolved, Resolve)
+    assert dict(resolved.update) == {"resolved": True, "response": "All", "resolution": "answered"}
+    rerun = decide(ANSWERED, ASK)
+    assert rerun == Rerun("pm", "Which columns?", "All")
+
+
+def test_case_d_asking_again_after_resolution_gets_the_fallback() -> None:
+    decision = decide(ANSWERED, Ask("pm", "pm#2", "And the region?"))
+    assert isinstance(decision, Fallback)
+    assert decision.message == FALLBACK_MESSAGE and decision.why == "hard_cap"
+    assert dict(decision.update) == {"fallback_counts": {"pm": 1}}
+
+
+def test_decline_resolves_without_answer_and_the_asker_gets_the_fallback() -> None:
+    resolved = decide(OPEN, Decline())
+    assert isinstance(resolved, Resolve)
+    assert dict(resolved.update) == {"resolved": True, "resolution": "declined"}
+    decision = decide(DECLINED, ASK)
+    assert isinstance(decision, Fallback) and decision.why == "declined"
+
+
+def test_cancel_is_accepted_only_while_waiting() -> None:
+    assert decide(OPEN, Cancel()) == Resolve({}, cancel=True)
+    assert isinstance(decide(ANSWERED, Cancel()), Reject)
+
+
+@pytest.mark.parametrize("event", [Answer("x"), Decline()])
+@pytest.mark.parametrize("state", [GateState(), ANSWERED, DECLINED])
+def test_user_events_are_rejected_when_no_question_waits(event: object, state: GateState) -> None:
+    decision = decide(state, event)  # type: ignore[arg-type]
+    assert isinstance(decision, Reject)
+    assert ("already answered" in decision.reason) == state.resolved
+
+
+@pytest.mark.parametrize("max_fallbacks", [0, 1, 2, 3])
+def test_stubborn_agent_fails_after_max_fallbacks(max_fallbacks: int) -> None:
+    state = ANSWERED
+    for call in range(2, 2 + max_fallbacks):
+        decision = decide(state, Ask("pm", f"pm#{call}", "again?"), max_fallbacks=max_fallbacks)
+        assert isinstance(decision, Fallback)
+        state = GateState(**{**state.__dict__, **decision.update})
+    final = decide(state, Ask("pm", "pm#99", "again?"), max_fallbacks=max_fallbacks)
+    assert isinstance(final, Fail)
+    assert f"max_fallbacks={max_fallbacks}" in final.reason and final.agent == "pm"
+
+
+def test_fallbacks_are_counted_per_agent() -> None:
+    state = GateState(**{**ANSWERED.__dict__, "fallback_counts": {"pm": 2}})
+    assert isinstance(decide(state, Ask("developer-1", "developer-1#2", "?")), Fallback)
+    assert isinstance(decide(state, Ask("pm", "pm#5", "?")), Fail)
+
+
+def test_asks_in_one_round_are_ordered_pm_first_then_by_task_number() -> None:
+    agents = ["developer-10", "developer-2", "pm", "developer-1"]
+    assert sorted(agents, key=gate.ask_order) == ["pm", "developer-1", "developer-2",
+                                                  "developer-10"]

@@ -1,0 +1,68 @@
+"""Migrations: applied from empty, at the head the code expects, and matching the models."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from orchestrator.store.db import MIGRATIONS, open_engine
+from orchestrator.store.schema import HEAD_REVISION, OUR_TABLES, Base
+
+
+def test_head_revision_constant_matches_the_migrations() -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION
+
+
+def test_empty_database_is_migrated_to_head_and_matches_the_models(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    engine = open_engine(url)
+    with engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        assert version == HEAD_REVISION
+        context = MigrationContext.configure(
+            conn,
+            opts={"include_object": lambda obj, name, type_, *_: type_ != "table"
+                  or name in OUR_TABLES},
+        )
+        assert compare_metadata(context, Base.metadata) == []
+
+
+def test_langgraph_tables_share_the_file_but_not_the_migrations(tmp_path: Path) -> None:
+    from orchestrator.checkpoints import checkpointer
+
+    url = f"sqlite:///{tmp_path / 'both.db'}"
+    open_engine(url)
+    with checkpointer(url):
+        pass
+    with sqlite3.connect(tmp_path / "both.db") as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    assert {"sessions", "orchestrator_state", "events", "checkpoints"} <= tables
+    assert mode == "wal"
+    # opening again is a no-op (fast path) and keeps the data
+    open_engine(url)
+
+
+def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
+    """Two processes creating the same database at once both end up at head."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    code = "import sys; from orchestrator.store.db import open_engine; open_engine(sys.argv[1])"
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    with sqlite3.connect(tmp_path / "race.db") as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (HEAD_REVISION,)
+        ]

@@ -1,0 +1,547 @@
+"""Real processes on a real SQLite file: pause/resume across processes, racing resumes,
+SIGKILL at every crash point (and from outside), and taking over a dead process's session.
+
+Every `orchestrator` command here runs in its own process (`cli` / `subprocess.Popen`) with
+stdin closed, so the UI is `none`. The test process reads the database directly (sqlite3)
+or through `orchestrator.store.Store`; it never drives a session itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import EXAMPLES, ROOT, cli
+
+from orchestrator.store import Owner, Store
+
+PAUSE = EXAMPLES / "pause-and-resume.yaml"
+ANSWERED = EXAMPLES / "answered-question.yaml"
+HARD_CAP = EXAMPLES / "hard-cap.yaml"
+PARALLEL = EXAMPLES / "parallel-developers.yaml"
+
+KILLED = -signal.SIGKILL  # returncode of a process that died of SIGKILL
+BUSY_OR_ANSWERED = re.compile(
+    r"being resumed elsewhere|just taken by another command|already answered|not waiting",
+)
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_crash_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Crash points are armed only where a test passes them explicitly."""
+    monkeypatch.delenv("ORCHESTRATOR_CRASH_AT", raising=False)
+
+
+def crash_env(point: str) -> dict[str, str]:
+    return {**os.environ, "ORCHESTRATOR_CRASH_AT": point}
+
+
+def db_file(db_url: str) -> str:
+    assert db_url.startswith("sqlite:///")
+    return db_url.removeprefix("sqlite:///")
+
+
+def query(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(db_file(db_url), timeout=30)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def dump_db(db_url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table (ours and LangGraph's checkpoints), for before/after diffs."""
+    with closing(sqlite3.connect(db_file(db_url), timeout=30)) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {
+            table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+            for table in sorted(tables)
+        }
+
+
+def events(db_url: str, session_id: str) -> list[dict[str, Any]]:
+    rows = query(
+        db_url,
+        "SELECT kind, agent, key, payload FROM events WHERE session_id = ? ORDER BY id",
+        session_id,
+    )
+    return [
+        {"kind": kind, "agent": agent, "key": key, **json.loads(payload)}
+        for kind, agent, key, payload in rows
+    ]
+
+
+def session_row(db_url: str, session_id: str) -> dict[str, Any]:
+    with closing(sqlite3.connect(db_file(db_url), timeout=30)) as conn:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        assert row is not None, f"no session {session_id} in the database"
+        return dict(row)
+
+
+def run_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    try:
+        return json.loads(result.stdout)
+    except json.JSONDecodeError:  # pragma: no cover - a failure message, not a test path
+        pytest.fail(
+            f"stdout is not one JSON document (exit {result.returncode})\n"
+            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        )
+
+
+def describe(result: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+
+
+def newest_session_id(db_url: str) -> str:
+    """The killed process printed nothing: find its session with `list --json`."""
+    listed = cli("list", "--json", db=db_url)
+    assert listed.returncode == 0, describe(listed)
+    sessions = run_json(listed)
+    assert len(sessions) == 1, sessions  # every test has its own database
+    return str(sessions[0]["session_id"])
+
+
+def start_paused(db_url: str) -> dict[str, Any]:
+    result = cli("run", "--script", str(PAUSE), "--json", db=db_url)
+    assert result.returncode == 3, describe(result)
+    view = run_json(result)
+    assert view["status"] == "paused"
+    return view
+
+
+def scenario(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def first_question(path: Path) -> str:
+    for replies in scenario(path)["agents"].values():
+        for reply in replies:
+            if reply["status"] == "NEEDS_CLARIFICATION":
+                return str(reply["question"])
+    raise AssertionError(f"{path} asks no question")
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """Override conftest's `store`: same thing, typed. Creating it migrates the file."""
+    from orchestrator.store import open_engine
+
+    engine = open_engine(db_url)
+    yield Store(engine)
+    engine.dispose()
+
+
+# -- 1. pause in one process, resume in another ----------------------------------------
+
+
+def test_pause_in_one_process_and_answer_in_another(db_url: str) -> None:
+    paused = start_paused(db_url)
+    session_id = paused["session_id"]
+    question = paused["pending_question"]
+    assert question is not None
+    assert question["asked_by"] == "pm"
+    assert question["question"] == first_question(PAUSE)
+    assert paused["questions_surfaced"] == 1
+    assert paused["orchestrator_state"]["clarification_used"] is True
+    assert paused["orchestrator_state"]["clarification_resolved"] is False
+
+    # `resume ID` with no answer: case B, the stored question again, exit 3, no write.
+    log_before = cli("log", session_id, "--json", db=db_url)
+    assert log_before.returncode == 0, describe(log_before)
+    db_before = dump_db(db_url)
+
+    again_json = cli("resume", session_id, "--json", db=db_url)
+    assert again_json.returncode == 3, describe(again_json)
+    assert run_json(again_json)["pending_question"] == question
+    assert question["question"] in again_json.stderr  # prose goes to stderr under --json
+    assert f"orchestrator resume {session_id}" in again_json.stderr
+
+    again_text = cli("resume", session_id, db=db_url)
+    assert again_text.returncode == 3, describe(again_text)
+    assert question["question"] in again_text.stdout
+    assert f"orchestrator resume {session_id}" in again_text.stdout
+
+    assert dump_db(db_url) == db_before, "re-asking the stored question wrote to the database"
+    log_after = cli("log", session_id, "--json", db=db_url)
+    assert log_after.returncode == 0, describe(log_after)
+    assert json.loads(log_after.stdout) == json.loads(log_before.stdout)
+
+    # The answer, in yet another process.
+    answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
+    assert answered.returncode == 0, describe(answered)
+    done = run_json(answered)
+    assert done["session_id"] == session_id
+    assert done["status"] == "completed"
+    assert done["questions_surfaced"] == 1
+    assert done["fallbacks_injected"] == 0
+    assert done["pending_question"] is None
+    assert done["orchestrator_state"] == {
+        "clarification_used": True,
+        "clarification_resolved": True,
+        "clarification_question": first_question(PAUSE),
+        "user_clarification_response": "Weekly",
+    }
+    assert [t["status"] for t in done["tasks"]] == ["done", "done"]
+
+    kinds = Counter(e["kind"] for e in events(db_url, session_id))
+    assert kinds["question_surfaced"] == 1
+    assert kinds["answer"] == 1
+
+    # A completed session takes no answer, and nothing changes (exit 2).
+    db_done = dump_db(db_url)
+    late = cli("resume", session_id, "--answer", "Daily", "--json", db=db_url)
+    assert late.returncode == 2, describe(late)
+    assert "not waiting" in late.stderr
+    assert dump_db(db_url) == db_done
+
+
+# -- 2. concurrent resumes: exactly one wins ----------------------------------------------
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_concurrent_resumes_exactly_one_wins(db_url: str, attempt: int) -> None:
+    session_id = start_paused(db_url)["session_id"]
+    racers = 4
+    answers = [f"answer {attempt}.{n}" for n in range(racers)]
+    # All started before any is waited on; each pays ~1 s of imports before touching the
+    # database, so they reach it together.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "resume", session_id, "--answer", answer,
+             "--json", "--db", db_url],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, cwd=ROOT,
+        )
+        for answer in answers
+    ]
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=120)
+        results.append((proc.returncode, stdout, stderr))
+
+    codes = [code for code, _, _ in results]
+    winners = [n for n, code in enumerate(codes) if code == 0]
+    assert len(winners) == 1, f"exit codes {codes}: " + "\n".join(e for _, _, e in results)
+    assert sorted(codes) == [0] + [2] * (racers - 1), codes
+    winner = winners[0]
+    assert json.loads(results[winner][1])["status"] == "completed"
+    for n, (code, stdout, stderr) in enumerate(results):
+        if n == winner:
+            continue
+        assert BUSY_OR_ANSWERED.search(stderr), f"racer {n} (exit {code}) said: {stderr}"
+        assert json.loads(stdout)["exit_code"] == 2
+
+    log = events(db_url, session_id)
+    answer_events = [e for e in log if e["kind"] == "answer"]
+    assert len(answer_events) == 1, answer_events
+    assert answer_events[0]["response"] == answers[winner]
+    resumed = [e for e in log if e["kind"] == "status" and e.get("previous") == "paused"]
+    assert len(resumed) == 1, "a losing racer claimed the session too"
+
+    view = json.loads(results[winner][1])
+    assert view["questions_surfaced"] == 1
+    assert view["orchestrator_state"]["user_clarification_response"] == answers[winner]
+    final = run_json(cli("status", session_id, "--json", db=db_url))
+    assert final["status"] == "completed"
+    assert final["questions_surfaced"] == 1
+    assert final["orchestrator_state"]["user_clarification_response"] == answers[winner]
+    assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == {
+        "pm": 3, "developer-1": 1, "developer-2": 1,
+    }
+
+
+# -- 3. SIGKILL at every crash point, then resume: nothing lost, nothing twice ------------
+
+
+@dataclass(frozen=True)
+class CrashCase:
+    scenario: Path
+    point: str
+    # "run": the `run` process dies; "answer": `resume ID --answer ...` dies.
+    killed_in: str
+    replies: dict[str, int]  # agent_reply events per agent once the session completes
+    answer: str  # the answer that must end up stored
+    source: str  # "script" (scenario answers) or "user" (--answer)
+    fallbacks: int = 0
+    # After the kill, with no accepted answer: "plain" resumes first (expects exit 3),
+    # "answer" goes straight to `resume --answer` on the session the dead process left running.
+    then: str = "plain"
+    id: str = field(default="", compare=False)
+
+
+THREE_AND_TWO = {"pm": 3, "developer-1": 1, "developer-2": 1}
+DIGEST_ANSWER = "Weekly, on Monday mornings"
+CRASH_CASES = [
+    # answered-question: the scripted answer is used on whichever side of the kill it falls.
+    *(
+        CrashCase(ANSWERED, point, "run", THREE_AND_TWO, "All visible columns", "script")
+        for point in (
+            "session_created",
+            "reply_recorded:pm#1",
+            "gate_decided",
+            "answer_committed",
+            "reply_recorded:pm#2",
+            "reply_recorded:developer-1#1",
+            "before_finish",
+        )
+    ),
+    # pause-and-resume: killed before the pause, then answered with --answer.
+    CrashCase(PAUSE, "gate_decided", "run", THREE_AND_TWO, DIGEST_ANSWER, "user"),
+    CrashCase(PAUSE, "before_pause", "run", THREE_AND_TWO, DIGEST_ANSWER, "user",
+              then="answer"),
+    # pause-and-resume: the `resume --answer` process dies after the answer committed.
+    *(
+        CrashCase(PAUSE, point, "answer", THREE_AND_TWO, DIGEST_ANSWER, "user")
+        for point in (
+            "answer_committed",
+            "reply_recorded:pm#2",
+            "reply_recorded:developer-2#1",
+            "before_finish",
+        )
+    ),
+    # hard-cap: the PM's second ask gets the fallback once, whatever the kill point.
+    *(
+        CrashCase(HARD_CAP, point, "run", {"pm": 4, "developer-1": 1},
+                  "Keep them; build the token bridge.", "script", fallbacks=1)
+        for point in ("reply_recorded:pm#2", "reply_recorded:pm#3")
+    ),
+    # parallel developers: developer-1 surfaced, developer-2 held then given the fallback.
+    *(
+        CrashCase(PARALLEL, point, "run", {"pm": 2, "developer-1": 2, "developer-2": 2},
+                  "Per API key", "script", fallbacks=1)
+        for point in ("gate_decided", "answer_committed", "reply_recorded:developer-2#2")
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "case", CRASH_CASES, ids=[f"{c.scenario.stem}-{c.killed_in}-{c.point}" for c in CRASH_CASES]
+)
+def test_sigkill_at_crash_point_then_resume(db_url: str, case: CrashCase) -> None:
+    if case.killed_in == "run":
+        crashed = cli("run", "--script", str(case.scenario), "--json", db=db_url,
+                      env=crash_env(case.point))
+        assert crashed.returncode == KILLED, describe(crashed)
+        assert crashed.stdout == ""
+        session_id = newest_session_id(db_url)
+    else:
+        session_id = start_paused(db_url)["session_id"]
+        crashed = cli("resume", session_id, "--answer", case.answer, "--json", db=db_url,
+                      env=crash_env(case.point))
+        assert crashed.returncode == KILLED, describe(crashed)
+    # The dead process left the session mid-run.
+    assert session_row(db_url, session_id)["status"] == "running"
+
+    answer_accepted = case.source == "script" or case.killed_in == "answer"
+    if not answer_accepted:
+        if case.then == "plain":
+            shown = cli("resume", session_id, "--json", db=db_url)
+            assert shown.returncode == 3, describe(shown)
+            pending = run_json(shown)["pending_question"]
+            assert pending["question"] == first_question(case.scenario)
+            assert pending["asked_by"] == "pm"
+        finished = cli("resume", session_id, "--answer", case.answer, "--json", db=db_url)
+    else:
+        # The accepted answer is used as it is: the user is not asked again.
+        finished = cli("resume", session_id, "--json", db=db_url)
+    assert finished.returncode == 0, describe(finished)
+    view = run_json(finished)
+
+    assert view["status"] == "completed", view
+    assert view["questions_surfaced"] == 1
+    assert view["fallbacks_injected"] == case.fallbacks
+    assert view["pending_question"] is None
+    assert view["orchestrator_state"] == {
+        "clarification_used": True,
+        "clarification_resolved": True,
+        "clarification_question": first_question(case.scenario),
+        "user_clarification_response": case.answer,
+    }
+    assert view["summary"] == scenario(case.scenario)["agents"]["pm"][-1]["summary"]
+
+    log = events(db_url, session_id)
+    kinds = Counter(e["kind"] for e in log)
+    assert kinds["question_surfaced"] == 1
+    assert kinds["answer"] == 1
+    assert kinds["answer_delivered"] == 1  # the asker ran again with the answer, once
+    assert kinds["fallback"] == case.fallbacks
+    answer_event = next(e for e in log if e["kind"] == "answer")
+    assert (answer_event["response"], answer_event["source"]) == (case.answer, case.source)
+    # Every scripted reply consumed exactly once: no reply recorded twice, none skipped.
+    assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == case.replies
+    pm_statuses = [e["reply"]["status"] for e in log if e["kind"] == "agent_reply"
+                   and e["agent"] == "pm"]
+    assert pm_statuses == [r["status"] for r in scenario(case.scenario)["agents"]["pm"]]
+    finals = [e for e in log if e["kind"] == "status" and e["status"] == "completed"]
+    assert len(finals) == 1
+    assert session_row(db_url, session_id)["answers_used"] == (
+        1 if case.source == "script" else 0
+    )
+
+    if case.killed_in == "answer":
+        # The answer committed before the kill: a second answer is refused, nothing changes.
+        before = dump_db(db_url)
+        second = cli("resume", session_id, "--answer", "Daily", "--json", db=db_url)
+        assert second.returncode == 2, describe(second)
+        assert "not waiting" in second.stderr
+        assert dump_db(db_url) == before
+
+
+# -- 3b. kill -9 from outside, at no crash point ------------------------------------------
+
+
+def long_scenario(path: Path, rounds: int = 3, tasks: int = 6) -> tuple[Path, list[str]]:
+    """PM plans `rounds` rounds of `tasks` tasks; every developer reply has its own summary."""
+    pm: list[dict[str, Any]] = [
+        {"status": "PLANNED", "tasks": [{"title": f"round {r} task {t}"}
+                                        for t in range(1, tasks + 1)]}
+        for r in range(1, rounds + 1)
+    ]
+    pm.append({"status": "COMPLETE", "summary": "all rounds done"})
+    summaries = [f"developer reply {n}" for n in range(rounds * tasks)]
+    document = {
+        "task": "A long scripted run to kill from outside",
+        "agents": {"pm": pm, "developer": [{"status": "DONE", "summary": s} for s in summaries]},
+        "settings": {"max_rounds": rounds + 1},
+        "expect": {"status": "completed", "questions_surfaced": 0},
+    }
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path, summaries
+
+
+def test_kill_9_from_outside_then_plain_resume_finishes(
+    db_url: str, tmp_path: Path, store: Store
+) -> None:
+    script, summaries = long_scenario(tmp_path / "long.yaml")
+    total_replies = len(summaries) + 4
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", "--script", str(script), "--json",
+         "--db", db_url],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    # Deterministic kill point: we poll while holding SQLite's write lock (BEGIN IMMEDIATE).
+    # Once we see the run mid-way we keep the lock, so the child is stuck at its next write
+    # (it waits on the busy timeout) and cannot finish before the SIGKILL lands. Between two
+    # polls the child gets ~20 ms, far less than its dozens of remaining writes.
+    lock = sqlite3.connect(db_file(db_url), timeout=30, isolation_level=None)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            lock.execute("BEGIN IMMEDIATE")
+            rows = lock.execute("SELECT id, status FROM sessions").fetchall()
+            replies = lock.execute(
+                "SELECT count(*) FROM events WHERE kind = 'agent_reply'"
+            ).fetchone()[0]
+            if rows and replies >= 3:
+                break
+            lock.execute("ROLLBACK")
+            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the kill"
+            assert time.monotonic() < deadline, "the run never got going"
+            time.sleep(0.02)
+        (session_id, status), = rows
+        assert status == "running"
+        assert replies < total_replies
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == KILLED
+    finally:
+        if lock.in_transaction:
+            lock.execute("ROLLBACK")
+        lock.close()
+        if proc.poll() is None:  # pragma: no cover - only if an assertion fired above
+            proc.kill()
+            proc.wait()
+
+    left = session_row(db_url, session_id)
+    assert left["status"] == "running"
+    assert left["owner_pid"] == proc.pid
+
+    finished = cli("resume", session_id, "--json", db=db_url)
+    assert finished.returncode == 0, describe(finished)
+    view = run_json(finished)
+    assert view["status"] == "completed"
+    assert view["summary"] == "all rounds done"
+    assert view["questions_surfaced"] == 0
+
+    log = events(db_url, session_id)
+    consumed = [e["reply"].get("summary") for e in log
+                if e["kind"] == "agent_reply" and e["agent"] != "pm"]
+    assert sorted(consumed) == sorted(summaries)  # every reply once: none lost, none twice
+    assert [e["reply"]["status"] for e in log if e["kind"] == "agent_reply"
+            and e["agent"] == "pm"] == ["PLANNED", "PLANNED", "PLANNED", "COMPLETE"]
+    assert any(e["kind"] == "status" and e.get("previous") == "running" for e in log)
+
+
+# -- 4. who may drive a session: dead owners are taken over, live ones are not -------------
+
+
+def test_session_left_running_by_killed_process_is_taken_over(db_url: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", "--script", str(ANSWERED), "--json",
+         "--db", db_url],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env=crash_env("reply_recorded:developer-1#1"),
+    )
+    proc.communicate(timeout=120)
+    assert proc.returncode == KILLED
+    session_id = newest_session_id(db_url)
+
+    left = session_row(db_url, session_id)
+    assert left["status"] == "running"
+    assert (left["owner_pid"], left["owner_host"]) == (proc.pid, socket.gethostname())
+    # The lease still runs for ~30 s: only "same host, pid gone" can free the session now.
+    assert left["lease_expires_at"] > time.time() + 5
+
+    finished = cli("resume", session_id, "--json", db=db_url)
+    assert finished.returncode == 0, describe(finished)
+    assert run_json(finished)["status"] == "completed"
+    takeovers = [e for e in events(db_url, session_id)
+                 if e["kind"] == "status" and e.get("previous") == "running"]
+    assert len(takeovers) == 1
+    assert "gone" in takeovers[0]["note"]
+    row = session_row(db_url, session_id)
+    assert (row["status"], row["owner"], row["owner_pid"]) == ("completed", None, None)
+
+
+def test_session_held_by_live_process_is_not_taken(db_url: str, store: Store) -> None:
+    session_id = start_paused(db_url)["session_id"]
+    holder = Owner(pid=os.getpid())  # this test process: alive, same host
+    store.claim(session_id, holder)
+    assert session_row(db_url, session_id)["status"] == "running"
+    held = dump_db(db_url)
+
+    for args in (["--answer", "Weekly"], []):
+        refused = cli("resume", session_id, *args, "--json", db=db_url)
+        assert refused.returncode == 2, describe(refused)
+        assert "being resumed elsewhere" in refused.stderr, refused.stderr
+        assert json.loads(refused.stdout)["exit_code"] == 2
+        assert dump_db(db_url) == held, f"resume {args} changed a session it does not hold"
+
+    # Once the holder lets go, the same command goes through: the claim was the reason.
+    store.release(session_id, holder, "paused")
+    answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
+    assert answered.returncode == 0, describe(answered)
+    view = run_json(answered)
+    assert view["status"] == "completed"
+    assert view["orchestrator_state"]["user_clarification_response"] == "Weekly"
