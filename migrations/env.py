@@ -5,10 +5,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from orchestrator.store.schema import OUR_TABLES, Base
+from orchestrator.store.schema import OUR_TABLES, metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def include_object(obj, name, type_, reflected, compare_to):  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from orchestrator.store.db import MIGRATIONS, open_engine
-from orchestrator.store.schema import HEAD_REVISION, OUR_TABLES, Base
+from orchestrator.store.schema import HEAD_REVISION, OUR_TABLES, metadata
 
 
 def test_head_revision_constant_matches_the_migrations() -> None:
@@ -31,7 +31,7 @@ def test_empty_database_is_migrated_to_head_and_matches_the_models(tmp_path: Pat
             opts={"include_object": lambda obj, name, type_, *_: type_ != "table"
                   or name in OUR_TABLES},
         )
-        assert compare_metadata(context, Base.metadata) == []
+        assert compare_metadata(context, metadata) == []
 
 
 def test_langgraph_tables_share_the_file_but_not_the_migrations(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from orchestrator import gate
@@ -418,6 +418,10 @@ def check_session(scenario: Mapping[str, Any], out: Mapping[str, Any]) -> None:
         f"{r['kind']}:{r['agent'] or ''}:{r['key']}" for r in rows
     ))
 
+    event(f"status: {view['status']}")
+    event(f"paused: {out['resumes']}, surfaced: {view['questions_surfaced']}")
+    event(f"fallbacks: {view['fallbacks_injected']}")
+
     # -- every session ends, with at most one pause --
     assert out["resumes"] <= 1, f"paused {out['resumes']} times; one question means one pause"
     assert view["status"] in ("completed", "failed", "cancelled"), view["status"]
@@ -500,6 +504,7 @@ def check_session(scenario: Mapping[str, Any], out: Mapping[str, Any]) -> None:
         assert error, "a failed session must say why"
         matched = [name for name, pattern in FAIL_REASONS.items() if pattern.search(error)]
         assert matched, f"failure reason names no known cause: {error!r}"
+        event(f"failed: {'+'.join(matched)}")
         if "fallbacks" in matched:
             failed = [e for e in events if e["kind"] == "gate_failed"]
             assert failed and error == failed[-1]["reason"]

@@ -22,7 +22,9 @@ from sqlalchemy.exc import IntegrityError
 from orchestrator import gate
 from orchestrator.errors import SessionBusy, SessionNotFound, SessionNotWaiting
 from orchestrator.store.owner import Owner, is_dead
-from orchestrator.store.schema import EventRow, SessionRow, StateRow
+from orchestrator.store.schema import events as _E
+from orchestrator.store.schema import sessions as _S
+from orchestrator.store.schema import state as _T
 from orchestrator.store.views import event_view, session_view
 
 __all__ = ["Store", "FINAL_STATUSES", "STATUSES"]
@@ -31,7 +33,6 @@ STATUSES = ("running", "paused", "completed", "failed", "cancelled")
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
 Listener = Callable[[str, dict[str, Any]], None]  # (session_id, event)
-_S, _T, _E = SessionRow.__table__, StateRow.__table__, EventRow.__table__
 
 
 def _now() -> datetime:
