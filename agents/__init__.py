@@ -15,7 +15,9 @@ from orchestrator.errors import ConfigError
 __all__ = ["load_backend"]
 
 
-def load_backend(description: Mapping[str, Any], *, replies_so_far: Mapping[str, int]) -> AgentBackend:
+def load_backend(
+    description: Mapping[str, Any], *, replies_so_far: Mapping[str, int]
+) -> AgentBackend:
     """Rebuild a backend from its stored description; `replies_so_far` counts recorded replies."""
     kind = description.get("kind")
     if kind == "script":

@@ -16,5 +16,5 @@ _TARGET = os.environ.get("ORCHESTRATOR_CRASH_AT")
 
 
 def crash_point(name: str) -> None:
-    if _TARGET is not None and _TARGET == name:
+    if _TARGET is not None and name == _TARGET:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -26,12 +26,12 @@ EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running
 EXIT_BAD_INPUT = 2
 
 
-class Ui(str, Enum):
+class Ui(StrEnum):
     terminal = "terminal"
     none = "none"
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     running = "running"
     paused = "paused"
     completed = "completed"
@@ -128,8 +128,9 @@ def _prompt(question: Mapping[str, Any]) -> Any:
         "multi_select": "numbers or labels, comma-separated",
     }[question.get("kind", "free_text")]
     try:
-        raw = typer.prompt(f"{hint} (empty line to decline)", default="", err=True,
-                           show_default=False)
+        raw = typer.prompt(
+            f"{hint} (empty line to decline)", default="", err=True, show_default=False
+        )
     except (typer.Abort, KeyboardInterrupt, EOFError):
         _err("\nno answer given; the session stays paused")
         return None
@@ -138,14 +139,12 @@ def _prompt(question: Mapping[str, Any]) -> Any:
         return UserReply(action="decline")
     if question.get("kind") == "free_text":
         return UserReply(text=raw)
-    picks = [p.strip() for p in raw.split(",")] if question.get("kind") == "multi_select" \
-        else [raw]
-    picked = [labels[int(p) - 1] if p.isdigit() and 0 < int(p) <= len(labels) else p
-              for p in picks]
+    picks = [p.strip() for p in raw.split(",")] if question.get("kind") == "multi_select" else [raw]
+    picked = [labels[int(p) - 1] if p.isdigit() and 0 < int(p) <= len(labels) else p for p in picks]
     return UserReply(choices=tuple(picked))
 
 
-def _finish(as_json: bool, view: Mapping[str, Any], db: str | None) -> NoReturn:
+def _finish(as_json: bool, view: dict[str, Any], db: str | None) -> NoReturn:
     """Print the session and exit with the code its status (and `expect`) calls for."""
     code = EXIT_CODES.get(view["status"], 1)
     text = session_text(view)
@@ -203,8 +202,11 @@ def run(
     ] = None,
     script: Annotated[
         Path | None,
-        typer.Option("--script", metavar="FILE", help="Scenario file (YAML/JSON): scripted "
-                     "agents and answers, no model is called."),
+        typer.Option(
+            "--script",
+            metavar="FILE",
+            help="Scenario file (YAML/JSON): scripted agents and answers, no model is called.",
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", metavar="PROVIDER:NAME", help="Chat model.")
@@ -260,8 +262,11 @@ def resume(
     ] = None,
     choice: Annotated[
         list[str] | None,
-        typer.Option("--choice", metavar="LABEL",
-                     help="Choose an option (repeat for a multi_select question)."),
+        typer.Option(
+            "--choice",
+            metavar="LABEL",
+            help="Choose an option (repeat for a multi_select question).",
+        ),
     ] = None,
     decline: Annotated[
         bool, typer.Option("--decline", help="Resolve the question without an answer.")
@@ -277,8 +282,16 @@ def resume(
         from orchestrator.engine import Engine
         from orchestrator.errors import ConfigError
 
-        given = [name for name, on in (("--answer", answer is not None), ("--choice", bool(choice)),
-                                       ("--decline", decline), ("--cancel", cancel)) if on]
+        given = [
+            name
+            for name, on in (
+                ("--answer", answer is not None),
+                ("--choice", bool(choice)),
+                ("--decline", decline),
+                ("--cancel", cancel),
+            )
+            if on
+        ]
         if len(given) > 1:
             raise ConfigError(f"give at most one of {', '.join(given)}")
         reply = None
@@ -324,9 +337,12 @@ def list_(
     with _user_errors(as_json):
         store, _ = _store(db)
         views = store.list_views(status_.value if status_ else None)
-    text = "\n".join(
-        f"{v['session_id']}  {v['status']:<9}  {v['created_at']}  {v['task']}" for v in views
-    ) or "no sessions"
+    text = (
+        "\n".join(
+            f"{v['session_id']}  {v['status']:<9}  {v['created_at']}  {v['task']}" for v in views
+        )
+        or "no sessions"
+    )
     _emit(as_json, views, text)
 
 
@@ -353,8 +369,9 @@ def db_upgrade(db: DbOption = None, as_json: JsonOption = False) -> None:
 
         url = resolve_url(db)
         upgrade(open_engine(url, migrate=False))
-    _emit(as_json, {"database": url, "revision": HEAD_REVISION},
-          f"{url}: at revision {HEAD_REVISION}")
+    _emit(
+        as_json, {"database": url, "revision": HEAD_REVISION}, f"{url}: at revision {HEAD_REVISION}"
+    )
 
 
 def main() -> None:

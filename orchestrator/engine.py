@@ -45,7 +45,9 @@ class Engine:
     def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
         """Create a session and run it until it ends or pauses; return its id."""
         session_id = self.store.create_session(
-            task, agents=backend.describe(), settings={**DEFAULT_SETTINGS, **settings},
+            task,
+            agents=backend.describe(),
+            settings={**DEFAULT_SETTINGS, **settings},
             owner=self.owner,
         )
         crash_point("session_created")
@@ -101,7 +103,7 @@ class Engine:
             max_rounds=row.settings["max_rounds"],
             max_fallbacks=row.settings["max_fallbacks"],
         )
-        config: dict[str, Any] = {
+        config: Any = {
             "configurable": {"thread_id": session_id},
             "recursion_limit": RECURSION_LIMIT,
         }
@@ -180,7 +182,8 @@ class Engine:
             self.owner,
             status,
             summary=outcome.get("summary"),
-            error=outcome.get("error") or (None if outcome else "the graph ended without an outcome"),
+            error=outcome.get("error")
+            or (None if outcome else "the graph ended without an outcome"),
         )
 
     @contextmanager

@@ -55,6 +55,16 @@ class GraphState(TypedDict, total=False):
     outcome: dict[str, Any] | None  # {"status": "completed"|"failed", "summary"|"error"}
 
 
+class DeveloperInput(TypedDict):
+    """What the fan-out `Send`s to one developer node."""
+
+    task: dict[str, Any]
+    round: int
+    call: int
+    instruction: str | None
+    plan: list[dict[str, Any]]
+
+
 def initial_state() -> GraphState:
     return {"round": 0, "tasks": [], "calls": {}, "results": {}, "asks": {}, "instructions": {}}
 
@@ -140,12 +150,16 @@ def build_graph(ctx: RunContext) -> StateGraph:
             update["outcome"] = {"status": "completed", "summary": reply.summary}
         return update
 
-    def developer(arg: dict[str, Any]) -> dict[str, Any]:
+    def developer(state: DeveloperInput) -> dict[str, Any]:
+        arg = state
         task, round_, call = arg["task"], arg["round"], arg["call"]
         agent = f"developer-{task['number']}"
-        state: GraphState = {"round": round_, "tasks": arg["plan"]}
         request = ctx.request(
-            agent, call, state, instruction=arg.get("instruction"), assignment=task
+            agent,
+            call,
+            {"round": round_, "tasks": arg["plan"]},
+            instruction=arg["instruction"],
+            assignment=task,
         )
         key, reply = ctx.call(agent, call, request)
         result: dict[str, Any]
@@ -225,20 +239,20 @@ def build_graph(ctx: RunContext) -> StateGraph:
         return [
             Send(
                 "developer",
-                {
-                    "task": by_number[n],
-                    "round": state.get("round", 0),
-                    "call": calls.get(f"developer-{n}", 0) + 1,
-                    "instruction": instructions.get(f"developer-{n}"),
-                    "plan": state.get("tasks", []),
-                },
+                DeveloperInput(
+                    task=by_number[n],
+                    round=state.get("round", 0),
+                    call=calls.get(f"developer-{n}", 0) + 1,
+                    instruction=instructions.get(f"developer-{n}"),
+                    plan=state.get("tasks", []),
+                ),
             )
             for n in numbers
         ]
 
     graph = StateGraph(GraphState)
     graph.add_node("pm", pm)
-    graph.add_node("developer", developer)
+    graph.add_node("developer", developer, input_schema=DeveloperInput)
     graph.add_node("join", join)
     graph.add_node("gate", gate_node)
     graph.add_edge(START, "pm")

@@ -122,15 +122,18 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
         loc = tuple(
             p
             for p in error["loc"]
-            if isinstance(p, int) or not (p.isupper() or p in {"str", "ChoicesAnswer",
-                                                               "ActionAnswer"}
-                                          or p.startswith("function-"))
+            if isinstance(p, int)
+            or not (
+                p.isupper()
+                or p in {"str", "ChoicesAnswer", "ActionAnswer"}
+                or p.startswith("function-")
+            )
         )
         message = error["msg"]
         if len(loc) >= 2 and loc[0] == "answers" and isinstance(loc[1], int):
-            loc, message = loc[:2], (
-                "expected an answer text, {choices: [label, ...]} or "
-                "{action: decline | cancel}"
+            loc, message = (
+                loc[:2],
+                ("expected an answer text, {choices: [label, ...]} or {action: decline | cancel}"),
             )
         elif error["type"] == "extra_forbidden":
             message = "unknown key (not part of the scenario format)"
@@ -139,7 +142,9 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
         elif error["type"] == "union_tag_invalid":
             expected = error.get("ctx", {}).get("expected_tags", "")
             tag = error.get("ctx", {}).get("tag")
-            message = f"status {tag!r} is not a reply this agent can give; expected one of {expected}"
+            message = (
+                f"status {tag!r} is not a reply this agent can give; expected one of {expected}"
+            )
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
         lines.append(f"{_path(prefix + loc)}: {message}")
@@ -212,8 +217,7 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             multi = [q for q in questions if q.kind == "multi_select"]
             if not multi:
                 raise ScenarioError(
-                    f"{where}: 'choices' answers a multi_select question, "
-                    "and no agent asks one"
+                    f"{where}: 'choices' answers a multi_select question, and no agent asks one"
                 )
             if not any(set(answer.choices) <= set(q.labels) for q in multi):
                 labels = sorted({label for q in multi for label in q.labels})

@@ -15,7 +15,9 @@ EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Point HOME and the XDG dirs at a temp dir, and drop ORCHESTRATOR_DB."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -42,12 +44,19 @@ def store(db_url: str) -> Iterator[object]:
     engine.dispose()
 
 
-def cli(*args: str, db: str | None = None, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, db: str | None = None, timeout: float = 120, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
     """Run the real `orchestrator` command in a new process (stdin is not a terminal)."""
     command = [sys.executable, "-m", "orchestrator", *args]
     if db is not None:
         command += ["--db", db]
     return subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        cwd=ROOT, **kwargs,  # type: ignore[arg-type]
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+        **kwargs,  # type: ignore[arg-type]
     )

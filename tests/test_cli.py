@@ -21,8 +21,9 @@ def dump(db_url: str) -> dict[str, list[Any]]:
     path = db_url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:
         present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        return {t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}"))) for t in TABLES
-                if t in present}
+        return {
+            t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}"))) for t in TABLES if t in present
+        }
 
 
 def as_json(result: subprocess.CompletedProcess[str]) -> Any:
@@ -47,13 +48,31 @@ def test_run_completed_exit_0_with_one_json_document(db_url: str) -> None:
     assert result.returncode == 0, result.stderr
     view = as_json(result)
     assert view["status"] == "completed"
-    assert set(view) >= {"session_id", "status", "task", "orchestrator_state", "pending_question",
-                         "questions_surfaced", "fallbacks_injected", "tasks", "summary", "error"}
+    assert set(view) >= {
+        "session_id",
+        "status",
+        "task",
+        "orchestrator_state",
+        "pending_question",
+        "questions_surfaced",
+        "fallbacks_injected",
+        "tasks",
+        "summary",
+        "error",
+    }
     assert view["tasks"] == [
-        {"number": 1, "title": "Export endpoint", "status": "done",
-         "summary": "GET /reports/export.csv streams the visible columns"},
-        {"number": 2, "title": "Export button", "status": "done",
-         "summary": "Export button added next to the filters"},
+        {
+            "number": 1,
+            "title": "Export endpoint",
+            "status": "done",
+            "summary": "GET /reports/export.csv streams the visible columns",
+        },
+        {
+            "number": 2,
+            "title": "Export button",
+            "status": "done",
+            "summary": "Export button added next to the filters",
+        },
     ]
     assert "QUESTION pm asks: Which columns" in result.stderr  # progress goes to stderr
     assert "ANSWER (script): All visible columns" in result.stderr
@@ -93,8 +112,9 @@ def test_resume_without_answer_under_ui_none_exits_3_and_changes_nothing(
 
 
 def test_failed_session_exits_1(db_url: str, tmp_path: Path) -> None:
-    scenario = write(tmp_path, "task: t\nagents:\n  pm:\n    - status: PLANNED\n"
-                     "      tasks: [{title: a}]\n")
+    scenario = write(
+        tmp_path, "task: t\nagents:\n  pm:\n    - status: PLANNED\n      tasks: [{title: a}]\n"
+    )
     result = cli("run", "--script", scenario, "--json", db=db_url)
     assert result.returncode == 1
     assert "ran out of replies for developer-1" in as_json(result)["error"]
@@ -103,8 +123,11 @@ def test_failed_session_exits_1(db_url: str, tmp_path: Path) -> None:
 
 
 def test_unmet_expect_exits_1_with_a_readable_difference(db_url: str, tmp_path: Path) -> None:
-    text = (EXAMPLES / "hard-cap.yaml").read_text().replace("fallbacks_injected: 1",
-                                                           "fallbacks_injected: 0")
+    text = (
+        (EXAMPLES / "hard-cap.yaml")
+        .read_text()
+        .replace("fallbacks_injected: 1", "fallbacks_injected: 0")
+    )
     result = cli("run", "--script", write(tmp_path, text), "--json", db=db_url)
     assert result.returncode == 1
     assert "expect.fallbacks_injected: expected 0, got 1" in result.stderr
@@ -151,22 +174,32 @@ def test_bad_input_exits_2_names_the_problem_and_changes_nothing(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("task: t\nagents:\n  pm:\n    - status: DONE\n      summary: s\n",
-         "agents.pm[0]: status 'DONE' is not a reply this agent can give"),
-        ("task: t\nagents:\n  pm:\n    - status: COMPLETE\n      summary: s\nextra: 1\n",
-         "extra: unknown key"),
+        (
+            "task: t\nagents:\n  pm:\n    - status: DONE\n      summary: s\n",
+            "agents.pm[0]: status 'DONE' is not a reply this agent can give",
+        ),
+        (
+            "task: t\nagents:\n  pm:\n    - status: COMPLETE\n      summary: s\nextra: 1\n",
+            "extra: unknown key",
+        ),
         ("task: t\nagents:\n  pm:\n    - status: PLANNED\n", "agents.pm[0].tasks: required key"),
         ("task: t\nagents:\n  pm: []\n  dev: []\n", "agents.dev: unknown agent"),
-        ("task: t\nagents:\n  pm:\n    - status: NEEDS_CLARIFICATION\n      question: q\n"
-         "      kind: single_select\n      options: [{label: A}, {label: B}]\nanswers: [C]\n",
-         "answers[0]: 'C' is not one of the options"),
-        ("task: t\nagents:\n  pm:\n    - status: NEEDS_CLARIFICATION\n      question: q\n"
-         "      kind: single_select\n      options: [{label: A}, {label: A}]\n",
-         "agents.pm[0]: option labels must be unique"),
+        (
+            "task: t\nagents:\n  pm:\n    - status: NEEDS_CLARIFICATION\n      question: q\n"
+            "      kind: single_select\n      options: [{label: A}, {label: B}]\nanswers: [C]\n",
+            "answers[0]: 'C' is not one of the options",
+        ),
+        (
+            "task: t\nagents:\n  pm:\n    - status: NEEDS_CLARIFICATION\n      question: q\n"
+            "      kind: single_select\n      options: [{label: A}, {label: A}]\n",
+            "agents.pm[0]: option labels must be unique",
+        ),
         ("task: [unclosed\n", "invalid YAML"),
         ("- just a list\n", "expected a mapping"),
-        ("task: t\nagents: {pm: []}\nexpect: {questions_surfaced: lots}\n",
-         "expect.questions_surfaced"),
+        (
+            "task: t\nagents: {pm: []}\nexpect: {questions_surfaced: lots}\n",
+            "expect.questions_surfaced",
+        ),
     ],
 )
 def test_malformed_scenario_exits_2_with_file_path_and_expectation(
@@ -237,8 +270,13 @@ def test_read_commands_do_not_import_langgraph(db_url: str, paused: str) -> None
         " 'alembic', 'yaml'})\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe, paused, db_url], capture_output=True,
-                            text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", probe, paused, db_url],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "HEAVY []" in result.stderr
 

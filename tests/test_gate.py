@@ -23,12 +23,26 @@ from orchestrator.gate import (
 )
 
 ASK = Ask("pm", "pm#1", "Which columns?")
-OPEN = GateState(used=True, resolved=False, question="Which columns?", asked_by="pm",
-                 request_key="pm#1")
-ANSWERED = GateState(used=True, resolved=True, question="Which columns?", response="All",
-                     asked_by="pm", request_key="pm#1", resolution="answered")
-DECLINED = GateState(used=True, resolved=True, question="Which columns?", asked_by="pm",
-                     request_key="pm#1", resolution="declined")
+OPEN = GateState(
+    used=True, resolved=False, question="Which columns?", asked_by="pm", request_key="pm#1"
+)
+ANSWERED = GateState(
+    used=True,
+    resolved=True,
+    question="Which columns?",
+    response="All",
+    asked_by="pm",
+    request_key="pm#1",
+    resolution="answered",
+)
+DECLINED = GateState(
+    used=True,
+    resolved=True,
+    question="Which columns?",
+    asked_by="pm",
+    request_key="pm#1",
+    resolution="declined",
+)
 
 
 def test_fallback_message_is_the_contract_text() -> None:
@@ -44,8 +58,11 @@ def test_case_a_first_ask_surfaces_and_saves_only_the_named_fields() -> None:
     assert isinstance(decision, Surface)
     assert decision.question == "Which columns?"
     assert dict(decision.update) == {
-        "used": True, "resolved": False, "question": "Which columns?",
-        "asked_by": "pm", "request_key": "pm#1",
+        "used": True,
+        "resolved": False,
+        "question": "Which columns?",
+        "asked_by": "pm",
+        "request_key": "pm#1",
     }
     assert "response" not in decision.update  # merge, not overwrite
 
@@ -118,5 +135,9 @@ def test_fallbacks_are_counted_per_agent() -> None:
 
 def test_asks_in_one_round_are_ordered_pm_first_then_by_task_number() -> None:
     agents = ["developer-10", "developer-2", "pm", "developer-1"]
-    assert sorted(agents, key=gate.ask_order) == ["pm", "developer-1", "developer-2",
-                                                  "developer-10"]
+    assert sorted(agents, key=gate.ask_order) == [
+        "pm",
+        "developer-1",
+        "developer-2",
+        "developer-10",
+    ]

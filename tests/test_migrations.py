@@ -28,8 +28,11 @@ def test_empty_database_is_migrated_to_head_and_matches_the_models(tmp_path: Pat
         assert version == HEAD_REVISION
         context = MigrationContext.configure(
             conn,
-            opts={"include_object": lambda obj, name, type_, *_: type_ != "table"
-                  or name in OUR_TABLES},
+            opts={
+                "include_object": lambda obj, name, type_, *_: (
+                    type_ != "table" or name in OUR_TABLES
+                )
+            },
         )
         assert compare_metadata(context, metadata) == []
 
@@ -57,8 +60,10 @@ def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
 
     url = f"sqlite:///{tmp_path / 'race.db'}"
     code = "import sys; from orchestrator.store.db import open_engine; open_engine(sys.argv[1])"
-    procs = [subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err

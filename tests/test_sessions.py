@@ -66,8 +66,10 @@ def kinds(store: Store, session_id: str) -> Counter[str]:
 def test_case_a_then_c_answered_question_reaches_the_pm_and_completes(db_url: str) -> None:
     store, sid, backend = start(
         db_url,
-        {"agents": {"pm": [ASK, PLAN2, COMPLETE], "developer": [DONE, DONE]},
-         "answers": ["All visible columns"]},
+        {
+            "agents": {"pm": [ASK, PLAN2, COMPLETE], "developer": [DONE, DONE]},
+            "answers": ["All visible columns"],
+        },
     )
     view = store.view(sid)
     assert view["status"] == "completed" and view["summary"] == "shipped"
@@ -88,12 +90,16 @@ def test_case_a_then_c_answered_question_reaches_the_pm_and_completes(db_url: st
 
 
 def test_case_a_pauses_without_answers_and_case_b_resurfaces_without_running(db_url: str) -> None:
-    store, sid, backend = start(db_url, {"agents": {"pm": [ASK, PLAN1, COMPLETE],
-                                                     "developer": [DONE]}})
+    store, sid, backend = start(
+        db_url, {"agents": {"pm": [ASK, PLAN1, COMPLETE], "developer": [DONE]}}
+    )
     view = store.view(sid)
     assert view["status"] == "paused"
     assert view["pending_question"] == {
-        "question": "Which columns?", "kind": "free_text", "options": [], "urgency": "medium",
+        "question": "Which columns?",
+        "kind": "free_text",
+        "options": [],
+        "urgency": "medium",
         "asked_by": "pm",
     }
     before = store.events(sid)
@@ -112,9 +118,13 @@ def test_case_a_pauses_without_answers_and_case_b_resurfaces_without_running(db_
 def test_case_d_second_ask_gets_the_exact_fallback_and_is_not_surfaced(db_url: str) -> None:
     store, sid, backend = start(
         db_url,
-        {"agents": {"pm": [ASK, {**ASK, "question": "And the region?"}, PLAN1, COMPLETE],
-                    "developer": [DONE]},
-         "answers": ["All"]},
+        {
+            "agents": {
+                "pm": [ASK, {**ASK, "question": "And the region?"}, PLAN1, COMPLETE],
+                "developer": [DONE],
+            },
+            "answers": ["All"],
+        },
     )
     view = store.view(sid)
     assert view["status"] == "completed"
@@ -127,8 +137,10 @@ def test_case_d_second_ask_gets_the_exact_fallback_and_is_not_surfaced(db_url: s
 def test_decline_resolves_and_the_asker_gets_the_fallback(db_url: str) -> None:
     store, sid, backend = start(
         db_url,
-        {"agents": {"pm": [ASK, PLAN1, COMPLETE], "developer": [DONE]},
-         "answers": [{"action": "decline"}]},
+        {
+            "agents": {"pm": [ASK, PLAN1, COMPLETE], "developer": [DONE]},
+            "answers": [{"action": "decline"}],
+        },
     )
     view = store.view(sid)
     assert view["status"] == "completed"
@@ -141,8 +153,10 @@ def test_decline_resolves_and_the_asker_gets_the_fallback(db_url: str) -> None:
 def test_cancel_ends_the_session_and_no_agent_runs_after_it(db_url: str) -> None:
     store, sid, backend = start(
         db_url,
-        {"agents": {"pm": [ASK, PLAN1, COMPLETE], "developer": [DONE]},
-         "answers": [{"action": "cancel"}]},
+        {
+            "agents": {"pm": [ASK, PLAN1, COMPLETE], "developer": [DONE]},
+            "answers": [{"action": "cancel"}],
+        },
     )
     assert store.view(sid)["status"] == "cancelled"
     assert [r.agent for r in backend.requests] == ["pm"]
@@ -158,7 +172,9 @@ def test_cancel_from_resume(db_url: str) -> None:
 
 
 @pytest.mark.parametrize("max_fallbacks", [0, 1, 2])
-def test_stubborn_agent_fails_the_session_after_max_fallbacks(db_url: str, max_fallbacks: int) -> None:
+def test_stubborn_agent_fails_the_session_after_max_fallbacks(
+    db_url: str, max_fallbacks: int
+) -> None:
     store, sid, backend = start(
         db_url, {"agents": {"pm": [ASK] * 10}, "answers": ["x"]}, max_fallbacks=max_fallbacks
     )
@@ -174,10 +190,14 @@ def test_stubborn_agent_fails_the_session_after_max_fallbacks(db_url: str, max_f
 def test_parallel_developers_asking_in_one_round_are_ordered_by_task_number(db_url: str) -> None:
     store, sid, backend = start(
         db_url,
-        {"agents": {"pm": [PLAN2, COMPLETE],
-                    "developer-1": [SELECT, DONE],
-                    "developer-2": [{**ASK, "question": "Where?"}, DONE]},
-         "answers": ["Per API key"]},
+        {
+            "agents": {
+                "pm": [PLAN2, COMPLETE],
+                "developer-1": [SELECT, DONE],
+                "developer-2": [{**ASK, "question": "Where?"}, DONE],
+            },
+            "answers": ["Per API key"],
+        },
     )
     view = store.view(sid)
     assert view["status"] == "completed"
@@ -196,9 +216,13 @@ def test_parallel_developers_asking_in_one_round_are_ordered_by_task_number(db_u
 def test_parallel_question_waits_across_a_pause_and_resume(db_url: str) -> None:
     store, sid, _ = start(
         db_url,
-        {"agents": {"pm": [PLAN2, COMPLETE],
-                    "developer-1": [ASK, DONE],
-                    "developer-2": [{**ASK, "question": "Where?"}, DONE]}},
+        {
+            "agents": {
+                "pm": [PLAN2, COMPLETE],
+                "developer-1": [ASK, DONE],
+                "developer-2": [{**ASK, "question": "Where?"}, DONE],
+            }
+        },
     )
     assert store.view(sid)["pending_question"]["asked_by"] == "developer-1"
     store2 = resume(db_url, sid, UserReply(text="All"))
@@ -210,8 +234,12 @@ def test_parallel_question_waits_across_a_pause_and_resume(db_url: str) -> None:
 def test_blocked_developer_goes_back_to_the_pm(db_url: str) -> None:
     store, sid, backend = start(
         db_url,
-        {"agents": {"pm": [PLAN1, PLAN1, COMPLETE],
-                    "developer": [{"status": "BLOCKED", "reason": "no schema"}, DONE]}},
+        {
+            "agents": {
+                "pm": [PLAN1, PLAN1, COMPLETE],
+                "developer": [{"status": "BLOCKED", "reason": "no schema"}, DONE],
+            }
+        },
     )
     assert store.view(sid)["status"] == "completed"
     review = [r for r in backend.requests if r.agent == "pm"][1]
@@ -273,8 +301,17 @@ def test_gate_writes_are_idempotent_when_a_node_reruns(db_url: str) -> None:
 def test_shared_developer_list_is_consumed_in_task_order(db_url: str) -> None:
     store, sid, _ = start(
         db_url,
-        {"agents": {"pm": [{"status": "PLANNED", "tasks": [{"title": "a"}, {"title": "b"},
-                                                            {"title": "c"}]}, COMPLETE],
-                    "developer": [{"status": "DONE", "summary": f"s{i}"} for i in (1, 2, 3)]}},
+        {
+            "agents": {
+                "pm": [
+                    {
+                        "status": "PLANNED",
+                        "tasks": [{"title": "a"}, {"title": "b"}, {"title": "c"}],
+                    },
+                    COMPLETE,
+                ],
+                "developer": [{"status": "DONE", "summary": f"s{i}"} for i in (1, 2, 3)],
+            }
+        },
     )
     assert [t["summary"] for t in store.view(sid)["tasks"]] == ["s1", "s2", "s3"]

@@ -70,7 +70,8 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
         except ModuleNotFoundError as exc:
             raise ConfigError(
                 f"the database driver for {make_url(url).drivername!r} is not installed "
-                f"({exc.name}); for PostgreSQL install the extra: pip install 'orchestrator[postgres]'"
+                f"({exc.name}); for PostgreSQL install the extra: "
+                "pip install 'orchestrator[postgres]'"
             ) from exc
     if migrate:
         try:

@@ -81,9 +81,12 @@ class Store:
             "payload": payload,
             "created_at": _now(),
         }
-        if key is not None and conn.execute(
-            select(_E.c.id).where(_E.c.session_id == session_id, _E.c.key == key)
-        ).first():
+        if (
+            key is not None
+            and conn.execute(
+                select(_E.c.id).where(_E.c.session_id == session_id, _E.c.key == key)
+            ).first()
+        ):
             return False
         try:
             with conn.begin_nested():
@@ -186,9 +189,7 @@ class Store:
             )
             return
         if row.status in FINAL_STATUSES:
-            raise SessionNotWaiting(
-                f"session {row.id} is {row.status}; there is nothing to resume"
-            )
+            raise SessionNotWaiting(f"session {row.id} is {row.status}; there is nothing to resume")
         if row.status == "running" and not is_dead(
             row.owner_pid, row.owner_host, row.lease_expires_at
         ):
@@ -468,9 +469,7 @@ class Store:
             row = self._session(conn, session_id, lock=True)
             if row.round != round_:
                 return
-            tasks = [
-                {**task, **fields} if task["number"] == number else task for task in row.tasks
-            ]
+            tasks = [{**task, **fields} if task["number"] == number else task for task in row.tasks]
             conn.execute(
                 update(_S).where(_S.c.id == session_id).values(tasks=tasks, updated_at=_now())
             )
@@ -496,9 +495,7 @@ class Store:
         """How many replies each agent has recorded (scripted backends resume from this)."""
         with self._read() as conn:
             rows = conn.execute(
-                select(_E.c.agent).where(
-                    _E.c.session_id == session_id, _E.c.kind == "agent_reply"
-                )
+                select(_E.c.agent).where(_E.c.session_id == session_id, _E.c.kind == "agent_reply")
             )
             counts: dict[str, int] = {}
             for (agent,) in rows:
@@ -513,7 +510,7 @@ class Store:
                 .where(and_(_E.c.session_id == session_id, _E.c.id > after))
                 .order_by(_E.c.id)
             )
-            return [event_view(row._mapping) for row in rows]
+            return [event_view(dict(row._mapping)) for row in rows]
 
 
 def _decision_from_payload(payload: Mapping[str, Any]) -> gate.Decision:
