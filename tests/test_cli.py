@@ -286,3 +286,59 @@ def test_help_lists_every_command() -> None:
     assert result.returncode == 0
     for command in ("run", "resume", "status", "list", "log", "db"):
         assert command in result.stdout
+
+
+def test_ui_terminal_prompts_for_the_answer_on_stderr(db_url: str) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "run",
+        "--script",
+        str(EXAMPLES / "parallel-developers.yaml").replace(
+            "parallel-developers", "pause-and-resume"
+        ),
+        "--ui",
+        "terminal",
+        "--json",
+        "--db",
+        db_url,
+    ]
+    result = subprocess.run(
+        command, input="Weekly\n", capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "your answer" in result.stderr
+    assert as_json(result)["orchestrator_state"]["user_clarification_response"] == "Weekly"
+
+
+def test_ui_terminal_select_by_number_and_eof_leaves_it_paused(db_url: str, tmp_path: Path) -> None:
+    text = (
+        "task: t\nagents:\n  pm:\n    - status: NEEDS_CLARIFICATION\n      question: Which?\n"
+        "      kind: single_select\n      options: [{label: Alpha}, {label: Beta}]\n"
+        "    - status: COMPLETE\n      summary: ok\n"
+    )
+    scenario = write(tmp_path, text)
+    command = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "run",
+        "--script",
+        scenario,
+        "--ui",
+        "terminal",
+        "--json",
+        "--db",
+        db_url,
+    ]
+    chosen = subprocess.run(
+        command, input="2\n", capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert chosen.returncode == 0, chosen.stderr
+    assert as_json(chosen)["orchestrator_state"]["user_clarification_response"] == "Beta"
+    closed = subprocess.run(
+        command, input="", capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert closed.returncode == 3, closed.stderr
+    assert as_json(closed)["status"] == "paused"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -71,3 +72,30 @@ def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
             (HEAD_REVISION,)
         ]
+
+
+def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
+    import pytest
+    from sqlalchemy.exc import IntegrityError
+
+    from agents.scripted import ScriptedBackend
+    from orchestrator.engine import Engine
+    from orchestrator.store import Store
+    from orchestrator.store.schema import events
+
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    store = Store(open_engine(url))
+    backend = ScriptedBackend(
+        {"pm": [{"status": "NEEDS_CLARIFICATION", "question": "q?"}]}, replies_so_far={}
+    )
+    session_id = Engine(store, url).start("t", backend, {})
+    with pytest.raises(IntegrityError), store.engine.begin() as conn:
+        conn.execute(
+            events.insert().values(
+                session_id=session_id,
+                key="surface:forged",
+                kind="question_surfaced",
+                payload={},
+                created_at=datetime.now(UTC),
+            )
+        )

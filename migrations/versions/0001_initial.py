@@ -77,9 +77,19 @@ def upgrade() -> None:
         sa.UniqueConstraint("session_id", "key", name="uq_events_session_key"),
     )
     op.create_index("ix_events_session_id", "events", ["session_id"])
+    # One question per session, enforced by the database as well as by the gate.
+    op.create_index(
+        "uq_events_one_question",
+        "events",
+        ["session_id"],
+        unique=True,
+        sqlite_where=sa.text("kind = 'question_surfaced'"),
+        postgresql_where=sa.text("kind = 'question_surfaced'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("uq_events_one_question", table_name="events")
     op.drop_index("ix_events_session_id", table_name="events")
     op.drop_table("events")
     op.drop_table("orchestrator_state")

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 __all__ = ["metadata", "sessions", "state", "events", "HEAD_REVISION", "OUR_TABLES"]
@@ -95,6 +96,14 @@ events = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("session_id", "key", name="uq_events_session_key"),
     Index("ix_events_session_id", "session_id"),
+    # One question per session, enforced by the database as well as by the gate.
+    Index(
+        "uq_events_one_question",
+        "session_id",
+        unique=True,
+        sqlite_where=text("kind = 'question_surfaced'"),
+        postgresql_where=text("kind = 'question_surfaced'"),
+    ),
 )
 
 OUR_TABLES = frozenset({"sessions", "orchestrator_state", "events", "alembic_version"})

@@ -378,24 +378,7 @@ class Store:
             state = self._gate_state(conn, session_id)
             decision = gate.decide(state, ask, max_fallbacks=max_fallbacks)
             if isinstance(decision, gate.Surface):
-                if self._event(
-                    conn,
-                    session_id,
-                    "question_surfaced",
-                    agent=ask.agent,
-                    key=f"surface:{ask.key}",
-                    question=question,
-                ):
-                    self._merge_state(
-                        conn,
-                        session_id,
-                        {
-                            **decision.update,
-                            "question_object": question,
-                            "asked_at": _now(),
-                            "questions_surfaced": _T.c.questions_surfaced + 1,
-                        },
-                    )
+                self._surface(conn, session_id, ask, question, decision)
             elif isinstance(decision, gate.Wait):
                 if ask.key != state.request_key:
                     self._event(
@@ -410,6 +393,42 @@ class Store:
             else:
                 self._apply_final(conn, session_id, final_key, decision)
             return decision
+
+    def _surface(
+        self,
+        conn: Connection,
+        session_id: str,
+        ask: gate.Ask,
+        question: dict[str, Any],
+        decision: gate.Surface,
+    ) -> None:
+        """Case A. Compare-and-set on `clarification_used`, and a unique index on the
+        `question_surfaced` event: the database refuses a second question on its own."""
+        spent = conn.execute(
+            update(_T)
+            .where(_T.c.session_id == session_id, _T.c.clarification_used.is_(False))
+            .values(
+                clarification_used=True,
+                clarification_resolved=False,
+                clarification_question=decision.update["question"],
+                asked_by=decision.update["asked_by"],
+                request_key=decision.update["request_key"],
+                question_object=question,
+                asked_at=_now(),
+                questions_surfaced=_T.c.questions_surfaced + 1,
+            )
+        )
+        if spent.rowcount != 1:
+            raise RuntimeError(f"session {session_id}: the question was already spent")
+        if not self._event(
+            conn,
+            session_id,
+            "question_surfaced",
+            agent=ask.agent,
+            key=f"surface:{ask.key}",
+            question=question,
+        ):
+            raise RuntimeError(f"session {session_id}: a question was already surfaced")
 
     def _apply_final(
         self, conn: Connection, session_id: str, key: str, decision: gate.Decision
