@@ -295,9 +295,7 @@ def test_ui_terminal_prompts_for_the_answer_on_stderr(db_url: str) -> None:
         "orchestrator",
         "run",
         "--script",
-        str(EXAMPLES / "parallel-developers.yaml").replace(
-            "parallel-developers", "pause-and-resume"
-        ),
+        str(EXAMPLES / "pause-and-resume.yaml"),
         "--ui",
         "terminal",
         "--json",
