@@ -197,22 +197,22 @@ def _decide_ask(state: GateState, ask: Ask, max_fallbacks: int) -> Decision:
     assert state.question is not None, "a used clarification always has its question"
     if not state.resolved:
         return Wait(state.question)
-    if ask.key == state.request_key and state.resolution != "declined":
+    given = state.fallback_counts.get(ask.agent, 0)
+    bump = {"fallback_counts": {**state.fallback_counts, ask.agent: given + 1}}
+    if ask.key == state.request_key:
+        if state.resolution == "declined":
+            # The user's decline answers this very ask: it always gets the fallback, even
+            # with max_fallbacks=0; the cap is for agents that ask *again*.
+            return Fallback(ask.agent, "declined", bump)
         assert state.response is not None, "an answered clarification has its response"
         return Rerun(ask.agent, state.question, state.response)
-    given = state.fallback_counts.get(ask.agent, 0)
     if given >= max_fallbacks:
         return Fail(
             ask.agent,
             f"{ask.agent} asked for clarification again after receiving the auto-fallback "
             f"{given} time{'s' if given != 1 else ''} (max_fallbacks={max_fallbacks})",
         )
-    why: Literal["hard_cap", "declined"] = (
-        "declined" if ask.key == state.request_key else "hard_cap"
-    )
-    return Fallback(
-        ask.agent, why, {"fallback_counts": {**state.fallback_counts, ask.agent: given + 1}}
-    )
+    return Fallback(ask.agent, "hard_cap", bump)
 
 
 def ask_order(agent: str) -> tuple[int, int]:

@@ -141,3 +141,11 @@ def test_asks_in_one_round_are_ordered_pm_first_then_by_task_number() -> None:
         "developer-2",
         "developer-10",
     ]
+
+
+def test_decline_always_gets_its_fallback_even_with_max_fallbacks_zero() -> None:
+    decision = decide(DECLINED, ASK, max_fallbacks=0)
+    assert isinstance(decision, Fallback) and decision.why == "declined"
+    after = GateState(**{**DECLINED.__dict__, **decision.update})
+    # asking *again* after that fallback is what the cap is for
+    assert isinstance(decide(after, Ask("pm", "pm#2", "?"), max_fallbacks=0), Fail)
