@@ -12,15 +12,25 @@ Figures (see benchmarks/README.md for what each one means and its target):
 
 Options: --quick (fewer repetitions, for a smoke test).
 
-This file is also the bare-LangGraph resume process of figure 3
-(`run.py --bare-resume DB THREAD ANSWER`), so its module level imports only the standard
-library: LangGraph and the project are imported inside the functions that need them.
+Wall time is what a user waits; CPU time (user + sys of the process and its threads) is
+printed beside it because it is much less disturbed by other load on the machine. The load
+average is printed at the start and the end: compare runs made on a quiet machine.
+
+Subprocesses run with HOME/XDG_* in a temp dir, an explicit --db, stdin from /dev/null,
+and bytecode caching on (PYTHONPYCACHEPREFIX in the temp dir, PYTHONDONTWRITEBYTECODE
+dropped), as after a normal install, without writing __pycache__ into the repository.
+
+This file is also the bare-LangGraph resume process of figure 3 (imported as a module and
+`bare_resume_main` run; also `run.py --bare-resume DB THREAD ANSWER`), so its module level
+imports only the standard library: LangGraph and the project are imported inside the
+functions that need them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -63,6 +73,10 @@ class BareState(TypedDict, total=False):
     outcome: dict[str, Any] | None
 
 
+class BareDeveloperInput(TypedDict):
+    task: dict[str, Any]
+
+
 def _bare_graph() -> Any:
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Send, interrupt
@@ -83,8 +97,8 @@ def _bare_graph() -> Any:
         answer = interrupt({"question": state["question"], "asked_by": "pm"})
         return {"answer": answer}
 
-    def developer(arg: dict[str, Any]) -> dict[str, Any]:
-        number = arg["task"]["number"]
+    def developer(state: BareDeveloperInput) -> dict[str, Any]:
+        number = state["task"]["number"]
         return {"results": {f"1:{number}": {"status": "done", "summary": f"task {number} done"}}}
 
     def join(state: BareState) -> dict[str, Any]:
@@ -95,12 +109,12 @@ def _bare_graph() -> Any:
             return END
         if state.get("answer") is None:
             return "gate"
-        return [Send("developer", {"task": t}) for t in state["tasks"]]
+        return [Send("developer", BareDeveloperInput(task=t)) for t in state["tasks"]]
 
     graph = StateGraph(BareState)
     graph.add_node("pm", pm)
     graph.add_node("gate", gate)
-    graph.add_node("developer", developer)
+    graph.add_node("developer", developer, input_schema=BareDeveloperInput)
     graph.add_node("join", join)
     graph.add_edge(START, "pm")
     graph.add_conditional_edges("pm", after_pm, ["gate", "developer", END])
@@ -150,8 +164,10 @@ def bare_resume_main(argv: Sequence[str]) -> int:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _env(home: Path) -> dict[str, str]:
+def _env(home: Path, pycache: Path) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
     env["HOME"] = str(home)
     env["XDG_DATA_HOME"] = str(home / ".local" / "share")
     env["XDG_CONFIG_HOME"] = str(home / ".config")
@@ -168,33 +184,51 @@ def _orchestrator_cmd() -> list[str]:
 class Proc:
     """Runs commands in a new process, as a user would, and times the whole process."""
 
-    def __init__(self, home: Path) -> None:
-        self.env = _env(home)
+    def __init__(self, home: Path, pycache: Path) -> None:
+        self.env = _env(home, pycache)
         self.notes: list[str] = []
 
-    def run(self, argv: Sequence[str], *, expect: int = 0) -> tuple[float, str]:
+    def run(self, argv: Sequence[str], *, expect: int = 0) -> tuple[float, float, str]:
+        """Run `argv` to its end; return (wall seconds, CPU seconds, stdout)."""
+        cpu_before = _children_cpu()
         started = time.perf_counter()
         done = subprocess.run(
-            list(argv), capture_output=True, text=True, stdin=subprocess.DEVNULL,
-            cwd=ROOT, env=self.env, timeout=120,
+            list(argv),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=self.env,
+            timeout=120,
         )
         elapsed = time.perf_counter() - started
+        cpu = _children_cpu() - cpu_before
         if done.returncode != expect:
             self.notes.append(
                 f"`{' '.join(Path(a).name if '/' in a else a for a in argv)}` exited "
                 f"{done.returncode} (expected {expect}): {done.stderr.strip()[-300:]}"
             )
-        return elapsed, done.stdout
+        return elapsed, cpu, done.stdout
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
 def _fmt_s(seconds: float) -> str:
     return f"{seconds * 1000:7.1f} ms"
 
 
-def _stats(samples: Sequence[float]) -> str:
+def _stats(wall: Sequence[float], cpu: Sequence[float]) -> str:
     return (
-        f"median {_fmt_s(statistics.median(samples))}   min {_fmt_s(min(samples))}   "
-        f"max {_fmt_s(max(samples))}   (n={len(samples)})"
+        f"median {_fmt_s(statistics.median(wall))}   min {_fmt_s(min(wall))}   "
+        f"max {_fmt_s(max(wall))}   cpu median {_fmt_s(statistics.median(cpu))}"
     )
 
 
@@ -250,7 +284,7 @@ def _bare_session_factory(db: Path) -> tuple[Callable[[], dict[str, Any]], Any]:
     return one, conn
 
 
-def figure_inprocess(tmp: Path, sessions: int, warmup: int, batches: int) -> float:
+def figure_inprocess(tmp: Path, sessions: int, warmup: int, batches: int) -> None:
     _header("1. Sessions per second, in-process (examples/answered-question.yaml shape)")
     ours, view = _our_session_factory(tmp / "ours-inproc.db")
     bare, bare_conn = _bare_session_factory(tmp / "bare-inproc.db")
@@ -262,81 +296,115 @@ def figure_inprocess(tmp: Path, sessions: int, warmup: int, batches: int) -> flo
     # Alternate batches of ours and bare so that drift (CPU frequency, other load, the
     # files growing) hits both alike.
     per_batch = max(1, sessions // batches)
-    ours_time = bare_time = 0.0
+    wall = {"ours": 0.0, "bare": 0.0}
+    cpu = {"ours": 0.0, "bare": 0.0}
     for _ in range(batches):
-        started = time.perf_counter()
-        for _ in range(per_batch):
-            ours_ids.append(ours())
-        ours_time += time.perf_counter() - started
-        started = time.perf_counter()
-        for _ in range(per_batch):
-            bare_out.append(bare())
-        bare_time += time.perf_counter() - started
+        for name, one, sink in (("ours", ours, ours_ids), ("bare", bare, bare_out)):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            for _ in range(per_batch):
+                sink.append(one())  # type: ignore[arg-type]
+            wall[name] += time.perf_counter() - started
+            cpu[name] += time.process_time() - cpu_started
     bare_conn.close()
 
-    ours_rate = len(ours_ids) / ours_time
-    bare_rate = len(bare_out) / bare_time
-    ratio = ours_rate / bare_rate
-    print(f"ours (Engine + ScriptedBackend + Store)  {ours_rate:8.1f} sessions/s   "
-          f"{_fmt_s(ours_time / len(ours_ids))} per session")
-    print(f"bare LangGraph + SqliteSaver (WAL)       {bare_rate:8.1f} sessions/s   "
-          f"{_fmt_s(bare_time / len(bare_out))} per session")
-    print(f"ratio ours/bare                          {ratio:8.2f}x   "
-          f"(target >= {TARGET_INPROC_RATIO}x; {len(ours_ids)} sessions each after "
-          f"{warmup} warm-up, {batches} alternating batches)")
-    wrong = [s for s in ours_ids if (v := view(s))["status"] != "completed"
-             or v["questions_surfaced"] != 1]
+    n = len(ours_ids)
+    rate = {name: n / wall[name] for name in wall}
+    print(
+        f"ours (Engine + ScriptedBackend + Store)  {rate['ours']:7.1f} sessions/s   "
+        f"{_fmt_s(wall['ours'] / n)} per session   cpu {_fmt_s(cpu['ours'] / n)}"
+    )
+    print(
+        f"bare LangGraph + SqliteSaver (WAL)       {rate['bare']:7.1f} sessions/s   "
+        f"{_fmt_s(wall['bare'] / n)} per session   cpu {_fmt_s(cpu['bare'] / n)}"
+    )
+    print(
+        f"ratio ours/bare                          {rate['ours'] / rate['bare']:7.2f}x   "
+        f"(by CPU time {cpu['bare'] / cpu['ours']:.2f}x; target >= {TARGET_INPROC_RATIO}x)"
+    )
+    print(f"({n} sessions each after {warmup} warm-up, in {batches} alternating batches)")
+    wrong = [
+        s
+        for s in ours_ids
+        if (v := view(s))["status"] != "completed" or v["questions_surfaced"] != 1
+    ]
     wrong_bare = [o for o in bare_out if (o.get("outcome") or {}).get("status") != "completed"]
     if wrong or wrong_bare:
-        print(f"note: {len(wrong)} of our sessions and {len(wrong_bare)} bare ones did not end "
-              "completed with one question; the rates above are not comparable")
-    return ratio
+        print(
+            f"note: {len(wrong)} of our sessions and {len(wrong_bare)} bare ones did not end "
+            "completed with one question; the rates above are not comparable"
+        )
 
 
 # -- figure 2: `orchestrator status ID --json`, whole process -----------------------------
 
 
-def figure_status(tmp: Path, proc: Proc, runs: int) -> float:
+def figure_status(tmp: Path, proc: Proc, runs: int) -> None:
     _header("2. `orchestrator status ID --json`, whole process (subprocess wall time)")
     db = tmp / "status.db"
-    _, out = proc.run(
-        [*_orchestrator_cmd(), "run", "--script", str(ANSWERED), "--ui", "none",
-         "--db", str(db), "--json"],
+    _, _, out = proc.run(
+        [
+            *_orchestrator_cmd(),
+            "run",
+            "--script",
+            str(ANSWERED),
+            "--ui",
+            "none",
+            "--db",
+            str(db),
+            "--json",
+        ],
         expect=0,
     )
-    session_id = json.loads(out)["session_id"]
-    status_cmd = [*_orchestrator_cmd(), "status", session_id, "--db", str(db), "--json"]
-    references = {
+    session_id = json.loads(out or "{}").get("session_id", "missing")
+    commands = {
+        "orchestrator status ID --json": [
+            *_orchestrator_cmd(),
+            "status",
+            session_id,
+            "--db",
+            str(db),
+            "--json",
+        ],
         "python -c pass": [PYTHON, "-c", "pass"],
         'python -c "import langgraph.graph"': [PYTHON, "-c", "import langgraph.graph"],
     }
-    proc.run(status_cmd)  # warm-up: page cache, bytecode
-    for argv in references.values():
+    for argv in commands.values():  # warm-up: page cache, bytecode cache
         proc.run(argv)
-    samples: dict[str, list[float]] = {"orchestrator status ID --json": []}
-    samples.update({name: [] for name in references})
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):  # interleaved, so drift hits all alike
-        samples["orchestrator status ID --json"].append(proc.run(status_cmd)[0])
-        for name, argv in references.items():
-            samples[name].append(proc.run(argv)[0])
-    width = max(len(name) for name in samples)
-    for name, values in samples.items():
-        print(f"{name:<{width}}  {_stats(values)}")
-    median = statistics.median(samples["orchestrator status ID --json"])
-    print(f"target: `status` median under {TARGET_STATUS_S * 1000:.0f} ms")
-    return median
+        for name, argv in commands.items():
+            elapsed, used, _ = proc.run(argv)
+            wall[name].append(elapsed)
+            cpu[name].append(used)
+    width = max(len(name) for name in commands)
+    for name in commands:
+        print(f"{name:<{width}}  {_stats(wall[name], cpu[name])}")
+    print(
+        f"(n={runs} each, after one warm-up; target: `status` median under "
+        f"{TARGET_STATUS_S * 1000:.0f} ms)"
+    )
 
 
 # -- figure 3: `orchestrator resume ID --answer X --json` vs. a bare resume process -------
 
 
 def _paused_session(proc: Proc, db: Path) -> str:
-    _, out = proc.run(
-        [*_orchestrator_cmd(), "run", "--script", str(PAUSING), "--ui", "none",
-         "--db", str(db), "--json"],
+    _, _, out = proc.run(
+        [
+            *_orchestrator_cmd(),
+            "run",
+            "--script",
+            str(PAUSING),
+            "--ui",
+            "none",
+            "--db",
+            str(db),
+            "--json",
+        ],
         expect=3,
     )
-    return str(json.loads(out)["session_id"])
+    return str(json.loads(out or "{}").get("session_id", "missing"))
 
 
 def _interrupted_thread(db: Path) -> str:
@@ -351,36 +419,71 @@ def _interrupted_thread(db: Path) -> str:
     return thread_id
 
 
-def figure_resume(tmp: Path, proc: Proc, runs: int) -> float:
+# The bare process imports this file as a module (bytecode-cached like any installed code)
+# and runs bare_resume_main; only the standard library is imported at module level.
+BARE_RESUME = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); import run; "
+    "sys.exit(run.bare_resume_main(sys.argv[1:]))"
+)
+
+
+def figure_resume(tmp: Path, proc: Proc, runs: int) -> None:
     _header("3. Resume a paused session to the end, whole process (subprocess wall time)")
     answer = "Weekly, on Monday mornings"
     # Preparation, outside the timing: every run gets its own fresh paused session (ours:
     # `run --script examples/pause-and-resume.yaml --ui none`, exit 3) and its own thread
-    # interrupted at the same point (bare), each on a file of its own.
+    # interrupted at the same point (bare), each in a file of its own.
     ours_jobs, bare_jobs = [], []
     for i in range(runs + 1):  # +1: warm-up
         db = tmp / f"resume-ours-{i}.db"
-        ours_jobs.append([*_orchestrator_cmd(), "resume", _paused_session(proc, db),
-                          "--answer", answer, "--db", str(db), "--json"])
+        ours_jobs.append(
+            [
+                *_orchestrator_cmd(),
+                "resume",
+                _paused_session(proc, db),
+                "--answer",
+                answer,
+                "--db",
+                str(db),
+                "--json",
+            ]
+        )
         bare_db = tmp / f"resume-bare-{i}.db"
-        bare_jobs.append([PYTHON, str(THIS), "--bare-resume", str(bare_db),
-                          _interrupted_thread(bare_db), answer])
+        bare_jobs.append(
+            [
+                PYTHON,
+                "-c",
+                BARE_RESUME,
+                str(THIS.parent),
+                str(bare_db),
+                _interrupted_thread(bare_db),
+                answer,
+            ]
+        )
     proc.run(ours_jobs.pop())  # warm-up
     proc.run(bare_jobs.pop())
-    ours: list[float] = []
-    bare: list[float] = []
+    wall: dict[str, list[float]] = {"ours": [], "bare": []}
+    cpu: dict[str, list[float]] = {"ours": [], "bare": []}
     for ours_job, bare_job in zip(ours_jobs, bare_jobs, strict=True):  # interleaved
-        elapsed, out = proc.run(ours_job)
-        ours.append(elapsed)
+        elapsed, used, out = proc.run(ours_job)
+        wall["ours"].append(elapsed)
+        cpu["ours"].append(used)
         if json.loads(out or "{}").get("status") != "completed":
-            proc.notes.append(f"our resume did not complete the session: {out[:200]}")
-        bare.append(proc.run(bare_job)[0])
-    ratio = statistics.median(ours) / statistics.median(bare)
-    print(f"orchestrator resume ID --answer X --json  {_stats(ours)}")
-    print(f"bare LangGraph resume process             {_stats(bare)}")
-    print(f"ratio ours/bare (medians)                 {ratio:7.2f}x   "
-          f"(target <= {TARGET_RESUME_RATIO}x)")
-    return ratio
+            proc.notes.append(f"our resume did not complete the session: {out[:200]!r}")
+        elapsed, used, out = proc.run(bare_job)
+        wall["bare"].append(elapsed)
+        cpu["bare"].append(used)
+        if (json.loads(out or "{}").get("outcome") or {}).get("status") != "completed":
+            proc.notes.append(f"the bare resume did not complete its thread: {out[:200]!r}")
+    ratio = statistics.median(wall["ours"]) / statistics.median(wall["bare"])
+    cpu_ratio = statistics.median(cpu["ours"]) / statistics.median(cpu["bare"])
+    print(f"orchestrator resume ID --answer X --json  {_stats(wall['ours'], cpu['ours'])}")
+    print(f"bare LangGraph resume process             {_stats(wall['bare'], cpu['bare'])}")
+    print(
+        f"ratio ours/bare (medians)                 {ratio:7.2f}x   "
+        f"(by CPU time {cpu_ratio:.2f}x; target <= {TARGET_RESUME_RATIO}x)"
+    )
+    print(f"(n={runs} each, after one warm-up; every run resumes its own paused session)")
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -391,27 +494,31 @@ def main(argv: Sequence[str]) -> int:
         return bare_resume_main(argv[1:])
     quick = "--quick" in argv
     sys.path.insert(0, str(ROOT))
-    print(f"python {sys.version.split()[0]} on {sys.platform}, {os.cpu_count()} CPUs; "
-          f"hyperfine {'found (unused)' if shutil.which('hyperfine') else 'not installed'}; "
-          "timing with time.perf_counter")
+    print(
+        f"python {sys.version.split()[0]} on {sys.platform}; "
+        f"hyperfine {'found (unused)' if shutil.which('hyperfine') else 'not installed'}; "
+        f"timing with time.perf_counter; {_load()}"
+    )
+    if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
+        print("note: the machine is busy: wall times are inflated (CPU times much less)")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="orchestrator-bench-") as name:
         tmp = Path(name)
         (tmp / "home").mkdir()
-        proc = Proc(tmp / "home")
+        proc = Proc(tmp / "home", tmp / "pycache")
         if quick:
             figure_inprocess(tmp, sessions=8, warmup=1, batches=2)
             figure_status(tmp, proc, runs=3)
             figure_resume(tmp, proc, runs=2)
         else:
-            figure_inprocess(tmp, sessions=40, warmup=3, batches=4)
+            figure_inprocess(tmp, sessions=60, warmup=5, batches=6)
             figure_status(tmp, proc, runs=10)
             figure_resume(tmp, proc, runs=7)
         if proc.notes:
-            print("\nnotes (unexpected exit codes or output; figures above may be off):")
+            print("\nnotes (unexpected exit codes or output; the figures above may be off):")
             for note in proc.notes:
                 print(f"  - {note}")
-    print(f"\n(benchmark took {time.perf_counter() - started:.0f} s)")
+    print(f"\n(benchmark took {time.perf_counter() - started:.0f} s; at the end: {_load()})")
     return 0
 
 
