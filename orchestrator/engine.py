@@ -8,18 +8,16 @@ feeds it to the graph) or no accepted answer at all (the question is shown again
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator import gate
 from orchestrator._faults import crash_point
+from orchestrator._lease import held
 from orchestrator.agent import AgentBackend
 from orchestrator.answers import UserReply, from_scripted, to_gate_event
 from orchestrator.errors import RunError, SessionNotWaiting
 from orchestrator.store import Owner, Store
-from orchestrator.store.owner import LEASE_SECONDS
 
 __all__ = ["Engine", "AskUser", "DEFAULT_SETTINGS"]
 
@@ -92,7 +90,7 @@ class Engine:
         from langgraph.types import Command
 
         from orchestrator.checkpoints import checkpointer
-        from orchestrator.graph import RunContext, build_graph, initial_state
+        from orchestrator.graph import RunContext, compiled, initial_state
 
         row = self.store.session(session_id)
         ctx = RunContext(
@@ -112,8 +110,9 @@ class Engine:
             # time, in task order, so a scenario gives the same result on every run.
             config["max_concurrency"] = 1
         try:
-            with checkpointer(self.url) as saver:
-                graph = build_graph(ctx).compile(checkpointer=saver)
+            # The heartbeat covers the whole drive, the user's time at a prompt included.
+            with checkpointer(self.url) as saver, held(self.store, session_id, self.owner):
+                graph = compiled(saver)
                 snapshot = graph.get_state(config)
                 payload: Any = initial_state() if fresh or not snapshot.values else None
                 if snapshot.interrupts:
@@ -122,8 +121,7 @@ class Engine:
                     self._finish(session_id, snapshot.values)  # crashed after the last step
                     return
                 while True:
-                    with self._heartbeat(session_id):
-                        graph.invoke(payload, config)
+                    graph.invoke(payload, config, context=ctx)
                     snapshot = graph.get_state(config)
                     if not snapshot.interrupts:
                         self._finish(session_id, snapshot.values)
@@ -185,19 +183,3 @@ class Engine:
             error=outcome.get("error")
             or (None if outcome else "the graph ended without an outcome"),
         )
-
-    @contextmanager
-    def _heartbeat(self, session_id: str) -> Iterator[None]:
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(LEASE_SECONDS / 3):
-                self.store.heartbeat(session_id, self.owner)
-
-        thread = threading.Thread(target=beat, name=f"lease-{session_id}", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()

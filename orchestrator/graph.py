@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import Send, interrupt
 
 from orchestrator import gate
@@ -31,7 +32,7 @@ from orchestrator.replies import (
 )
 from orchestrator.store import Store
 
-__all__ = ["GraphState", "RunContext", "build_graph", "initial_state"]
+__all__ = ["GraphState", "RunContext", "build_graph", "compiled", "initial_state"]
 
 
 def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
@@ -78,33 +79,32 @@ class RunContext:
     max_rounds: int
     max_fallbacks: int
 
-    def call(self, agent: str, call: int, request: AgentRequest) -> tuple[str, AgentReply]:
+    def call(
+        self, agent: str, call: int, state: GraphState, **extra: Any
+    ) -> tuple[str, AgentReply]:
         """Call `agent` once per (agent, call): a re-run gets the recorded reply back."""
         key = f"{agent}#{call}"
-        stored = self.store.recorded_reply(self.session_id, key)
+        stored, persisted = self.store.recorded_reply(self.session_id, key)
         if stored is None:
+            clarification = None
+            if persisted.resolved and persisted.question is not None:
+                clarification = Clarification(persisted.question, persisted.response)
+            request = AgentRequest(
+                agent=agent,
+                session_id=self.session_id,
+                task=self.task,
+                round=state.get("round", 0),
+                call=call,
+                clarification=clarification,
+                tasks=tuple(_task_board(state)),
+                **extra,
+            )
             reply = self.backend.respond(request)
             stored = self.store.record_reply(
                 self.session_id, key, agent, reply.model_dump(mode="json", exclude_none=True)
             )
             crash_point(f"reply_recorded:{key}")
         return key, parse_reply(agent, stored)
-
-    def request(self, agent: str, call: int, state: GraphState, **extra: Any) -> AgentRequest:
-        clarification = None
-        persisted = self.store.gate_state(self.session_id)
-        if persisted.resolved and persisted.question is not None:
-            clarification = Clarification(persisted.question, persisted.response)
-        return AgentRequest(
-            agent=agent,
-            session_id=self.session_id,
-            task=self.task,
-            round=state.get("round", 0),
-            call=call,
-            clarification=clarification,
-            tasks=tuple(_task_board(state)),
-            **extra,
-        )
 
 
 def _task_board(state: GraphState) -> list[dict[str, Any]]:
@@ -119,138 +119,146 @@ def _ask(agent: str, key: str, reply: NeedsClarification) -> dict[str, Any]:
     return {"agent": agent, "key": key, "question": question}
 
 
-def build_graph(ctx: RunContext) -> StateGraph:
+def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    call = state.get("calls", {}).get("pm", 0) + 1
+    key, reply = ctx.call("pm", call, state, instruction=state.get("instructions", {}).get("pm"))
+    update: dict[str, Any] = {"calls": {"pm": call}, "instructions": {"pm": None}}
+    if isinstance(reply, NeedsClarification):
+        update["asks"] = {"pm": _ask("pm", key, reply)}
+    elif isinstance(reply, Planned):
+        round_ = state.get("round", 0) + 1
+        if round_ > ctx.max_rounds:
+            update["outcome"] = {
+                "status": "failed",
+                "error": f"the PM planned round {round_}, over max_rounds={ctx.max_rounds}",
+            }
+            return update
+        tasks = [
+            {"number": n, "title": spec.title, "status": "pending"}
+            | ({"description": spec.description} if spec.description else {})
+            for n, spec in enumerate(reply.tasks, start=1)
+        ]
+        ctx.store.set_tasks(ctx.session_id, round_, tasks)
+        update.update(round=round_, tasks=tasks)
+    elif isinstance(reply, Complete):
+        update["outcome"] = {"status": "completed", "summary": reply.summary}
+    return update
+
+
+def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    arg = state
+    task, round_, call = arg["task"], arg["round"], arg["call"]
+    agent = f"developer-{task['number']}"
+    key, reply = ctx.call(
+        agent,
+        call,
+        {"round": round_, "tasks": arg["plan"]},
+        instruction=arg["instruction"],
+        assignment=task,
+    )
+    result: dict[str, Any]
+    asks: dict[str, Any] = {agent: None}
+    if isinstance(reply, Done):
+        result = {"status": "done", "summary": reply.summary}
+    elif isinstance(reply, Blocked):
+        result = {"status": "blocked", "reason": reply.reason}
+    else:
+        assert isinstance(reply, NeedsClarification)
+        result = {"status": "needs_clarification"}
+        asks = {agent: _ask(agent, key, reply)}
+    ctx.store.update_task(ctx.session_id, round_, task["number"], **result)
+    return {
+        "calls": {agent: call},
+        "results": {f"{round_}:{task['number']}": result},
+        "asks": asks,
+        "instructions": {agent: None},
+    }
+
+
+def join(state: GraphState) -> dict[str, Any]:
+    return {}
+
+
+def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
     sid, store = ctx.session_id, ctx.store
-
-    def pm(state: GraphState) -> dict[str, Any]:
-        call = state.get("calls", {}).get("pm", 0) + 1
-        request = ctx.request(
-            "pm", call, state, instruction=state.get("instructions", {}).get("pm")
+    asks = sorted(state.get("asks", {}).values(), key=lambda a: gate.ask_order(a["agent"]))
+    decisions = [
+        store.gate_ask(
+            sid,
+            gate.Ask(a["agent"], a["key"], a["question"]["question"]),
+            a["question"],
+            max_fallbacks=ctx.max_fallbacks,
         )
-        key, reply = ctx.call("pm", call, request)
-        update: dict[str, Any] = {"calls": {"pm": call}, "instructions": {"pm": None}}
-        if isinstance(reply, NeedsClarification):
-            update["asks"] = {"pm": _ask("pm", key, reply)}
-        elif isinstance(reply, Planned):
-            round_ = state.get("round", 0) + 1
-            if round_ > ctx.max_rounds:
-                update["outcome"] = {
-                    "status": "failed",
-                    "error": f"the PM planned round {round_}, over max_rounds={ctx.max_rounds}",
-                }
-                return update
-            tasks = [
-                {"number": n, "title": spec.title, "status": "pending"}
-                | ({"description": spec.description} if spec.description else {})
-                for n, spec in enumerate(reply.tasks, start=1)
-            ]
-            store.set_tasks(sid, round_, tasks)
-            update.update(round=round_, tasks=tasks)
-        elif isinstance(reply, Complete):
-            update["outcome"] = {"status": "completed", "summary": reply.summary}
-        return update
+        for a in asks
+    ]
+    crash_point("gate_decided")
+    if any(isinstance(d, gate.Surface | gate.Wait) for d in decisions):
+        interrupt(store.view(sid)["pending_question"])
+        # Reached only when resumed while the store still has no answer. The engine
+        # resumes the graph after the answer commits, and this node then re-runs from
+        # the top and decides C/D instead, so getting here is a bug, not a user error.
+        raise RuntimeError(f"session {sid}: the gate was resumed without a stored answer")
+    update: dict[str, Any] = {"asks": {a["agent"]: None for a in asks}, "instructions": {}}
+    for decision in decisions:
+        if isinstance(decision, gate.Fail):
+            update["outcome"] = {"status": "failed", "error": decision.reason}
+        elif isinstance(decision, gate.Rerun):
+            update["instructions"][decision.agent] = (
+                "The user answered your clarification question.\n"
+                f"Question: {decision.question}\nAnswer: {decision.response}"
+            )
+        elif isinstance(decision, gate.Fallback):
+            update["instructions"][decision.agent] = decision.message
+    return update
 
-    def developer(state: DeveloperInput) -> dict[str, Any]:
-        arg = state
-        task, round_, call = arg["task"], arg["round"], arg["call"]
-        agent = f"developer-{task['number']}"
-        request = ctx.request(
-            agent,
-            call,
-            {"round": round_, "tasks": arg["plan"]},
-            instruction=arg["instruction"],
-            assignment=task,
+
+def after_pm(state: GraphState) -> Any:
+    if state.get("outcome"):
+        return END
+    if "pm" in state.get("asks", {}):
+        return "gate"
+    return _developers(state, [t["number"] for t in state.get("tasks", [])])
+
+
+def after_join(state: GraphState) -> str:
+    return "gate" if state.get("asks") else "pm"
+
+
+def after_gate(state: GraphState) -> Any:
+    if state.get("outcome"):
+        return END
+    instructions = state.get("instructions", {})
+    if "pm" in instructions:
+        return "pm"
+    numbers = [int(agent.split("-")[1]) for agent in instructions]
+    return _developers(state, sorted(numbers))
+
+
+def _developers(state: GraphState, numbers: list[int]) -> list[Send]:
+    by_number = {t["number"]: t for t in state.get("tasks", [])}
+    calls, instructions = state.get("calls", {}), state.get("instructions", {})
+    return [
+        Send(
+            "developer",
+            DeveloperInput(
+                task=by_number[n],
+                round=state.get("round", 0),
+                call=calls.get(f"developer-{n}", 0) + 1,
+                instruction=instructions.get(f"developer-{n}"),
+                plan=state.get("tasks", []),
+            ),
         )
-        key, reply = ctx.call(agent, call, request)
-        result: dict[str, Any]
-        asks: dict[str, Any] = {agent: None}
-        if isinstance(reply, Done):
-            result = {"status": "done", "summary": reply.summary}
-        elif isinstance(reply, Blocked):
-            result = {"status": "blocked", "reason": reply.reason}
-        else:
-            assert isinstance(reply, NeedsClarification)
-            result = {"status": "needs_clarification"}
-            asks = {agent: _ask(agent, key, reply)}
-        store.update_task(sid, round_, task["number"], **result)
-        return {
-            "calls": {agent: call},
-            "results": {f"{round_}:{task['number']}": result},
-            "asks": asks,
-            "instructions": {agent: None},
-        }
+        for n in numbers
+    ]
 
-    def join(state: GraphState) -> dict[str, Any]:
-        return {}
 
-    def gate_node(state: GraphState) -> dict[str, Any]:
-        asks = sorted(state.get("asks", {}).values(), key=lambda a: gate.ask_order(a["agent"]))
-        decisions = [
-            store.gate_ask(
-                sid,
-                gate.Ask(a["agent"], a["key"], a["question"]["question"]),
-                a["question"],
-                max_fallbacks=ctx.max_fallbacks,
-            )
-            for a in asks
-        ]
-        crash_point("gate_decided")
-        if any(isinstance(d, gate.Surface | gate.Wait) for d in decisions):
-            interrupt(store.view(sid)["pending_question"])
-            # Reached only when resumed while the store still has no answer. The engine
-            # resumes the graph after the answer commits, and this node then re-runs from
-            # the top and decides C/D instead, so getting here is a bug, not a user error.
-            raise RuntimeError(f"session {sid}: the gate was resumed without a stored answer")
-        update: dict[str, Any] = {"asks": {a["agent"]: None for a in asks}, "instructions": {}}
-        for decision in decisions:
-            if isinstance(decision, gate.Fail):
-                update["outcome"] = {"status": "failed", "error": decision.reason}
-            elif isinstance(decision, gate.Rerun):
-                update["instructions"][decision.agent] = (
-                    "The user answered your clarification question.\n"
-                    f"Question: {decision.question}\nAnswer: {decision.response}"
-                )
-            elif isinstance(decision, gate.Fallback):
-                update["instructions"][decision.agent] = decision.message
-        return update
-
-    def after_pm(state: GraphState) -> Any:
-        if state.get("outcome"):
-            return END
-        if "pm" in state.get("asks", {}):
-            return "gate"
-        return _developers(state, [t["number"] for t in state.get("tasks", [])])
-
-    def after_join(state: GraphState) -> str:
-        return "gate" if state.get("asks") else "pm"
-
-    def after_gate(state: GraphState) -> Any:
-        if state.get("outcome"):
-            return END
-        instructions = state.get("instructions", {})
-        if "pm" in instructions:
-            return "pm"
-        numbers = [int(agent.split("-")[1]) for agent in instructions]
-        return _developers(state, sorted(numbers))
-
-    def _developers(state: GraphState, numbers: list[int]) -> list[Send]:
-        by_number = {t["number"]: t for t in state.get("tasks", [])}
-        calls, instructions = state.get("calls", {}), state.get("instructions", {})
-        return [
-            Send(
-                "developer",
-                DeveloperInput(
-                    task=by_number[n],
-                    round=state.get("round", 0),
-                    call=calls.get(f"developer-{n}", 0) + 1,
-                    instruction=instructions.get(f"developer-{n}"),
-                    plan=state.get("tasks", []),
-                ),
-            )
-            for n in numbers
-        ]
-
-    graph = StateGraph(GraphState)
+def build_graph() -> StateGraph[GraphState, RunContext, GraphState, GraphState]:
+    """The graph's shape. Nodes get the session's RunContext from LangGraph's runtime
+    `context` (never checkpointed), so one compiled graph serves every session."""
+    graph = StateGraph(GraphState, context_schema=RunContext)
     graph.add_node("pm", pm)
     graph.add_node("developer", developer, input_schema=DeveloperInput)
     graph.add_node("join", join)
@@ -261,3 +269,14 @@ def build_graph(ctx: RunContext) -> StateGraph:
     graph.add_conditional_edges("join", after_join, ["gate", "pm"])
     graph.add_conditional_edges("gate", after_gate, ["pm", "developer", END])
     return graph
+
+
+_COMPILED: Any = None
+
+
+def compiled(checkpointer: Any) -> Any:
+    """The compiled graph bound to `checkpointer`; compiled once per process."""
+    global _COMPILED
+    if _COMPILED is None:
+        _COMPILED = build_graph().compile()
+    return _COMPILED.copy(update={"checkpointer": checkpointer})

@@ -96,13 +96,14 @@ events = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("session_id", "key", name="uq_events_session_key"),
     Index("ix_events_session_id", "session_id"),
-    # One question per session, enforced by the database as well as by the gate.
+    # One question per session, enforced by the database as well as by the gate. (The
+    # migration also gives PostgreSQL the WHERE; naming postgresql_where here would import
+    # SQLAlchemy's PostgreSQL dialect on every CLI start.)
     Index(
         "uq_events_one_question",
         "session_id",
         unique=True,
         sqlite_where=text("kind = 'question_surfaced'"),
-        postgresql_where=text("kind = 'question_surfaced'"),
     ),
 )
 

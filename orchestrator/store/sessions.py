@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, insert, select, update
-from sqlalchemy.exc import IntegrityError
 
 from orchestrator import gate
 from orchestrator.errors import SessionBusy, SessionNotFound, SessionNotWaiting
@@ -47,11 +46,26 @@ class Store:
     # -- transactions -------------------------------------------------------------------
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def _write(self, *, durable: bool = False) -> Iterator[Connection]:
+        """A write transaction (BEGIN IMMEDIATE on SQLite).
+
+        `durable`: fsync this commit even on SQLite's synchronous=NORMAL, so that it
+        survives a power loss and not only a killed process (used for the user's answer).
+        """
+        sqlite = self.engine.dialect.name == "sqlite"
         with self.engine.connect().execution_options(write=True) as conn:
+            # On the DBAPI connection: SQLAlchemy would wrap the PRAGMA in a transaction,
+            # and SQLite only changes the safety level outside one.
+            raw = conn.connection.driver_connection if durable and sqlite else None
+            if raw is not None:
+                raw.execute("PRAGMA synchronous = FULL")
             conn.info["new_events"] = []
-            with conn.begin():
-                yield conn
+            try:
+                with conn.begin():
+                    yield conn
+            finally:
+                if raw is not None:
+                    raw.execute("PRAGMA synchronous = NORMAL")
             new_events = conn.info.pop("new_events")
         if self.listener is not None:
             for session_id, event in new_events:
@@ -81,20 +95,27 @@ class Store:
             "payload": payload,
             "created_at": _now(),
         }
-        if (
-            key is not None
-            and conn.execute(
-                select(_E.c.id).where(_E.c.session_id == session_id, _E.c.key == key)
-            ).first()
-        ):
-            return False
-        try:
-            with conn.begin_nested():
-                conn.execute(insert(_E).values(**values))
-        except IntegrityError:
+        # INSERT ... ON CONFLICT (session_id, key) DO NOTHING: one statement, and any other
+        # uniqueness violation (the one-question index) still raises.
+        added = conn.execute(
+            self._insert_event()
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["session_id", "key"])
+        )
+        if added.rowcount != 1:
             return False
         conn.info["new_events"].append((session_id, event_view(values)))
         return True
+
+    def _insert_event(self) -> Any:
+        """An INSERT that supports ON CONFLICT DO NOTHING on this database."""
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert(_E)
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(_E)
 
     def _session(self, conn: Connection, session_id: str, *, lock: bool = False) -> Any:
         query = select(_S).where(_S.c.id == session_id)
@@ -244,7 +265,7 @@ class Store:
         choices: list[str] | None = None,
     ) -> gate.Resolve:
         """Accept the user's answer, decline or cancel: claim and record in one transaction."""
-        with self._write() as conn:
+        with self._write(durable=True) as conn:
             row = self._session(conn, session_id, lock=True)
             if row.status in FINAL_STATUSES:
                 raise SessionNotWaiting(
@@ -337,19 +358,24 @@ class Store:
 
     # -- writes from graph nodes (all idempotent) -----------------------------------------
 
-    def recorded_reply(self, session_id: str, key: str) -> dict[str, Any] | None:
+    def recorded_reply(
+        self, session_id: str, key: str
+    ) -> tuple[dict[str, Any] | None, gate.GateState]:
+        """The reply stored under `key` (None if the call was never made), and the state."""
         with self._read() as conn:
             payload = conn.execute(
                 select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
             ).scalar()
-            return None if payload is None else dict(payload["reply"])
+            state = self._gate_state(conn, session_id)
+            return (None if payload is None else dict(payload["reply"])), state
 
     def record_reply(
         self, session_id: str, key: str, agent: str, reply: dict[str, Any]
     ) -> dict[str, Any]:
         """Store an agent's reply under `key`; if one is stored already, return that one."""
         with self._write() as conn:
-            self._event(conn, session_id, "agent_reply", agent=agent, key=key, reply=reply)
+            if self._event(conn, session_id, "agent_reply", agent=agent, key=key, reply=reply):
+                return reply
             stored = conn.execute(
                 select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
             ).scalar_one()
