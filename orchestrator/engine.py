@@ -117,8 +117,11 @@ class Engine:
                 payload: Any = initial_state() if fresh or not snapshot.values else None
                 if snapshot.interrupts:
                     payload = self._resume_command(snapshot, Command)
-                elif not fresh and snapshot.values and not snapshot.next:
-                    self._finish(session_id, snapshot.values)  # crashed after the last step
+                elif not fresh and snapshot.values and not snapshot.tasks:
+                    # Crashed after the last step. (Not `not snapshot.next`: a task whose
+                    # writes were saved before its step's checkpoint leaves next == () with
+                    # the run unfinished; invoke(None) applies those writes and goes on.)
+                    self._finish(session_id, snapshot.values)
                     return
                 while True:
                     graph.invoke(payload, config, context=ctx)
