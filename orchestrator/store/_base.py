@@ -1,0 +1,193 @@
+"""The store's foundation: transactions, keyed events, and the read side."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, select, update
+
+from orchestrator import gate
+from orchestrator.errors import SessionNotFound
+from orchestrator.store.schema import events as _E
+from orchestrator.store.schema import sessions as _S
+from orchestrator.store.schema import state as _T
+from orchestrator.store.views import event_view, session_view
+
+__all__ = ["StoreBase", "FINAL_STATUSES", "STATUSES", "Listener", "utcnow"]
+
+STATUSES = ("running", "paused", "completed", "failed", "cancelled")
+FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+
+Listener = Callable[[str, dict[str, Any]], None]  # (session_id, event)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class StoreBase:
+    def __init__(self, engine: Engine, listener: Listener | None = None) -> None:
+        self.engine = engine
+        self.listener = listener
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self, *, durable: bool = False) -> Iterator[Connection]:
+        """A write transaction (BEGIN IMMEDIATE on SQLite).
+
+        `durable`: fsync this commit even on SQLite's synchronous=NORMAL, so that it
+        survives a power loss and not only a killed process (used for the user's answer).
+        """
+        sqlite = self.engine.dialect.name == "sqlite"
+        with self.engine.connect().execution_options(write=True) as conn:
+            # On the DBAPI connection: SQLAlchemy would wrap the PRAGMA in a transaction,
+            # and SQLite only changes the safety level outside one.
+            raw = conn.connection.driver_connection if durable and sqlite else None
+            if raw is not None:
+                raw.execute("PRAGMA synchronous = FULL")
+            conn.info["new_events"] = []
+            try:
+                with conn.begin():
+                    yield conn
+            finally:
+                if raw is not None:
+                    raw.execute("PRAGMA synchronous = NORMAL")
+            new_events = conn.info.pop("new_events")
+        if self.listener is not None:
+            for session_id, event in new_events:
+                self.listener(session_id, event)
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def _event(
+        self,
+        conn: Connection,
+        session_id: str,
+        kind: str,
+        *,
+        agent: str | None = None,
+        key: str | None = None,
+        **payload: Any,
+    ) -> bool:
+        """Append an event; with a `key` already present, do nothing and return False."""
+        values = {
+            "session_id": session_id,
+            "key": key or f"{kind}:{uuid.uuid4().hex}",
+            "kind": kind,
+            "agent": agent,
+            "payload": payload,
+            "created_at": utcnow(),
+        }
+        # INSERT ... ON CONFLICT (session_id, key) DO NOTHING: one statement, and any other
+        # uniqueness violation (the one-question index) still raises.
+        added = conn.execute(
+            self._insert_event()
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["session_id", "key"])
+        )
+        if added.rowcount != 1:
+            return False
+        conn.info["new_events"].append((session_id, event_view(values)))
+        return True
+
+    def _insert_event(self) -> Any:
+        """An INSERT that supports ON CONFLICT DO NOTHING on this database."""
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert(_E)
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(_E)
+
+    def _session(self, conn: Connection, session_id: str, *, lock: bool = False) -> Any:
+        query = select(_S).where(_S.c.id == session_id)
+        row = conn.execute(query.with_for_update() if lock else query).first()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return row
+
+    @staticmethod
+    def _gate_state(conn: Connection, session_id: str) -> gate.GateState:
+        row = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+        return gate.GateState(
+            used=row.clarification_used,
+            resolved=row.clarification_resolved,
+            question=row.clarification_question,
+            response=row.user_clarification_response,
+            asked_by=row.asked_by,
+            request_key=row.request_key,
+            resolution=row.resolution,
+            fallback_counts=dict(row.fallback_counts or {}),
+        )
+
+    @staticmethod
+    def _merge_state(conn: Connection, session_id: str, update_: Mapping[str, Any]) -> None:
+        """Write only the fields the gate named: an update never erases another field."""
+        columns = {
+            "used": "clarification_used",
+            "resolved": "clarification_resolved",
+            "question": "clarification_question",
+            "response": "user_clarification_response",
+        }
+        values = {columns.get(name, name): value for name, value in update_.items()}
+        if values:
+            conn.execute(update(_T).where(_T.c.session_id == session_id).values(**values))
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def session(self, session_id: str) -> Any:
+        """The session's row (raises SessionNotFound)."""
+        with self._read() as conn:
+            return self._session(conn, session_id)
+
+    def gate_state(self, session_id: str) -> gate.GateState:
+        with self._read() as conn:
+            self._session(conn, session_id)
+            return self._gate_state(conn, session_id)
+
+    # -- reads ---------------------------------------------------------------------
+
+    def view(self, session_id: str) -> dict[str, Any]:
+        """The contract's session object."""
+        with self._read() as conn:
+            row = self._session(conn, session_id)
+            state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+            return session_view(row, state)
+
+    def list_views(self, status: str | None = None) -> list[dict[str, Any]]:
+        query = select(_S, _T).join(_T, _T.c.session_id == _S.c.id)
+        if status is not None:
+            query = query.where(_S.c.status == status)
+        query = query.order_by(_S.c.created_at.desc(), _S.c.id.desc())
+        with self._read() as conn:
+            return [session_view(row, row) for row in conn.execute(query)]
+
+    def reply_counts(self, session_id: str) -> dict[str, int]:
+        """How many replies each agent has recorded (scripted backends resume from this)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                select(_E.c.agent).where(_E.c.session_id == session_id, _E.c.kind == "agent_reply")
+            )
+            counts: dict[str, int] = {}
+            for (agent,) in rows:
+                counts[agent] = counts.get(agent, 0) + 1
+            return counts
+
+    def events(self, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            self._session(conn, session_id)
+            rows = conn.execute(
+                select(_E)
+                .where(and_(_E.c.session_id == session_id, _E.c.id > after))
+                .order_by(_E.c.id)
+            )
+            return [event_view(dict(row._mapping)) for row in rows]

@@ -1,0 +1,194 @@
+"""Writes made from inside graph nodes. All idempotent: LangGraph re-runs nodes.
+
+Every write is keyed (`events.key` is unique per session): a re-run reads what the first
+run wrote instead of calling an agent again or counting twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from orchestrator import gate
+from orchestrator.store._base import StoreBase, utcnow
+from orchestrator.store.schema import events as _E
+from orchestrator.store.schema import sessions as _S
+from orchestrator.store.schema import state as _T
+
+__all__ = ["StepsMixin"]
+
+
+class StepsMixin(StoreBase):
+    def recorded_reply(
+        self, session_id: str, key: str
+    ) -> tuple[dict[str, Any] | None, gate.GateState]:
+        """The reply stored under `key` (None if the call was never made), and the state."""
+        with self._read() as conn:
+            payload = conn.execute(
+                select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
+            ).scalar()
+            state = self._gate_state(conn, session_id)
+            return (None if payload is None else dict(payload["reply"])), state
+
+    def record_reply(
+        self, session_id: str, key: str, agent: str, reply: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store an agent's reply under `key`; if one is stored already, return that one."""
+        with self._write() as conn:
+            if self._event(conn, session_id, "agent_reply", agent=agent, key=key, reply=reply):
+                return reply
+            stored = conn.execute(
+                select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
+            ).scalar_one()
+            return dict(stored["reply"])
+
+    def gate_ask(
+        self,
+        session_id: str,
+        ask: gate.Ask,
+        question: dict[str, Any],
+        *,
+        max_fallbacks: int,
+    ) -> gate.Decision:
+        """Case A, B or D for one NEEDS_CLARIFICATION reply: read, decide, write, one txn.
+
+        A final decision (rerun, fallback, fail) is stored under `gate:<reply key>` and
+        returned as stored when the node is re-run, so counters move once per reply.
+        """
+        final_key = f"gate:{ask.key}"
+        with self._write() as conn:
+            stored = conn.execute(
+                select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == final_key)
+            ).scalar()
+            if stored is not None:
+                return _decision_from_payload(stored)
+            state = self._gate_state(conn, session_id)
+            decision = gate.decide(state, ask, max_fallbacks=max_fallbacks)
+            if isinstance(decision, gate.Surface):
+                self._surface(conn, session_id, ask, question, decision)
+            elif isinstance(decision, gate.Wait):
+                if ask.key != state.request_key:
+                    self._event(
+                        conn,
+                        session_id,
+                        "question_held",
+                        agent=ask.agent,
+                        key=f"held:{ask.key}",
+                        question=ask.question,
+                        note="the session's one question is already open; this one waits",
+                    )
+            else:
+                self._apply_final(conn, session_id, final_key, decision)
+            return decision
+
+    def _surface(
+        self,
+        conn: Connection,
+        session_id: str,
+        ask: gate.Ask,
+        question: dict[str, Any],
+        decision: gate.Surface,
+    ) -> None:
+        """Case A. Compare-and-set on `clarification_used`, and a unique index on the
+        `question_surfaced` event: the database refuses a second question on its own."""
+        spent = conn.execute(
+            update(_T)
+            .where(_T.c.session_id == session_id, _T.c.clarification_used.is_(False))
+            .values(
+                clarification_used=True,
+                clarification_resolved=False,
+                clarification_question=decision.update["question"],
+                asked_by=decision.update["asked_by"],
+                request_key=decision.update["request_key"],
+                question_object=question,
+                asked_at=utcnow(),
+                questions_surfaced=_T.c.questions_surfaced + 1,
+            )
+        )
+        if spent.rowcount != 1:
+            raise RuntimeError(f"session {session_id}: the question was already spent")
+        if not self._event(
+            conn,
+            session_id,
+            "question_surfaced",
+            agent=ask.agent,
+            key=f"surface:{ask.key}",
+            question=question,
+        ):
+            raise RuntimeError(f"session {session_id}: a question was already surfaced")
+
+    def _apply_final(
+        self, conn: Connection, session_id: str, key: str, decision: gate.Decision
+    ) -> None:
+        if isinstance(decision, gate.Fallback):
+            self._merge_state(conn, session_id, decision.update)
+            conn.execute(
+                update(_T)
+                .where(_T.c.session_id == session_id)
+                .values(fallbacks_injected=_T.c.fallbacks_injected + 1)
+            )
+            self._event(
+                conn,
+                session_id,
+                "fallback",
+                agent=decision.agent,
+                key=key,
+                decision="fallback",
+                asker=decision.agent,
+                why=decision.why,
+                message=decision.message,
+            )
+        elif isinstance(decision, gate.Rerun):
+            self._event(
+                conn,
+                session_id,
+                "answer_delivered",
+                agent=decision.agent,
+                key=key,
+                decision="rerun",
+                asker=decision.agent,
+                question=decision.question,
+                response=decision.response,
+            )
+        elif isinstance(decision, gate.Fail):
+            self._event(
+                conn,
+                session_id,
+                "gate_failed",
+                agent=decision.agent,
+                key=key,
+                decision="fail",
+                asker=decision.agent,
+                reason=decision.reason,
+            )
+
+    def set_tasks(self, session_id: str, round_: int, tasks: list[dict[str, Any]]) -> None:
+        with self._write() as conn:
+            conn.execute(
+                update(_S)
+                .where(_S.c.id == session_id)
+                .values(tasks=tasks, round=round_, updated_at=utcnow())
+            )
+
+    def update_task(self, session_id: str, round_: int, number: int, **fields: Any) -> None:
+        with self._write() as conn:
+            row = self._session(conn, session_id, lock=True)
+            if row.round != round_:
+                return
+            tasks = [{**task, **fields} if task["number"] == number else task for task in row.tasks]
+            conn.execute(
+                update(_S).where(_S.c.id == session_id).values(tasks=tasks, updated_at=utcnow())
+            )
+
+    # -- reads --------------------------------------------------------------------------
+
+
+def _decision_from_payload(payload: Mapping[str, Any]) -> gate.Decision:
+    kind = payload["decision"]
+    if kind == "rerun":
+        return gate.Rerun(payload["asker"], payload["question"], payload["response"])
+    if kind == "fallback":
+        return gate.Fallback(payload["asker"], payload["why"], {}, payload["message"])
+    return gate.Fail(payload["asker"], payload["reason"])
