@@ -122,6 +122,7 @@ class StepsMixin(StoreBase):
     def _apply_final(
         self, conn: Connection, session_id: str, key: str, decision: gate.Decision
     ) -> None:
+        details: dict[str, Any]
         if isinstance(decision, gate.Fallback):
             self._merge_state(conn, session_id, decision.update)
             conn.execute(
@@ -129,40 +130,22 @@ class StepsMixin(StoreBase):
                 .where(_T.c.session_id == session_id)
                 .values(fallbacks_injected=_T.c.fallbacks_injected + 1)
             )
-            self._event(
-                conn,
-                session_id,
-                "fallback",
-                agent=decision.agent,
-                key=key,
-                decision="fallback",
-                asker=decision.agent,
-                why=decision.why,
-                message=decision.message,
-            )
+            kind = "fallback"
+            details = {"decision": "fallback", "why": decision.why, "message": decision.message}
         elif isinstance(decision, gate.Rerun):
-            self._event(
-                conn,
-                session_id,
-                "answer_delivered",
-                agent=decision.agent,
-                key=key,
-                decision="rerun",
-                asker=decision.agent,
-                question=decision.question,
-                response=decision.response,
-            )
-        elif isinstance(decision, gate.Fail):
-            self._event(
-                conn,
-                session_id,
-                "gate_failed",
-                agent=decision.agent,
-                key=key,
-                decision="fail",
-                asker=decision.agent,
-                reason=decision.reason,
-            )
+            kind = "answer_delivered"
+            details = {
+                "decision": "rerun",
+                "question": decision.question,
+                "response": decision.response,
+            }
+        else:
+            assert isinstance(decision, gate.Fail)
+            kind, details = "gate_failed", {"decision": "fail", "reason": decision.reason}
+        # `asker` lets a re-run rebuild this decision (_decision_from_payload).
+        self._event(
+            conn, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details
+        )
 
     def set_tasks(self, session_id: str, round_: int, tasks: list[dict[str, Any]]) -> None:
         with self._write() as conn:
