@@ -27,7 +27,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy orchestrator agents
+	$(BIN)/mypy orchestrator agents skills
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

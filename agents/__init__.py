@@ -24,4 +24,9 @@ def load_backend(
         from agents.scripted import ScriptedBackend
 
         return ScriptedBackend(description["agents"], replies_so_far=replies_so_far)
+    if kind == "llm":
+        from agents.llm import LLMBackend
+
+        options = {k: v for k, v in description.items() if k not in ("kind", "models")}
+        return LLMBackend(description["models"], **options)
     raise ConfigError(f"this session uses agents of kind {kind!r}, which this version cannot run")

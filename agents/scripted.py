@@ -7,9 +7,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.agent import AgentRequest
+from orchestrator.agent import AgentRequest, AgentTurn
 from orchestrator.errors import AgentReplyError, ScriptExhausted
-from orchestrator.replies import AgentReply, parse_reply
+from orchestrator.replies import parse_reply
 
 __all__ = ["ScriptedBackend"]
 
@@ -40,7 +40,7 @@ class ScriptedBackend:
             return agent
         return "developer"
 
-    def respond(self, request: AgentRequest) -> AgentReply:
+    def respond(self, request: AgentRequest) -> AgentTurn:
         source = self.source(request.agent)
         replies = self.agents.get(source, [])
         with self._lock:
@@ -49,7 +49,7 @@ class ScriptedBackend:
                 raise ScriptExhausted(request.agent, source, len(replies))
             self._cursor[source] += 1
         try:
-            return parse_reply(request.agent, replies[index])
+            return AgentTurn(parse_reply(request.agent, replies[index]))
         except ValueError as exc:  # a scenario validated on load cannot get here
             raise AgentReplyError(f"{source}[{index}] is not a valid reply: {exc}") from exc
 

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from orchestrator.replies import AgentReply
 
-__all__ = ["AgentRequest", "Clarification", "AgentBackend"]
+__all__ = ["AgentRequest", "AgentTurn", "Clarification", "AgentBackend"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,9 @@ class AgentRequest:
 
     `instruction` is the orchestrator's message for this call: the auto-fallback text, or
     the user's answer to this agent's question. `tasks` carries the current round's plan
-    and the developers' results (what the PM reviews).
+    and the developers' results, with the files each changed (what the PM reviews).
+    `history` is this agent's conversation so far (LangChain messages), kept in the graph
+    state so that a resumed session, in any process, continues the same conversation.
     """
 
     agent: str
@@ -36,11 +38,23 @@ class AgentRequest:
     clarification: Clarification | None = None
     assignment: dict[str, Any] | None = None
     tasks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    history: tuple[Any, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class AgentTurn:
+    """What one call produced: the reply, the messages it added to the agent's
+    conversation (LangChain messages; none for scripted agents) and the workspace files
+    it wrote (relative paths)."""
+
+    reply: AgentReply
+    messages: tuple[Any, ...] = ()
+    files: tuple[str, ...] = ()
 
 
 class AgentBackend(Protocol):
     """Answers agent calls. `describe()` is what the store keeps to rebuild it on resume."""
 
-    def respond(self, request: AgentRequest) -> AgentReply: ...
+    def respond(self, request: AgentRequest) -> AgentTurn: ...
 
     def describe(self) -> dict[str, Any]: ...

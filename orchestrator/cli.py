@@ -196,6 +196,79 @@ def _with_expect(store: Any, session_id: str) -> dict[str, Any]:
 # -- commands ---------------------------------------------------------------------------
 
 
+NO_AGENTS = """nothing to run the agents with. Either:
+  1. --script FILE             a scenario: scripted agents and answers, no model (see examples/)
+  2. --model PROVIDER:NAME     a chat model, e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5,
+                               ollama:llama3.1 (per agent: --pm-model, --developer-model)
+  3. ORCHESTRATOR_MODEL=PROVIDER:NAME in the environment, the default model"""
+
+
+def _run_script(
+    script: Path,
+    task: str | None,
+    max_rounds: int | None,
+    max_fallbacks: int | None,
+    ui: Ui | None,
+    db: str | None,
+) -> tuple[str, Any]:
+    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+    from agents.scripted import ScriptedBackend
+    from orchestrator.engine import Engine
+    from orchestrator.scenario import load_scenario
+
+    _collect_from_here_on()
+    scenario = load_scenario(script)  # before the database is touched
+    settings = scenario.session_settings(
+        max_rounds=max_rounds, max_fallbacks=max_fallbacks, source=str(script)
+    )
+    store, url = _store(db, progress=True)
+    backend = ScriptedBackend(scenario.agents, replies_so_far={})
+    return Engine(store, url, ask_user=_ask_user(ui)).start(
+        task or scenario.task, backend, settings
+    ), store
+
+
+def _run_models(
+    task: str | None,
+    specs: dict[str, str | None],
+    *,
+    prompts: Path | None,
+    workdir: Path | None,
+    max_retries: int,
+    settings: dict[str, Any],
+    ui: Ui | None,
+    db: str | None,
+) -> tuple[str, Any]:
+    from agents.models import check_models, resolve_models
+    from orchestrator.errors import ConfigError
+
+    models = resolve_models(specs["model"], pm=specs["pm"], developer=specs["developer"])
+    if models is None:
+        raise ConfigError(NO_AGENTS)
+    if not task or not task.strip():
+        raise ConfigError(
+            'give the TASK for the agents, e.g. orchestrator run "Add a CSV '
+            'export to the reports page" --model openai:gpt-4o-mini'
+        )
+    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+    from agents.llm import LLMBackend
+    from agents.prompts import check_prompts
+    from orchestrator.engine import Engine
+
+    _collect_from_here_on()
+    if prompts is not None:
+        check_prompts(prompts)
+    check_models(models)  # a missing package or key fails here, before any write
+    backend = LLMBackend(
+        models,
+        prompts=str(prompts.resolve()) if prompts else None,
+        workdir=str(workdir.resolve()) if workdir else None,
+        max_retries=max_retries,
+    )
+    store, url = _store(db, progress=True)
+    return Engine(store, url, ask_user=_ask_user(ui)).start(task, backend, settings), store
+
+
 @app.command()
 def run(
     task: Annotated[
@@ -210,8 +283,45 @@ def run(
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", metavar="PROVIDER:NAME", help="Chat model.")
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="PROVIDER:NAME",
+            help="Chat model for every agent, e.g. openai:gpt-4o-mini (or $ORCHESTRATOR_MODEL).",
+        ),
     ] = None,
+    pm_model: Annotated[
+        str | None, typer.Option("--pm-model", metavar="PROVIDER:NAME", help="The PM's model.")
+    ] = None,
+    developer_model: Annotated[
+        str | None,
+        typer.Option("--developer-model", metavar="PROVIDER:NAME", help="The developers' model."),
+    ] = None,
+    prompts: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompts",
+            metavar="DIR",
+            help="Folder with pm.md / developer.md to use instead of the shipped prompts.",
+        ),
+    ] = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            "--workdir",
+            metavar="DIR",
+            help="The developers' workspace. Default: "
+            "workspaces/<session id> in the user data directory.",
+        ),
+    ] = None,
+    max_retries: Annotated[
+        int,
+        typer.Option(
+            "--max-retries",
+            min=0,
+            help="Invalid model replies sent back for correction before the session fails.",
+        ),
+    ] = 2,
     max_rounds: Annotated[
         int | None, typer.Option("--max-rounds", min=1, help="Planning rounds allowed [5].")
     ] = None,
@@ -227,33 +337,24 @@ def run(
     with _user_errors(as_json):
         from orchestrator.errors import ConfigError
 
-        if script is None:
-            if model is not None:
-                raise ConfigError(
-                    "--model needs an LLM backend, which this version does not ship yet; "
-                    "run a scripted session with --script FILE (see examples/)"
-                )
-            raise ConfigError(
-                "nothing to run the agents with: give --script FILE (a scenario, see "
-                "examples/) to run scripted agents"
+        if script is not None:
+            if model or pm_model or developer_model:
+                raise ConfigError("give either --script or a model, not both")
+            session_id, store = _run_script(script, task, max_rounds, max_fallbacks, ui, db)
+        else:
+            session_id, store = _run_models(
+                task,
+                {"model": model, "pm": pm_model, "developer": developer_model},
+                prompts=prompts,
+                workdir=workdir,
+                max_retries=max_retries,
+                settings={
+                    "max_rounds": max_rounds or 5,
+                    "max_fallbacks": 2 if max_fallbacks is None else max_fallbacks,
+                },
+                ui=ui,
+                db=db,
             )
-        if model is not None:
-            raise ConfigError("give either --script or --model, not both")
-        import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
-        from agents.scripted import ScriptedBackend
-        from orchestrator.engine import Engine
-        from orchestrator.scenario import load_scenario
-
-        _collect_from_here_on()
-
-        scenario = load_scenario(script)  # before the database is touched
-        settings = scenario.session_settings(
-            max_rounds=max_rounds, max_fallbacks=max_fallbacks, source=str(script)
-        )
-        store, url = _store(db, progress=True)
-        engine = Engine(store, url, ask_user=_ask_user(ui))
-        backend = ScriptedBackend(scenario.agents, replies_so_far={})
-        session_id = engine.start(task or scenario.task, backend, settings)
         view = _with_expect(store, session_id)
     _finish(as_json, view, db)
 

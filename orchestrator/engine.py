@@ -16,7 +16,7 @@ from orchestrator._faults import crash_point
 from orchestrator._lease import held
 from orchestrator.agent import AgentBackend
 from orchestrator.answers import UserReply, from_scripted, to_gate_event
-from orchestrator.errors import RunError, SessionNotWaiting
+from orchestrator.errors import AgentCallError, RunError, SessionNotWaiting
 from orchestrator.store import Owner, Store
 
 __all__ = ["Engine", "AskUser", "DEFAULT_SETTINGS"]
@@ -134,6 +134,13 @@ class Engine:
                     payload = self._resume_command(snapshot, Command)
         except RunError as exc:
             self.store.release(session_id, self.owner, "failed", error=exc.message)
+        except AgentCallError as exc:
+            # Nothing of the failed call was recorded: drop the claim, `resume` retries it.
+            self.store.abandon(session_id, self.owner)
+            raise AgentCallError(
+                f"{exc.message}\nsession {session_id} is kept; try again with: "
+                f"orchestrator resume {session_id}"
+            ) from exc
         except GraphRecursionError as exc:
             self.store.release(
                 session_id, self.owner, "failed", error=f"the run did not converge: {exc}"

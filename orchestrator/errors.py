@@ -19,6 +19,7 @@ __all__ = [
     "RunError",
     "ScriptExhausted",
     "AgentReplyError",
+    "AgentCallError",
 ]
 
 
@@ -80,3 +81,8 @@ class ScriptExhausted(RunError):
 
 class AgentReplyError(RunError):
     """An agent's reply was not valid for that agent (wrong status, missing field)."""
+
+
+class AgentCallError(OrchestratorError):
+    """Calling an agent's model failed (network, auth, rate limit). Nothing was recorded
+    for that call: the session stays resumable and `resume` makes the call again."""

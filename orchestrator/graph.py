@@ -12,8 +12,9 @@ calling an agent again or counting twice.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NamedTuple, TypedDict
 
+from langchain_core.messages import messages_from_dict, messages_to_dict
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send, interrupt
@@ -46,6 +47,16 @@ def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[st
     return merged
 
 
+def _append(
+    left: dict[str, list[Any]] | None, right: dict[str, list[Any]] | None
+) -> dict[str, list[Any]]:
+    """Per-agent lists that only grow (each agent's chat history)."""
+    merged = dict(left or {})
+    for key, value in (right or {}).items():
+        merged[key] = [*merged.get(key, []), *value]
+    return merged
+
+
 class GraphState(TypedDict, total=False):
     round: int
     tasks: list[dict[str, Any]]  # the current round's plan (written by pm only)
@@ -53,6 +64,7 @@ class GraphState(TypedDict, total=False):
     results: Annotated[dict[str, dict[str, Any]], _merge]  # "round:N" -> developer result
     asks: Annotated[dict[str, dict[str, Any]], _merge]  # agent -> open NEEDS_CLARIFICATION
     instructions: Annotated[dict[str, str], _merge]  # agent -> message for its next call
+    histories: Annotated[dict[str, list[Any]], _append]  # agent -> LangChain messages
     outcome: dict[str, Any] | None  # {"status": "completed"|"failed", "summary"|"error"}
 
 
@@ -64,10 +76,29 @@ class DeveloperInput(TypedDict):
     call: int
     instruction: str | None
     plan: list[dict[str, Any]]
+    history: list[Any]  # this developer's conversation so far
+    files: list[str]  # workspace files this developer changed in earlier calls
 
 
 def initial_state() -> GraphState:
-    return {"round": 0, "tasks": [], "calls": {}, "results": {}, "asks": {}, "instructions": {}}
+    return {
+        "round": 0,
+        "tasks": [],
+        "calls": {},
+        "results": {},
+        "asks": {},
+        "instructions": {},
+        "histories": {},
+    }
+
+
+class Call(NamedTuple):
+    """One agent call as the graph sees it (rebuilt from the store on a re-run)."""
+
+    key: str
+    reply: AgentReply
+    messages: list[Any]
+    files: list[str]
 
 
 @dataclass(frozen=True)
@@ -79,10 +110,8 @@ class RunContext:
     max_rounds: int
     max_fallbacks: int
 
-    def call(
-        self, agent: str, call: int, state: GraphState, **extra: Any
-    ) -> tuple[str, AgentReply]:
-        """Call `agent` once per (agent, call): a re-run gets the recorded reply back."""
+    def call(self, agent: str, call: int, state: GraphState, **extra: Any) -> Call:
+        """Call `agent` once per (agent, call): a re-run gets the recorded turn back."""
         key = f"{agent}#{call}"
         stored, persisted = self.store.recorded_reply(self.session_id, key)
         if stored is None:
@@ -99,12 +128,22 @@ class RunContext:
                 tasks=tuple(_task_board(state)),
                 **extra,
             )
-            reply = self.backend.respond(request)
-            stored = self.store.record_reply(
-                self.session_id, key, agent, reply.model_dump(mode="json", exclude_none=True)
-            )
+            turn = self.backend.respond(request)
+            record: dict[str, Any] = {
+                "reply": turn.reply.model_dump(mode="json", exclude_none=True)
+            }
+            if turn.messages:
+                record["messages"] = messages_to_dict(list(turn.messages))
+            if turn.files:
+                record["files"] = sorted(turn.files)
+            stored = self.store.record_reply(self.session_id, key, agent, record)
             crash_point(f"reply_recorded:{key}")
-        return key, parse_reply(agent, stored)
+        return Call(
+            key,
+            parse_reply(agent, stored["reply"]),
+            messages_from_dict(stored.get("messages", [])),
+            list(stored.get("files", [])),
+        )
 
 
 def _task_board(state: GraphState) -> list[dict[str, Any]]:
@@ -122,8 +161,16 @@ def _ask(agent: str, key: str, reply: NeedsClarification) -> dict[str, Any]:
 def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     call = state.get("calls", {}).get("pm", 0) + 1
-    key, reply = ctx.call("pm", call, state, instruction=state.get("instructions", {}).get("pm"))
+    key, reply, messages, _ = ctx.call(
+        "pm",
+        call,
+        state,
+        instruction=state.get("instructions", {}).get("pm"),
+        history=tuple(state.get("histories", {}).get("pm", [])),
+    )
     update: dict[str, Any] = {"calls": {"pm": call}, "instructions": {"pm": None}}
+    if messages:
+        update["histories"] = {"pm": messages}
     if isinstance(reply, NeedsClarification):
         update["asks"] = {"pm": _ask("pm", key, reply)}
     elif isinstance(reply, Planned):
@@ -151,12 +198,13 @@ def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, 
     arg = state
     task, round_, call = arg["task"], arg["round"], arg["call"]
     agent = f"developer-{task['number']}"
-    key, reply = ctx.call(
+    key, reply, messages, files = ctx.call(
         agent,
         call,
         {"round": round_, "tasks": arg["plan"]},
         instruction=arg["instruction"],
         assignment=task,
+        history=tuple(arg["history"]),
     )
     result: dict[str, Any]
     asks: dict[str, Any] = {agent: None}
@@ -168,13 +216,19 @@ def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, 
         assert isinstance(reply, NeedsClarification)
         result = {"status": "needs_clarification"}
         asks = {agent: _ask(agent, key, reply)}
+    changed = sorted({*arg["files"], *files})
+    if changed:
+        result["files"] = changed
     ctx.store.update_task(ctx.session_id, round_, task["number"], **result)
-    return {
+    update: dict[str, Any] = {
         "calls": {agent: call},
         "results": {f"{round_}:{task['number']}": result},
         "asks": asks,
         "instructions": {agent: None},
     }
+    if messages:
+        update["histories"] = {agent: messages}
+    return update
 
 
 def join(state: GraphState) -> dict[str, Any]:
@@ -239,6 +293,8 @@ def after_gate(state: GraphState) -> Any:
 
 def _developers(state: GraphState, numbers: list[int]) -> list[Send]:
     by_number = {t["number"]: t for t in state.get("tasks", [])}
+    board = {t["number"]: t for t in _task_board(state)}
+    histories = state.get("histories", {})
     calls, instructions = state.get("calls", {}), state.get("instructions", {})
     return [
         Send(
@@ -249,6 +305,8 @@ def _developers(state: GraphState, numbers: list[int]) -> list[Send]:
                 call=calls.get(f"developer-{n}", 0) + 1,
                 instruction=instructions.get(f"developer-{n}"),
                 plan=state.get("tasks", []),
+                history=histories.get(f"developer-{n}", []),
+                files=board[n].get("files", []),
             ),
         )
         for n in numbers

@@ -85,7 +85,8 @@ def session_text(view: Mapping[str, Any]) -> str:
         f"fallbacks injected: {view['fallbacks_injected']}"
     )
     for task in view.get("tasks") or []:
-        lines.append(f"  task {task['number']} [{task['status']}] {task['title']}")
+        files = f" (files: {', '.join(task['files'])})" if task.get("files") else ""
+        lines.append(f"  task {task['number']} [{task['status']}] {task['title']}{files}")
     if view.get("summary"):
         lines.append(f"  summary: {view['summary']}")
     if view.get("error"):

@@ -24,25 +24,26 @@ class StepsMixin(StoreBase):
     def recorded_reply(
         self, session_id: str, key: str
     ) -> tuple[dict[str, Any] | None, gate.GateState]:
-        """The reply stored under `key` (None if the call was never made), and the state."""
+        """The turn stored under `key` (None if the call was never made), and the state."""
         with self._read() as conn:
             payload = conn.execute(
                 select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
             ).scalar()
             state = self._gate_state(conn, session_id)
-            return (None if payload is None else dict(payload["reply"])), state
+            return (None if payload is None else dict(payload)), state
 
     def record_reply(
-        self, session_id: str, key: str, agent: str, reply: dict[str, Any]
+        self, session_id: str, key: str, agent: str, turn: dict[str, Any]
     ) -> dict[str, Any]:
-        """Store an agent's reply under `key`; if one is stored already, return that one."""
+        """Store an agent's turn (`reply`, `messages`, `files`) under `key`; if one is
+        stored already, return that one."""
         with self._write() as conn:
-            if self._event(conn, session_id, "agent_reply", agent=agent, key=key, reply=reply):
-                return reply
+            if self._event(conn, session_id, "agent_reply", agent=agent, key=key, **turn):
+                return turn
             stored = conn.execute(
                 select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
             ).scalar_one()
-            return dict(stored["reply"])
+            return dict(stored)
 
     def gate_ask(
         self,

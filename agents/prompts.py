@@ -1,0 +1,62 @@
+"""Prompts: Markdown files in agents/prompts/, overridable from a folder of the user's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from orchestrator.agent import AgentRequest
+from orchestrator.errors import ConfigError
+
+__all__ = ["SHIPPED", "system_prompt", "turn_message", "check_prompts"]
+
+SHIPPED = Path(__file__).resolve().parent / "prompts"
+
+
+def system_prompt(role: str, override: Path | None = None) -> str:
+    """`<role>.md` from `override` if it has one, else the shipped prompt."""
+    for folder in (override, SHIPPED):
+        if folder is not None and (folder / f"{role}.md").is_file():
+            return (folder / f"{role}.md").read_text(encoding="utf-8")
+    raise FileNotFoundError(f"no prompt for {role!r}")  # the shipped ones always exist
+
+
+def check_prompts(folder: Path) -> None:
+    if not folder.is_dir():
+        raise ConfigError(f"--prompts {folder}: not a folder (expected pm.md and/or developer.md)")
+    if not any((folder / f"{role}.md").is_file() for role in ("pm", "developer")):
+        raise ConfigError(f"--prompts {folder}: has neither pm.md nor developer.md")
+
+
+def turn_message(request: AgentRequest) -> str:
+    """The user-side message for one call: what this agent needs to know now."""
+    parts = [f"Session task: {request.task}"]
+    if request.assignment is not None:
+        parts.append(f"Your task (#{request.assignment['number']}): {request.assignment['title']}")
+        if request.assignment.get("description"):
+            parts.append(request.assignment["description"])
+    if request.clarification is not None:
+        answer = request.clarification.response
+        parts.append(
+            f"The user was asked: {request.clarification.question}\n"
+            + (f"The user answered: {answer}" if answer is not None else "The user declined.")
+        )
+    if request.tasks:
+        parts.append("Plan and results so far:\n" + _board(request.tasks))
+    if request.instruction:
+        parts.append(request.instruction)
+    return "\n\n".join(parts)
+
+
+def _board(tasks: tuple[dict[str, Any], ...]) -> str:
+    lines = []
+    for task in tasks:
+        line = f"- #{task['number']} [{task.get('status', 'pending')}] {task['title']}"
+        detail = task.get("summary") or task.get("reason")
+        if detail:
+            line += f": {detail}"
+        if task.get("files"):
+            line += f" (files changed: {json.dumps(task['files'])})"
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,213 @@
+"""The LLM backend with fake chat models: no network, no API key."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import SystemMessage, ToolMessage
+
+from agents.llm import LLMBackend
+from orchestrator.answers import UserReply
+from orchestrator.engine import Engine
+from orchestrator.gate import FALLBACK_MESSAGE
+from orchestrator.store import Store, open_engine
+from tests.fakes import fake, submit, tool
+
+PLAN = {"status": "PLANNED", "tasks": [{"title": "Write the greeting file"}]}
+DONE = {"status": "DONE", "summary": "wrote hello.txt"}
+COMPLETE = {"status": "COMPLETE", "summary": "greeting shipped"}
+ASK = {
+    "status": "NEEDS_CLARIFICATION",
+    "question": "Which language should the greeting use?",
+    "kind": "single_select",
+    "options": [{"label": "English"}, {"label": "Czech"}],
+    "reason": "The audience is mixed",
+    "default": "English",
+}
+
+
+def use(monkeypatch: pytest.MonkeyPatch, **by_spec: Any) -> None:
+    """Make init_model return the given fakes, by model spec."""
+    monkeypatch.setattr("agents.models.init_model", lambda spec, **_: by_spec[spec])
+
+
+def start(db_url: str, tmp_path: Path, *, ask: Any = None, **backend: Any) -> tuple[Store, str]:
+    store = Store(open_engine(db_url))
+    llm = LLMBackend(
+        {"pm": "fake:pm", "developer": "fake:dev"}, workdir=str(tmp_path / "ws"), **backend
+    )
+    session_id = Engine(store, db_url, ask_user=ask).start(
+        "Greet the user", llm, {"max_rounds": 3, "max_fallbacks": 2}
+    )
+    return store, session_id
+
+
+def test_pm_asks_gets_the_answer_plans_and_a_developer_writes_a_file(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pm = fake([submit(**ASK), submit(**PLAN), submit(**COMPLETE)])
+    dev = fake([tool("write_file", path="hello.txt", content="Ahoj!\n"), submit(**DONE)])
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
+    store, sid = start(db_url, tmp_path, ask=lambda q: UserReply(choices=("Czech",)))
+
+    view = store.view(sid)
+    assert view["status"] == "completed", view["error"]
+    assert view["questions_surfaced"] == 1
+    assert view["pending_question"] is None
+    assert view["orchestrator_state"]["user_clarification_response"] == "Czech"
+    assert view["tasks"] == [
+        {"number": 1, "title": "Write the greeting file", "status": "done",
+         "summary": "wrote hello.txt", "files": ["hello.txt"]}
+    ]  # fmt: skip
+    assert (tmp_path / "ws" / "hello.txt").read_text() == "Ahoj!\n"
+    # the tools the developer was offered, and the answer the PM was given
+    assert set(dev.bound) == {"list_files", "read_file", "write_file", "submit_reply"}
+    second = pm.seen[1]
+    assert "The user answered: Czech" in second[-1].content or "Answer: Czech" in second[-1].content
+    # the review sees which files each developer changed
+    assert '"hello.txt"' in pm.seen[2][-1].content
+    # one conversation per agent: the third PM call carries the whole history
+    assert isinstance(pm.seen[2][0], SystemMessage)
+    assert len(pm.seen[2]) > len(pm.seen[1]) > len(pm.seen[0])
+    assert [m.content for m in pm.seen[2][: len(pm.seen[1])]] == [m.content for m in pm.seen[1]]
+
+
+def test_malformed_structured_output_is_sent_back_then_accepted(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pm = fake([submit(status="PLANNED"), submit(**PLAN), submit(**COMPLETE)])
+    dev = fake([submit(**DONE)])
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
+    store, sid = start(db_url, tmp_path)
+    assert store.view(sid)["status"] == "completed"
+    feedback = pm.seen[1][-1]
+    assert isinstance(feedback, ToolMessage)
+    assert "tasks: required key is missing" in feedback.content
+
+
+def test_malformed_output_past_max_retries_fails_the_session(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pm = fake([submit(status="PLANNED")] * 3 + [submit(**COMPLETE)])
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": fake([])})
+    store, sid = start(db_url, tmp_path, max_retries=2)
+    view = store.view(sid)
+    assert view["status"] == "failed"
+    assert "pm gave no valid reply in 3 attempts (max_retries=2)" in view["error"]
+    assert "tasks" in view["error"]
+    assert len(pm.seen) == 3  # the fourth (valid) reply was never asked for
+
+
+def test_a_model_without_tool_calling_replies_in_json_text(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pm = fake(
+        [
+            '```json\n{"status": "PLANNED", "tasks": [{"title": "t"}]}\n```',
+            "Sure! Here it is: done",  # no JSON: sent back
+            '{"status": "COMPLETE", "summary": "ok"}',
+        ],
+        tools=False,
+    )
+    dev = fake(['{"status": "DONE", "summary": "did it"}'], tools=False)
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
+    store, sid = start(db_url, tmp_path)
+    view = store.view(sid)
+    assert view["status"] == "completed" and view["summary"] == "ok"
+    assert "no JSON object" in pm.seen[2][-1].content
+
+
+def test_path_escape_is_refused_and_nothing_is_written_outside(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside.txt"
+    dev = fake(
+        [
+            tool("write_file", path="../outside.txt", content="pwned"),
+            tool("write_file", path=str(outside), content="pwned"),
+            tool("read_file", path="../../etc/passwd"),
+            submit(status="BLOCKED", reason="cannot write outside the workspace"),
+        ]
+    )
+    pm = fake([submit(**PLAN), submit(**COMPLETE)])
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
+    store, sid = start(db_url, tmp_path)
+    assert not outside.exists()
+    results = [m for m in dev.seen[-1] if isinstance(m, ToolMessage)]
+    assert len(results) == 3
+    assert all('"ok":false' in m.content for m in results)
+    assert all("workspace" in m.content for m in results)
+    task = store.view(sid)["tasks"][0]
+    assert task["status"] == "blocked" and "files" not in task
+
+
+def test_fallback_reaches_the_model_as_its_next_instruction(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pm = fake([submit(**ASK), submit(**{**ASK, "question": "And the tone?"}), submit(**PLAN),
+               submit(**COMPLETE)])  # fmt: skip
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": fake([submit(**DONE)])})
+    store, sid = start(db_url, tmp_path, ask=lambda q: UserReply(text="English"))
+    view = store.view(sid)
+    assert view["status"] == "completed" and view["fallbacks_injected"] == 1
+    assert FALLBACK_MESSAGE in pm.seen[2][-1].content
+
+
+def test_model_errors_keep_the_session_resumable(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.errors import AgentCallError
+
+    class Boom(Exception):
+        pass
+
+    broken = fake([])
+    monkeypatch.setattr(
+        type(broken), "_generate", lambda *a, **k: (_ for _ in ()).throw(Boom("rate limited"))
+    )
+    use(monkeypatch, **{"fake:pm": broken, "fake:dev": broken})
+    with pytest.raises(AgentCallError, match="rate limited") as caught:
+        start(db_url, tmp_path)
+    assert "orchestrator resume" in caught.value.message
+    monkeypatch.undo()
+    use(monkeypatch, **{"fake:pm": fake([submit(**COMPLETE)]), "fake:dev": fake([])})
+    store = Store(open_engine(db_url))
+    (sid,) = [s["session_id"] for s in store.list_views()]
+    Engine(store, db_url).resume(sid)
+    assert store.view(sid)["status"] == "completed"
+
+
+def test_api_keys_are_never_written(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-very-secret-value-123"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    use(monkeypatch, **{"fake:pm": fake([submit(**PLAN), submit(**COMPLETE)]),
+                        "fake:dev": fake([submit(**DONE)])})  # fmt: skip
+    store, sid = start(db_url, tmp_path)
+    assert store.view(sid)["status"] == "completed"
+    store.engine.dispose()
+    path = db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for file in Path(path).parent.glob("orchestrator.db*"):
+        assert secret.encode() not in file.read_bytes()
+
+
+def test_prompts_folder_overrides_the_shipped_prompt(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    custom = tmp_path / "prompts"
+    custom.mkdir()
+    (custom / "pm.md").write_text("You are a terse PM. Reply in one call.")
+    pm = fake([submit(**PLAN), submit(**COMPLETE)])
+    dev = fake([submit(**DONE)])
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
+    store, sid = start(db_url, tmp_path, prompts=str(custom))
+    assert store.view(sid)["status"] == "completed"
+    assert pm.seen[0][0].content == "You are a terse PM. Reply in one call."
+    # developer.md was not overridden: the shipped one is used
+    assert "developer agent" in dev.seen[0][0].content

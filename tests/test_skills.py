@@ -1,0 +1,485 @@
+"""The workspace tools: happy paths, one result shape, refused escapes, registry, LangChain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, ConfigDict, Field
+
+import skills.base
+from skills import (
+    WORKSPACE_TOOLS,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    Workspace,
+    make_tools,
+    register,
+    registry,
+)
+from skills.files import MAX_LISTED, MAX_READ_BYTES, MAX_WRITE_BYTES
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "ws"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory next to the workspace holding a secret the tools must never reach."""
+    path = tmp_path / "outside"
+    path.mkdir()
+    (path / "secret.txt").write_text("top secret")
+    return path
+
+
+@pytest.fixture
+def context(root: Path) -> ToolContext:
+    return ToolContext(workspace=Workspace(root), agent="developer-1")
+
+
+@pytest.fixture
+def tools(context: ToolContext) -> dict[str, Tool]:
+    return {tool.name: tool for tool in make_tools(WORKSPACE_TOOLS, context)}
+
+
+def call(tools: dict[str, Tool], name: str, **args: Any) -> ToolResult:
+    return tools[name].invoke(args)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+# --- happy paths -------------------------------------------------------------------------
+
+
+def test_workspace_creates_its_root(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path / "a" / "b")
+    assert workspace.root == (tmp_path / "a" / "b").resolve()
+    assert workspace.root.is_dir()
+
+
+def test_list_files_lists_files_sorted_and_relative(tools: dict[str, Tool], root: Path) -> None:
+    for rel in ["src/b.py", "src/a.py", "README.md", "src/pkg/c.py"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x")
+    (root / "empty-dir").mkdir()
+
+    result = call(tools, "list_files")
+    expected = ["README.md", "src/a.py", "src/b.py", "src/pkg/c.py"]
+    assert result.ok
+    assert result.data == {"files": expected}
+    assert result.output == "\n".join(expected)
+
+    under_src = call(tools, "list_files", path="src", pattern="*.py")
+    assert under_src.data["files"] == ["src/a.py", "src/b.py"]
+    assert call(tools, "list_files", path="./src/pkg").data["files"] == ["src/pkg/c.py"]
+
+
+def test_list_files_on_an_empty_workspace(tools: dict[str, Tool]) -> None:
+    result = call(tools, "list_files")
+    assert result.ok and result.data == {"files": []}
+    assert result.output == "no files match"
+
+
+def test_list_files_is_capped_and_says_so(tools: dict[str, Tool], root: Path) -> None:
+    for i in range(MAX_LISTED + 7):
+        (root / f"f{i:04d}.txt").write_text("")
+    result = call(tools, "list_files")
+    assert result.ok
+    assert len(result.data["files"]) == MAX_LISTED
+    assert result.data["files"][0] == "f0000.txt"
+    assert f"{MAX_LISTED} of {MAX_LISTED + 7} files shown" in result.output
+
+
+def test_list_files_refuses_missing_directories_and_bad_patterns(
+    tools: dict[str, Tool], root: Path
+) -> None:
+    (root / "file.txt").write_text("x")
+    assert call(tools, "list_files", path="nope").error == "no such directory: 'nope'"
+    assert call(tools, "list_files", path="file.txt").error == "no such directory: 'file.txt'"
+    for pattern in ["", ".", "/etc/*", "../*", "a/../../*", "a**"]:
+        result = call(tools, "list_files", pattern=pattern)
+        assert not result.ok
+        assert result.error is not None and result.error.startswith("bad pattern")
+
+
+def test_read_file_returns_the_content(tools: dict[str, Tool], root: Path) -> None:
+    (root / "docs").mkdir()
+    (root / "docs" / "note.md").write_text("héllo\n", encoding="utf-8")
+    result = call(tools, "read_file", path="docs/note.md")
+    assert result == ToolResult(
+        tool="read_file", ok=True, output="héllo\n", data={"path": "docs/note.md", "bytes": 7}
+    )
+
+
+def test_read_file_refuses_directories_missing_big_and_binary_files(
+    tools: dict[str, Tool], root: Path
+) -> None:
+    (root / "dir").mkdir()
+    (root / "big.txt").write_bytes(b"x" * (MAX_READ_BYTES + 1))
+    (root / "exact.txt").write_bytes(b"x" * MAX_READ_BYTES)
+    (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+
+    assert "is a directory" in (call(tools, "read_file", path="dir").error or "")
+    assert call(tools, "read_file", path="missing.txt").error == "no such file: 'missing.txt'"
+    big = call(tools, "read_file", path="big.txt")
+    assert not big.ok and "256 KiB" in (big.error or "")
+    assert call(tools, "read_file", path="exact.txt").ok
+    assert "not UTF-8" in (call(tools, "read_file", path="image.png").error or "")
+
+
+def test_write_file_creates_parents_and_writes(
+    tools: dict[str, Tool], root: Path, context: ToolContext
+) -> None:
+    result = call(tools, "write_file", path="src/pkg/mod.py", content="print('é')\n")
+    assert result == ToolResult(
+        tool="write_file",
+        ok=True,
+        output="wrote 12 bytes to src/pkg/mod.py",
+        data={"path": "src/pkg/mod.py", "bytes": 12},
+    )
+    assert (root / "src/pkg/mod.py").read_text(encoding="utf-8") == "print('é')\n"
+    assert context.changed == {"src/pkg/mod.py"}
+
+
+def test_write_file_replaces_atomically_and_keeps_the_mode(
+    tools: dict[str, Tool], root: Path
+) -> None:
+    target = root / "run.sh"
+    target.write_text("old")
+    target.chmod(0o755)
+    assert call(tools, "write_file", path="run.sh", content="new").ok
+    assert target.read_text() == "new"
+    assert target.stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in root.iterdir()) == ["run.sh"]  # no temp file left behind
+    assert call(tools, "write_file", path="fresh.txt", content="").ok
+    assert (root / "fresh.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_write_file_limits_and_refusals(tools: dict[str, Tool], root: Path) -> None:
+    # Under the character limit but over the byte limit once encoded.
+    wide = "é" * (MAX_WRITE_BYTES // 2 + 1)
+    result = call(tools, "write_file", path="big.txt", content=wide)
+    assert not result.ok and "1 MiB" in (result.error or "")
+    too_long = call(tools, "write_file", path="big.txt", content="x" * (MAX_WRITE_BYTES + 1))
+    assert (too_long.error or "").startswith("invalid arguments:\ncontent:")
+    assert call(tools, "write_file", path="exact.txt", content="x" * MAX_WRITE_BYTES).ok
+
+    (root / "dir").mkdir()
+    assert "is a directory" in (call(tools, "write_file", path="dir", content="x").error or "")
+    (root / "file").write_text("x")
+    under_a_file = call(tools, "write_file", path="file/child.txt", content="x")
+    assert "a parent of it is a file" in (under_a_file.error or "")
+    bad_text = call(tools, "write_file", path="s.txt", content="\ud800")
+    assert (bad_text.error or "").startswith("invalid arguments:\ncontent: Input should be")
+    assert not (root / "big.txt").exists() and not (root / "s.txt").exists()
+
+
+# --- one result shape ----------------------------------------------------------------------
+
+
+def test_every_tool_returns_the_same_result_shape(tools: dict[str, Tool]) -> None:
+    results = [
+        call(tools, "write_file", path="a.txt", content="hi"),
+        call(tools, "read_file", path="a.txt"),
+        call(tools, "list_files"),
+        call(tools, "read_file", path="missing.txt"),
+    ]
+    for result in results:
+        assert type(result) is ToolResult
+        assert set(type(result).model_fields) == {"tool", "ok", "output", "data", "error"}
+        text = json.loads(result.to_text())
+        assert set(text) - {"error"} == {"tool", "ok", "output", "data"}
+        assert ("error" in text) is (not result.ok)
+    assert [r.tool for r in results] == ["write_file", "read_file", "list_files", "read_file"]
+    assert results[0].data.keys() == results[1].data.keys() == {"path", "bytes"}
+    assert json.loads(results[3].to_text())["error"] == "no such file: 'missing.txt'"
+    assert "error" not in json.loads(results[0].to_text())
+
+
+def test_results_are_frozen() -> None:
+    result = ToolResult(tool="t", ok=True, output="")
+    with pytest.raises(ValueError):
+        result.ok = False  # type: ignore[misc]
+
+
+# --- invalid arguments ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "lines"),
+    [
+        ("read_file", {}, ["path: Field required"]),
+        ("read_file", {"path": 3}, ["path: Input should be a valid string"]),
+        ("read_file", {"path": "a", "mode": "r"}, ["mode: Extra inputs are not permitted"]),
+        (
+            "write_file",
+            {"file": "a"},
+            ["path: Field required", "content: Field required", "file: Extra inputs are not"],
+        ),
+        ("list_files", {"pattern": None}, ["pattern: Input should be a valid string"]),
+    ],
+)
+def test_invalid_arguments_are_a_result_not_an_exception(
+    tools: dict[str, Tool], name: str, args: dict[str, Any], lines: list[str]
+) -> None:
+    result = tools[name].invoke(args)
+    assert not result.ok and result.output == "" and result.data == {}
+    assert result.error is not None
+    head, *problems = result.error.split("\n")
+    assert head == "invalid arguments:"
+    assert len(problems) == len(lines)
+    for problem, line in zip(problems, lines, strict=True):
+        assert problem.startswith(line)
+
+
+def test_arguments_that_are_not_an_object(tools: dict[str, Tool]) -> None:
+    result = tools["read_file"].invoke(["a.txt"])  # type: ignore[arg-type]
+    assert (result.error or "").startswith("invalid arguments:\n(arguments): ")
+
+
+# --- escapes ----------------------------------------------------------------------------------
+
+ESCAPES = ["../x", "/etc/passwd", "a/../../x", "../outside/secret.txt", "..", "/"]
+
+
+@pytest.mark.parametrize("path", ESCAPES)
+@pytest.mark.parametrize("name", ["read_file", "write_file", "list_files"])
+def test_paths_leaving_the_workspace_are_refused(
+    tools: dict[str, Tool], root: Path, outside: Path, name: str, path: str
+) -> None:
+    (root / "a").mkdir()
+    before = snapshot(root.parent)
+    args = {"path": path, "content": "pwned"} if name == "write_file" else {"path": path}
+    result = tools[name].invoke(args)
+    assert not result.ok
+    assert result.error == (
+        f"{path!r} is outside the workspace: paths must be relative and stay inside it"
+    )
+    assert snapshot(root.parent) == before
+
+
+@pytest.mark.parametrize("name", ["read_file", "write_file", "list_files"])
+def test_an_empty_path_is_refused(tools: dict[str, Tool], name: str) -> None:
+    args = {"path": "", "content": "x"} if name == "write_file" else {"path": ""}
+    assert "the path is empty" in (tools[name].invoke(args).error or "")
+
+
+def test_paths_that_stay_inside_are_accepted(tools: dict[str, Tool], root: Path) -> None:
+    assert call(tools, "write_file", path="./x.txt", content="1").ok
+    assert call(tools, "write_file", path="a/../b.txt", content="2").ok
+    assert call(tools, "read_file", path="sub/../x.txt").output == "1"
+    assert snapshot(root) == {"x.txt": b"1", "b.txt": b"2"}
+
+
+def test_symlinks_pointing_outside_are_refused(
+    tools: dict[str, Tool], root: Path, outside: Path, context: ToolContext
+) -> None:
+    (root / "link.txt").symlink_to(outside / "secret.txt")
+    (root / "linkdir").symlink_to(outside, target_is_directory=True)
+    (root / "dangling.txt").symlink_to(outside / "new.txt")
+    before = snapshot(outside)
+
+    attempts = [
+        call(tools, "read_file", path="link.txt"),
+        call(tools, "read_file", path="linkdir/secret.txt"),
+        call(tools, "write_file", path="link.txt", content="pwned"),
+        call(tools, "write_file", path="linkdir/secret.txt", content="pwned"),
+        call(tools, "write_file", path="linkdir/new/deep.txt", content="pwned"),
+        call(tools, "write_file", path="dangling.txt", content="pwned"),
+        call(tools, "write_file", path="linkdir/../outside/new.txt", content="pwned"),
+        call(tools, "list_files", path="linkdir"),
+    ]
+    for result in attempts:
+        assert not result.ok
+        assert "is outside the workspace" in (result.error or "")
+    assert snapshot(outside) == before
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert context.changed == set()
+    # Listing the workspace does not show what the links point at either.
+    assert call(tools, "list_files").data["files"] == []
+
+
+def test_symlinks_inside_the_workspace_work(
+    tools: dict[str, Tool], root: Path, context: ToolContext
+) -> None:
+    (root / "real").mkdir()
+    (root / "real" / "f.txt").write_text("in")
+    (root / "alias").symlink_to(root / "real", target_is_directory=True)
+    assert call(tools, "read_file", path="alias/f.txt").output == "in"
+    written = call(tools, "write_file", path="alias/f.txt", content="out")
+    assert written.data["path"] == "real/f.txt"  # the real file, which is what changed
+    assert (root / "real" / "f.txt").read_text() == "out"
+    assert context.changed == {"real/f.txt"}
+
+
+def test_a_symlink_loop_is_a_tool_error(tools: dict[str, Tool], root: Path) -> None:
+    (root / "loop").symlink_to(root / "loop")
+    assert not call(tools, "read_file", path="loop").ok
+    assert call(tools, "list_files").ok
+
+
+# --- changed tracking ---------------------------------------------------------------------------
+
+
+def test_changed_holds_the_paths_written_this_turn(
+    tools: dict[str, Tool], root: Path, context: ToolContext
+) -> None:
+    (root / "seen.txt").write_text("x")
+    call(tools, "read_file", path="seen.txt")
+    call(tools, "list_files")
+    assert context.changed == set()
+    call(tools, "write_file", path="b.txt", content="1")
+    call(tools, "write_file", path="./a/c.txt", content="2")
+    call(tools, "write_file", path="b.txt", content="3")
+    call(tools, "write_file", path="../nope.txt", content="4")
+    assert context.changed == {"b.txt", "a/c.txt"}
+
+
+# --- base class and registry -------------------------------------------------------------------
+
+
+class _EchoInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="What to echo.")
+
+
+class _Echo(Tool):
+    name: ClassVar[str] = "echo"
+    description: ClassVar[str] = "Echo the text, or fail when it is 'fail'."
+    Input: ClassVar[type[BaseModel]] = _EchoInput
+
+    def run(self, args: _EchoInput) -> ToolResult:
+        if args.text == "fail":
+            raise ToolError("asked to fail")
+        if args.text == "bug":
+            raise RuntimeError("a bug")
+        return self.result(args.text, length=len(args.text))
+
+
+@pytest.fixture
+def own_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, type[Tool]]:
+    """A registry copy for tests that register tools, so nothing leaks into other tests."""
+    copy = dict(skills.base._REGISTRY)
+    monkeypatch.setattr(skills.base, "_REGISTRY", copy)
+    return copy
+
+
+def test_tool_errors_become_results_and_bugs_propagate(context: ToolContext) -> None:
+    echo = _Echo(context)
+    assert echo.invoke({"text": "hi"}) == ToolResult(
+        tool="echo", ok=True, output="hi", data={"length": 2}
+    )
+    assert echo.invoke({"text": "fail"}) == ToolResult(
+        tool="echo", ok=False, output="", error="asked to fail"
+    )
+    with pytest.raises(RuntimeError, match="a bug"):
+        echo.invoke({"text": "bug"})
+
+
+def test_registry_knows_the_workspace_tools_and_hands_out_a_copy() -> None:
+    known = registry()
+    assert set(WORKSPACE_TOOLS) <= set(known)
+    known.clear()
+    assert set(WORKSPACE_TOOLS) <= set(registry())
+
+
+def test_register_refuses_a_duplicate_name(own_registry: dict[str, type[Tool]]) -> None:
+    register(_Echo)
+    assert register(_Echo) is _Echo  # the same class again is harmless
+
+    class Impostor(_Echo):
+        name: ClassVar[str] = "read_file"
+
+    with pytest.raises(ValueError, match="'read_file' is already registered"):
+        register(Impostor)
+    assert own_registry["read_file"].__name__ == "ReadFile"
+
+
+def test_register_refuses_malformed_tools(own_registry: dict[str, type[Tool]]) -> None:
+    class Spaced(_Echo):
+        name: ClassVar[str] = "has spaces"
+
+    with pytest.raises(TypeError, match="name must match"):
+        register(Spaced)
+
+
+def test_make_tools_shares_the_context_and_refuses_unknown_names(
+    context: ToolContext, own_registry: dict[str, type[Tool]]
+) -> None:
+    register(_Echo)
+    made = make_tools(["echo", "read_file"], context)
+    assert [tool.name for tool in made] == ["echo", "read_file"]
+    assert all(tool.context is context for tool in made)
+    with pytest.raises(KeyError, match="unknown tool 'grep'; known tools: echo, list_files"):
+        make_tools(["read_file", "grep"], context)
+    with pytest.raises(ValueError, match="listed twice"):
+        make_tools(["echo", "echo"], context)
+
+
+# --- LangChain ------------------------------------------------------------------------------------
+
+
+def test_as_langchain_converts_to_an_openai_tool(tools: dict[str, Tool]) -> None:
+    for name in WORKSPACE_TOOLS:
+        spec = convert_to_openai_tool(tools[name].as_langchain())
+        function = spec["function"]
+        assert spec["type"] == "function"
+        assert function["name"] == name
+        assert function["description"] == tools[name].description
+        properties = function["parameters"]["properties"]
+        assert all(p.get("description") for p in properties.values())
+    write = convert_to_openai_tool(tools["write_file"].as_langchain())["function"]
+    assert write["parameters"]["required"] == ["path", "content"]
+    listing = convert_to_openai_tool(tools["list_files"].as_langchain())["function"]
+    assert "required" not in listing["parameters"]
+
+
+def test_langchain_tool_returns_text_for_every_outcome(tools: dict[str, Tool], root: Path) -> None:
+    write = tools["write_file"].as_langchain()
+    read = tools["read_file"].as_langchain()
+    listing = tools["list_files"].as_langchain()
+
+    ok = json.loads(write.invoke({"path": "a.txt", "content": "hi"}))
+    assert ok == {
+        "tool": "write_file",
+        "ok": True,
+        "output": "wrote 2 bytes to a.txt",
+        "data": {"path": "a.txt", "bytes": 2},
+    }
+    assert json.loads(listing.invoke({}))["data"] == {"files": ["a.txt"]}
+    bad_args = json.loads(read.invoke({"paht": "a.txt"}))
+    assert bad_args["ok"] is False
+    assert bad_args["error"].startswith("invalid arguments:\npath: Field required")
+    refused = json.loads(read.invoke({"path": "../x"}))
+    assert refused["ok"] is False and "outside the workspace" in refused["error"]
+
+
+def test_langchain_tool_call_gives_a_tool_message(tools: dict[str, Tool], root: Path) -> None:
+    (root / "a.txt").write_text("hi")
+    read = tools["read_file"].as_langchain()
+
+    def tool_call(args: dict[str, Any]) -> ToolMessage:
+        message = read.invoke({"name": "read_file", "args": args, "id": "c1", "type": "tool_call"})
+        assert isinstance(message, ToolMessage) and message.tool_call_id == "c1"
+        return message
+
+    good = tool_call({"path": "a.txt"})
+    assert good.status == "success" and json.loads(str(good.content))["output"] == "hi"
+    bad_calls: list[dict[str, Any]] = [{"path": 1}, {"path": "nope.txt"}]
+    for args in bad_calls:
+        failed = tool_call(args)
+        assert failed.status == "error" and json.loads(str(failed.content))["ok"] is False
