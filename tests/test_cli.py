@@ -156,7 +156,7 @@ def test_scripted_cancel_exits_4(db_url: str, tmp_path: Path) -> None:
         (("resume", "{paused}", "--answer", "x", "--decline"), "at most one of"),
         (("run",), "nothing to run the agents with"),
         (("run", "do it"), "ORCHESTRATOR_MODEL=PROVIDER:NAME"),
-        (("run", "do it", "--model", "openai:gpt-4o-mini"), "pip install 'orchestrator[openai]'"),
+        (("run", "do it", "--model", "groq:llama-3.1-8b"), "pip install langchain-groq"),
         (("run", "do it", "--model", "gpt-4o-mini"), "expected PROVIDER:NAME"),
         (("run", "do it", "--model", "nosuch:model"), "cannot use model 'nosuch:model'"),
         (("run", "--model", "openai:x"), "give the TASK"),

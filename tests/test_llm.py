@@ -211,3 +211,19 @@ def test_prompts_folder_overrides_the_shipped_prompt(
     assert pm.seen[0][0].content == "You are a terse PM. Reply in one call."
     # developer.md was not overridden: the shipped one is used
     assert "developer agent" in dev.seen[0][0].content
+
+
+def test_a_missing_provider_package_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import langchain.chat_models
+
+    from agents.models import init_model
+    from orchestrator.errors import ConfigError
+
+    def missing(spec: str, **_: Any) -> Any:
+        raise ImportError("Initializing ChatOpenAI requires the langchain-openai package.")
+
+    monkeypatch.setattr(langchain.chat_models, "init_chat_model", missing)
+    with pytest.raises(ConfigError, match=r"pip install 'orchestrator\[openai\]'"):
+        init_model("openai:gpt-4o-mini")
