@@ -17,15 +17,19 @@ class UserReply:
     action: Literal["answer", "decline", "cancel"] = "answer"
     text: str | None = None
     choices: tuple[str, ...] = ()
+    note: str | None = None  # the user's remark, kept with the answer
 
 
 def from_scripted(answer: Any) -> UserReply:
     """A scenario's `answers` entry (text, {choices}, {action}) as a UserReply."""
     if isinstance(answer, str):
         return UserReply(text=answer)
+    note = answer.get("note")
     if "choices" in answer:
-        return UserReply(choices=tuple(answer["choices"]))
-    return UserReply(action=answer["action"])
+        return UserReply(choices=tuple(answer["choices"]), note=note)
+    if "answer" in answer:
+        return UserReply(text=answer["answer"], note=note)
+    return UserReply(action=answer["action"], note=note)
 
 
 def to_gate_event(
@@ -33,9 +37,9 @@ def to_gate_event(
 ) -> tuple[gate.Answer | gate.Decline | gate.Cancel, list[str] | None]:
     """Validate `reply` against `question`; raise InvalidAnswer naming what was expected."""
     if reply.action == "decline":
-        return gate.Decline(), None
+        return gate.Decline(reply.note), None
     if reply.action == "cancel":
-        return gate.Cancel(), None
+        return gate.Cancel(reply.note), None
     kind = question.get("kind", "free_text")
     labels = [option["label"] for option in question.get("options") or []]
     if kind == "free_text":
@@ -45,24 +49,30 @@ def to_gate_event(
             )
         if reply.text is None or not reply.text.strip():
             raise InvalidAnswer("the answer is empty; give the answer text with --answer TEXT")
-        return gate.Answer(reply.text.strip()), None
+        return gate.Answer(reply.text.strip(), note=reply.note), None
     picks = list(reply.choices) or ([reply.text] if reply.text is not None else [])
     if not picks:
         raise InvalidAnswer(f"choose one of the options: {_quote(labels)}")
     if kind == "single_select" and len(picks) != 1:
         raise InvalidAnswer(f"this question takes exactly one choice; got {len(picks)}")
-    chosen = [_match(pick, labels) for pick in picks]
+    allow_other = bool(question.get("allow_other"))
+    chosen = [_match(pick, labels, allow_other=allow_other) for pick in picks]
     if len(set(chosen)) != len(chosen):
         raise InvalidAnswer("the same option was chosen twice")
-    return gate.Answer(", ".join(chosen), kind="selected"), chosen
+    selected = all(c in labels for c in chosen)
+    return gate.Answer(
+        ", ".join(chosen), kind="selected" if selected else "answered", note=reply.note
+    ), chosen
 
 
-def _match(pick: str, labels: list[str]) -> str:
+def _match(pick: str, labels: list[str], *, allow_other: bool) -> str:
     if pick in labels:
         return pick
     folded = [label for label in labels if label.casefold() == pick.strip().casefold()]
     if len(folded) == 1:
         return folded[0]
+    if allow_other and pick.strip():
+        return pick.strip()  # the question accepts an answer of the user's own
     raise InvalidAnswer(f"{pick!r} is not one of the options; expected one of {_quote(labels)}")
 
 

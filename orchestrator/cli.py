@@ -32,6 +32,12 @@ class Ui(StrEnum):
     none = "none"
 
 
+class OnTimeout(StrEnum):
+    wait = "wait"
+    proceed = "proceed"
+    cancel = "cancel"
+
+
 class Status(StrEnum):
     running = "running"
     paused = "paused"
@@ -114,35 +120,11 @@ def _store(db: str | None, *, progress: bool = False) -> tuple[Any, str]:
 
 def _ask_user(ui: Ui | None) -> Any:
     chosen = ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
-    return _prompt if chosen is Ui.terminal else None
-
-
-def _prompt(question: Mapping[str, Any]) -> Any:
-    """A plain terminal prompt (on stderr): free text, an option number or label."""
-    from orchestrator.answers import UserReply
-
-    _err(question_text(question))
-    labels = [o["label"] for o in question.get("options") or []]
-    hint = {
-        "free_text": "your answer",
-        "single_select": "number or label",
-        "multi_select": "numbers or labels, comma-separated",
-    }[question.get("kind", "free_text")]
-    try:
-        raw = typer.prompt(
-            f"{hint} (empty line to decline)", default="", err=True, show_default=False
-        )
-    except (typer.Abort, KeyboardInterrupt, EOFError):
-        _err("\nno answer given; the session stays paused")
+    if chosen is not Ui.terminal:
         return None
-    raw = raw.strip()
-    if not raw:
-        return UserReply(action="decline")
-    if question.get("kind") == "free_text":
-        return UserReply(text=raw)
-    picks = [p.strip() for p in raw.split(",")] if question.get("kind") == "multi_select" else [raw]
-    picked = [labels[int(p) - 1] if p.isdigit() and 0 < int(p) <= len(labels) else p for p in picks]
-    return UserReply(choices=tuple(picked))
+    from orchestrator.terminal import ask  # questionary and rich only when asking
+
+    return ask
 
 
 def _finish(as_json: bool, view: dict[str, Any], db: str | None) -> NoReturn:
@@ -204,12 +186,7 @@ NO_AGENTS = """nothing to run the agents with. Either:
 
 
 def _run_script(
-    script: Path,
-    task: str | None,
-    max_rounds: int | None,
-    max_fallbacks: int | None,
-    ui: Ui | None,
-    db: str | None,
+    script: Path, task: str | None, limits: dict[str, Any], ui: Ui | None, db: str | None
 ) -> tuple[str, Any]:
     import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
     from agents.scripted import ScriptedBackend
@@ -218,9 +195,7 @@ def _run_script(
 
     _collect_from_here_on()
     scenario = load_scenario(script)  # before the database is touched
-    settings = scenario.session_settings(
-        max_rounds=max_rounds, max_fallbacks=max_fallbacks, source=str(script)
-    )
+    settings = scenario.session_settings(source=str(script), **limits)
     store, url = _store(db, progress=True)
     backend = ScriptedBackend(scenario.agents, replies_so_far={})
     return Engine(store, url, ask_user=_ask_user(ui)).start(
@@ -329,6 +304,34 @@ def run(
         int | None,
         typer.Option("--max-fallbacks", min=0, help="Fallbacks an agent may ignore [2]."),
     ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=1,
+            metavar="SECONDS",
+            help="How long the question waits for an answer [300].",
+        ),
+    ] = None,
+    on_timeout: Annotated[
+        OnTimeout | None,
+        typer.Option(
+            "--on-timeout",
+            help="When the deadline passes: wait (stay paused and "
+            "answerable), proceed (the asker takes its default), cancel [wait].",
+        ),
+    ] = None,
+    uncertainty_threshold: Annotated[
+        int | None,
+        typer.Option(
+            "--uncertainty-threshold",
+            min=0,
+            max=100,
+            metavar="0-100",
+            help="Questions from agents less uncertain than this are not asked; "
+            "the agent proceeds with its default [70].",
+        ),
+    ] = None,
     ui: UiOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -337,10 +340,17 @@ def run(
     with _user_errors(as_json):
         from orchestrator.errors import ConfigError
 
+        limits = {
+            "max_rounds": max_rounds,
+            "max_fallbacks": max_fallbacks,
+            "timeout": timeout,
+            "on_timeout": on_timeout.value if on_timeout else None,
+            "uncertainty_threshold": uncertainty_threshold,
+        }
         if script is not None:
             if model or pm_model or developer_model:
                 raise ConfigError("give either --script or a model, not both")
-            session_id, store = _run_script(script, task, max_rounds, max_fallbacks, ui, db)
+            session_id, store = _run_script(script, task, limits, ui, db)
         else:
             session_id, store = _run_models(
                 task,
@@ -348,10 +358,7 @@ def run(
                 prompts=prompts,
                 workdir=workdir,
                 max_retries=max_retries,
-                settings={
-                    "max_rounds": max_rounds or 5,
-                    "max_fallbacks": 2 if max_fallbacks is None else max_fallbacks,
-                },
+                settings={k: v for k, v in limits.items() if v is not None},
                 ui=ui,
                 db=db,
             )
@@ -377,6 +384,10 @@ def resume(
         bool, typer.Option("--decline", help="Resolve the question without an answer.")
     ] = False,
     cancel: Annotated[bool, typer.Option("--cancel", help="Stop the session.")] = False,
+    note: Annotated[
+        str | None,
+        typer.Option("--note", metavar="TEXT", help="A remark kept with your answer."),
+    ] = None,
     ui: UiOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -405,13 +416,15 @@ def resume(
             raise ConfigError(f"give at most one of {', '.join(given)}")
         reply = None
         if answer is not None:
-            reply = UserReply(text=answer)
+            reply = UserReply(text=answer, note=note)
         elif choice:
-            reply = UserReply(choices=tuple(choice))
+            reply = UserReply(choices=tuple(choice), note=note)
         elif decline:
-            reply = UserReply(action="decline")
+            reply = UserReply(action="decline", note=note)
         elif cancel:
-            reply = UserReply(action="cancel")
+            reply = UserReply(action="cancel", note=note)
+        elif note is not None:
+            raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
         store, url = _store(db, progress=True)
         Engine(store, url, ask_user=_ask_user(ui)).resume(session_id, reply)
         view = _with_expect(store, session_id)
@@ -427,6 +440,7 @@ def status(
     """Show one session."""
     with _user_errors(as_json):
         store, _ = _store(db)
+        store.expire(session_id)  # a deadline that passed while no process ran
         view = store.view(session_id)
     text = session_text(view)
     if view["pending_question"]:

@@ -25,7 +25,13 @@ __all__ = ["Engine", "AskUser", "DEFAULT_SETTINGS"]
 # None to leave the session paused (`--ui none`).
 AskUser = Callable[[Mapping[str, Any]], UserReply | None]
 
-DEFAULT_SETTINGS: dict[str, Any] = {"max_rounds": 5, "max_fallbacks": 2}
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "max_rounds": 5,
+    "max_fallbacks": 2,
+    "uncertainty_threshold": 70,
+    "timeout": 300.0,
+    "on_timeout": "wait",
+}
 RECURSION_LIMIT = 10_000  # a backstop only: max_rounds and max_fallbacks bound every run
 
 
@@ -54,17 +60,21 @@ class Engine:
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> None:
         """Continue a session: with `reply` it answers; without, it re-asks or recovers."""
+        expired = self.store.expire(session_id, owner=self.owner)
+        if expired is not None and expired.cancel:
+            return  # the deadline passed and the policy was to cancel
         row = self.store.session(session_id)
         if reply is None:
             state = self.store.gate_state(session_id)
-            waiting = state.used and not state.resolved
-            if row.status == "paused" or (waiting and row.status == "running"):
+            waiting = state.used and not state.resolved and state.resolution != "cancelled"
+            if waiting and row.status in ("paused", "running"):
                 if row.status == "running":
                     self.store.claim(session_id, self.owner)  # raises if its owner lives
                 # Case B: no agent runs; the stored question is surfaced again.
                 if not self._answer_pending(session_id):
                     return
             else:
+                # Answered (or timed out to proceed) but not run on, or a dead owner's.
                 self.store.claim(session_id, self.owner)
         else:
             question = self.store.view(session_id)["pending_question"]
@@ -93,13 +103,16 @@ class Engine:
         from orchestrator.graph import RunContext, compiled, initial_state
 
         row = self.store.session(session_id)
+        settings = {**DEFAULT_SETTINGS, **row.settings}  # sessions from older versions too
         ctx = RunContext(
             session_id=session_id,
             task=row.task,
             store=self.store,
             backend=backend,
-            max_rounds=row.settings["max_rounds"],
-            max_fallbacks=row.settings["max_fallbacks"],
+            max_rounds=settings["max_rounds"],
+            max_fallbacks=settings["max_fallbacks"],
+            uncertainty_threshold=settings["uncertainty_threshold"],
+            timeout=settings["timeout"],
         )
         config: Any = {
             "configurable": {"thread_id": session_id},
@@ -172,7 +185,13 @@ class Engine:
         else:
             reply = self.ask_user(question) if self.ask_user is not None else None
         if reply is None:
-            if row.status == "running":
+            # No answer: the prompt's deadline passed, or nobody is there to ask (--ui none).
+            expired = self.store.expire(session_id, owner=self.owner)
+            if expired is not None and expired.cancel:
+                return False
+            if expired is not None and expired.update.get("resolved"):
+                return True  # on-timeout proceed: the asker gets the fallback and its default
+            if self.store.session(session_id).status == "running":
                 crash_point("before_pause")
                 self.store.release(session_id, self.owner, "paused")
             return False

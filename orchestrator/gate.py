@@ -9,6 +9,10 @@ contract section 1:
     C  the user answers                -> (event Answer) save resolved, response;
                                           the asking agent's next ask-decision is Rerun
     D  used, resolved, an agent asks   -> Fallback (or Fail after max_fallbacks)
+
+Beside them: an ask whose `uncertainty` is below the threshold is not surfaced and spends
+nothing (Proceed: the agent goes on with its own default); a question whose deadline
+passes is handled by the session's on-timeout policy (Timeout: wait, proceed, cancel).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ __all__ = [
     "Answer",
     "Decline",
     "Cancel",
+    "Timeout",
+    "Proceed",
     "Surface",
     "Wait",
     "Rerun",
@@ -42,6 +48,9 @@ FALLBACK_MESSAGE = (
     "Make reasonable assumptions and document them. Do not request further clarification."
 )
 DEFAULT_MAX_FALLBACKS = 2
+DEFAULT_UNCERTAINTY_THRESHOLD = 70
+
+Resolution = Literal["answered", "selected", "declined", "timeout", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,10 @@ class GateState:
     response: str | None = None
     asked_by: str | None = None
     request_key: str | None = None
-    resolution: Literal["answered", "declined"] | None = None
+    resolution: Resolution | None = None
     fallback_counts: Mapping[str, int] = field(default_factory=dict)
+    default: str | None = None  # the surfaced question's safe default
+    timed_out: bool = False
 
 
 # -- events -------------------------------------------------------------------------------
@@ -68,6 +79,8 @@ class Ask:
     agent: str
     key: str
     question: str
+    uncertainty: int | None = None
+    default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,19 +89,31 @@ class Answer:
 
     response: str
     kind: Literal["answered", "selected"] = "answered"
+    note: str | None = None
 
 
 @dataclass(frozen=True)
 class Decline:
     """The user resolved the question without an answer."""
 
+    note: str | None = None
+
 
 @dataclass(frozen=True)
 class Cancel:
     """The user stopped the session."""
 
+    note: str | None = None
 
-Event = Ask | Answer | Decline | Cancel
+
+@dataclass(frozen=True)
+class Timeout:
+    """The question's deadline passed; `policy` is the session's --on-timeout."""
+
+    policy: Literal["wait", "proceed", "cancel"] = "wait"
+
+
+Event = Ask | Answer | Decline | Cancel | Timeout
 
 # -- decisions ----------------------------------------------------------------------------
 
@@ -124,12 +149,24 @@ class Rerun:
 
 @dataclass(frozen=True)
 class Fallback:
-    """Case D (and decline): run the agent again with FALLBACK_MESSAGE."""
+    """Case D (and decline, timeout): run the agent again with FALLBACK_MESSAGE."""
 
     agent: str
-    why: Literal["hard_cap", "declined"]
+    why: Literal["hard_cap", "declined", "timeout"]
     update: Mapping[str, Any]
     message: str = FALLBACK_MESSAGE
+    final: bool = True
+
+
+@dataclass(frozen=True)
+class Proceed:
+    """An ask below the uncertainty threshold: not surfaced, no question spent; the agent
+    goes on with its own default (counted against max_fallbacks, so it cannot loop)."""
+
+    agent: str
+    message: str
+    default: str | None
+    update: Mapping[str, Any]
     final: bool = True
 
 
@@ -158,31 +195,72 @@ class Reject:
     reason: str
 
 
-Decision = Surface | Wait | Rerun | Fallback | Fail | Resolve | Reject
+Decision = Surface | Wait | Rerun | Fallback | Proceed | Fail | Resolve | Reject
 
 
 def decide(
-    state: GateState, event: Event, *, max_fallbacks: int = DEFAULT_MAX_FALLBACKS
+    state: GateState,
+    event: Event,
+    *,
+    max_fallbacks: int = DEFAULT_MAX_FALLBACKS,
+    uncertainty_threshold: int = DEFAULT_UNCERTAINTY_THRESHOLD,
 ) -> Decision:
     """Decide what the gate does with `event` given the persisted `state`."""
     if isinstance(event, Ask):
-        return _decide_ask(state, event, max_fallbacks)
-    waiting = state.used and not state.resolved
+        return _decide_ask(state, event, max_fallbacks, uncertainty_threshold)
+    waiting = state.used and not state.resolved and state.resolution != "cancelled"
     if not waiting:
         reason = (
-            "the session's question was already answered"
+            f"the session's question was already {_PAST[state.resolution or 'answered']}"
             if state.resolved
             else "the session has not asked a question"
         )
         return Reject(reason)
+    # A note is named only when given: an update never erases what it does not name.
+    given_note = None if isinstance(event, Timeout) else event.note
+    note = {"note": given_note} if given_note is not None else {}
     if isinstance(event, Answer):
-        return Resolve({"resolved": True, "response": event.response, "resolution": event.kind})
+        return Resolve(
+            {"resolved": True, "response": event.response, "resolution": event.kind, **note}
+        )
     if isinstance(event, Decline):
-        return Resolve({"resolved": True, "resolution": "declined"})
-    return Resolve({}, cancel=True)
+        return Resolve({"resolved": True, "resolution": "declined", **note})
+    if isinstance(event, Cancel):
+        return Resolve({"resolution": "cancelled", **note}, cancel=True)
+    if event.policy == "proceed":
+        return Resolve({"resolved": True, "resolution": "timeout", "timed_out": True})
+    if event.policy == "cancel":
+        return Resolve({"resolution": "cancelled", "timed_out": True}, cancel=True)
+    return Resolve({"timed_out": True})
 
 
-def _decide_ask(state: GateState, ask: Ask, max_fallbacks: int) -> Decision:
+_PAST = {
+    "answered": "answered",
+    "selected": "answered",
+    "declined": "declined",
+    "timeout": "resolved by its timeout",
+    "cancelled": "cancelled",
+}
+
+
+def _decide_ask(
+    state: GateState, ask: Ask, max_fallbacks: int, uncertainty_threshold: int
+) -> Decision:
+    given = state.fallback_counts.get(ask.agent, 0)
+    bump = {"fallback_counts": {**state.fallback_counts, ask.agent: given + 1}}
+    same_ask = state.used and ask.key == state.request_key
+    if ask.uncertainty is not None and ask.uncertainty < uncertainty_threshold and not same_ask:
+        if given >= max_fallbacks:
+            return _fail(ask.agent, given, max_fallbacks)
+        default = f" ({ask.default})" if ask.default else ""
+        return Proceed(
+            ask.agent,
+            f"Your uncertainty ({ask.uncertainty}) is below the threshold "
+            f"({uncertainty_threshold}), so the user is not asked. Proceed with your stated "
+            f"default{default}, and list it among your assumptions.",
+            ask.default,
+            bump,
+        )
     if not state.used:
         return Surface(
             ask.question,
@@ -197,22 +275,27 @@ def _decide_ask(state: GateState, ask: Ask, max_fallbacks: int) -> Decision:
     assert state.question is not None, "a used clarification always has its question"
     if not state.resolved:
         return Wait(state.question)
-    given = state.fallback_counts.get(ask.agent, 0)
-    bump = {"fallback_counts": {**state.fallback_counts, ask.agent: given + 1}}
-    if ask.key == state.request_key:
-        if state.resolution == "declined":
-            # The user's decline answers this very ask: it always gets the fallback, even
-            # with max_fallbacks=0; the cap is for agents that ask *again*.
-            return Fallback(ask.agent, "declined", bump)
+    if same_ask:
+        if state.resolution in ("declined", "timeout"):
+            # The user's decline (or the deadline) answers this very ask: it always gets
+            # the fallback, even with max_fallbacks=0; the cap is for agents that ask *again*.
+            message = FALLBACK_MESSAGE
+            if state.default:
+                message += f"\nFor the open question, take the safe default: {state.default}"
+            return Fallback(ask.agent, state.resolution, bump, message)  # type: ignore[arg-type]
         assert state.response is not None, "an answered clarification has its response"
         return Rerun(ask.agent, state.question, state.response)
     if given >= max_fallbacks:
-        return Fail(
-            ask.agent,
-            f"{ask.agent} asked for clarification again after receiving the auto-fallback "
-            f"{given} time{'s' if given != 1 else ''} (max_fallbacks={max_fallbacks})",
-        )
+        return _fail(ask.agent, given, max_fallbacks)
     return Fallback(ask.agent, "hard_cap", bump)
+
+
+def _fail(agent: str, given: int, max_fallbacks: int) -> Fail:
+    return Fail(
+        agent,
+        f"{agent} asked for clarification again after receiving the auto-fallback "
+        f"{given} time{'s' if given != 1 else ''} (max_fallbacks={max_fallbacks})",
+    )
 
 
 def ask_order(agent: str) -> tuple[int, int]:

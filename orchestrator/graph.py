@@ -22,6 +22,7 @@ from langgraph.types import Send, interrupt
 from orchestrator import gate
 from orchestrator._faults import crash_point
 from orchestrator.agent import AgentBackend, AgentRequest, Clarification
+from orchestrator.questions import repair
 from orchestrator.replies import (
     AgentReply,
     Blocked,
@@ -109,6 +110,8 @@ class RunContext:
     backend: AgentBackend
     max_rounds: int
     max_fallbacks: int
+    uncertainty_threshold: int = gate.DEFAULT_UNCERTAINTY_THRESHOLD
+    timeout: float | None = None  # seconds a surfaced question waits for its answer
 
     def call(self, agent: str, call: int, state: GraphState, **extra: Any) -> Call:
         """Call `agent` once per (agent, call): a re-run gets the recorded turn back."""
@@ -154,8 +157,14 @@ def _task_board(state: GraphState) -> list[dict[str, Any]]:
 
 
 def _ask(agent: str, key: str, reply: NeedsClarification) -> dict[str, Any]:
-    question = reply.to_question().model_dump(mode="json", exclude_none=True)
-    return {"agent": agent, "key": key, "question": question}
+    question, repaired = repair(reply, agent)
+    return {
+        "agent": agent,
+        "key": key,
+        "question": question.model_dump(mode="json", exclude_none=True),
+        "uncertainty": reply.uncertainty,
+        "repaired": repaired,
+    }
 
 
 def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -242,9 +251,18 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
     decisions = [
         store.gate_ask(
             sid,
-            gate.Ask(a["agent"], a["key"], a["question"]["question"]),
+            gate.Ask(
+                a["agent"],
+                a["key"],
+                a["question"]["question"],
+                uncertainty=a.get("uncertainty"),
+                default=a["question"].get("default"),
+            ),
             a["question"],
             max_fallbacks=ctx.max_fallbacks,
+            uncertainty_threshold=ctx.uncertainty_threshold,
+            timeout=ctx.timeout,
+            repaired=a.get("repaired"),
         )
         for a in asks
     ]
@@ -264,7 +282,7 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
                 "The user answered your clarification question.\n"
                 f"Question: {decision.question}\nAnswer: {decision.response}"
             )
-        elif isinstance(decision, gate.Fallback):
+        elif isinstance(decision, gate.Fallback | gate.Proceed):
             update["instructions"][decision.agent] = decision.message
     return update
 

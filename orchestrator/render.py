@@ -10,14 +10,25 @@ __all__ = ["event_line", "session_text", "question_text", "resume_hint"]
 
 
 def question_text(question: Mapping[str, Any]) -> str:
-    lines = [f"{question.get('asked_by', 'an agent')} asks: {question['question']}"]
+    urgency = question.get("urgency", "medium")
+    flag = f" [{urgency} urgency]" if urgency != "medium" else ""
+    lines = [f"{question.get('asked_by', 'an agent')} asks{flag}: {question['question']}"]
     if question.get("reason"):
         lines.append(f"  why: {question['reason']}")
+    if question.get("context"):
+        lines.append(f"  context: {question['context']}")
     for number, option in enumerate(question.get("options") or [], start=1):
         described = f" - {option['description']}" if option.get("description") else ""
-        lines.append(f"  {number}. {option['label']}{described}")
+        mark = " (recommended)" if option.get("recommended") else ""
+        lines.append(f"  {number}. {option['label']}{mark}{described}")
+    if question.get("allow_other"):
+        lines.append("  (or an answer of your own)")
     if question.get("default"):
         lines.append(f"  default if not answered: {question['default']}")
+    if question.get("timed_out"):
+        lines.append(f"  the deadline passed ({question.get('deadline')}); still answerable")
+    elif question.get("deadline"):
+        lines.append(f"  answer by: {question['deadline']}")
     return "\n".join(lines)
 
 
@@ -50,11 +61,21 @@ def event_line(event: Mapping[str, Any]) -> str:
         detail = reply.get("question") or reply.get("summary") or reply.get("reason") or ""
         return f"{agent} -> {status}: {detail}"
     if kind == "question_surfaced":
-        return "QUESTION " + question_text({**event["question"], "asked_by": agent})
+        text = "QUESTION " + question_text({**event["question"], "asked_by": agent})
+        if event.get("repaired"):
+            text += "\n  (rebuilt locally: " + "; ".join(event["repaired"]) + ")"
+        return text
+    if kind == "assumption":
+        return f"ASSUMPTION {agent}: {event['assumption']} (why: {event['why']})"
+    if kind == "proceed":
+        return f"{agent} asked with low uncertainty: not surfaced, proceeds with its default"
+    if kind == "timeout":
+        return f"the question's deadline passed (on-timeout: {event['policy']})"
     if kind == "question_held":
         return f"{agent} also asked ({event['question']}); held: one question per session"
     if kind == "answer":
-        return f"ANSWER ({event.get('source', 'user')}): {event['response']}"
+        note = f" (note: {event['note']})" if event.get("note") else ""
+        return f"ANSWER ({event.get('source', 'user')}): {event['response']}{note}"
     if kind == "decline":
         return "the question was declined; the asking agent proceeds on assumptions"
     if kind == "cancel":
@@ -62,8 +83,10 @@ def event_line(event: Mapping[str, Any]) -> str:
     if kind == "answer_delivered":
         return f"{agent} runs again with the answer"
     if kind == "fallback":
-        why = "question declined" if event.get("why") == "declined" else "hard cap"
-        return f"{agent} asked again: auto-fallback sent ({why})"
+        why = {"declined": "question declined", "timeout": "no answer in time"}.get(
+            event.get("why", ""), "hard cap"
+        )
+        return f"{agent}: auto-fallback sent ({why})"
     if kind == "gate_failed":
         return f"{agent} kept asking: {event['reason']}"
     if kind == "status":
@@ -78,8 +101,13 @@ def session_text(view: Mapping[str, Any]) -> str:
     if state["clarification_question"]:
         lines.append(f"  question: {state['clarification_question']}")
         answer = state["user_clarification_response"]
-        if state["clarification_resolved"]:
-            lines.append(f"  answer: {answer if answer is not None else '(declined)'}")
+        status = state.get("answer_status")
+        if answer is not None:
+            lines.append(f"  answer: {answer}")
+        elif status:
+            lines.append(f"  answer: ({status})")
+        if state.get("answer_note"):
+            lines.append(f"  note: {state['answer_note']}")
     lines.append(
         f"  questions surfaced: {view['questions_surfaced']}, "
         f"fallbacks injected: {view['fallbacks_injected']}"
@@ -89,6 +117,11 @@ def session_text(view: Mapping[str, Any]) -> str:
         lines.append(f"  task {task['number']} [{task['status']}] {task['title']}{files}")
     if view.get("summary"):
         lines.append(f"  summary: {view['summary']}")
+    if view.get("assumptions"):
+        lines.append("  assumptions:")
+        lines += [
+            f"    - {a['agent']}: {a['assumption']} ({a['why']})" for a in view["assumptions"]
+        ]
     if view.get("error"):
         lines.append(f"  error: {view['error']}")
     return "\n".join(lines)

@@ -37,19 +37,30 @@ class _Model(BaseModel):
 
 
 class Option(_Model):
-    label: Annotated[str, Field(min_length=1)]
+    label: str
     description: str | None = None
+    recommended: bool = False
+
+
+Ambiguity = Literal["target", "action", "parameter", "intent"]
 
 
 class Question(_Model):
-    """One question for the user, with what it takes to answer it well."""
+    """One question for the user, with what it takes to answer it well.
+
+    Validated strictly: this is what reaches the user. What agents send is `Ask` (below),
+    which is lenient; orchestrator.questions.repair turns an Ask into a Question.
+    """
 
     question: Annotated[str, Field(min_length=1)]
     kind: QuestionKind = "free_text"
     options: list[Option] = Field(default_factory=list)
+    allow_other: bool = False
     reason: str | None = None
+    context: str | None = None
     default: str | None = None
     urgency: Urgency = "medium"
+    ambiguity: Ambiguity | None = None
 
     @field_validator("question")
     @classmethod
@@ -66,6 +77,8 @@ class Question(_Model):
         duplicates = sorted({label for label in labels if labels.count(label) > 1})
         if duplicates:
             raise ValueError(f"option labels must be unique; repeated: {', '.join(duplicates)}")
+        if sum(o.recommended for o in self.options) > 1:
+            raise ValueError("at most one option may be recommended")
         return self
 
     @property
@@ -78,33 +91,49 @@ class TaskSpec(_Model):
     description: str | None = None
 
 
-class NeedsClarification(Question):
-    """`NEEDS_CLARIFICATION`: the question object's fields sit inline in the reply."""
+class NeedsClarification(_Model):
+    """`NEEDS_CLARIFICATION`: the question object's fields sit inline in the reply.
+
+    Lenient on purpose: an agent's malformed question (blank, a select without options,
+    repeated or over-long labels) is not the user's problem; the gate repairs it
+    (orchestrator.questions.repair) and records that it did.
+    """
 
     status: Literal["NEEDS_CLARIFICATION"]
-
-    def to_question(self) -> Question:
-        return Question.model_validate(self.model_dump(exclude={"status"}))
+    question: str = ""
+    kind: QuestionKind = "free_text"
+    options: list[Option] = Field(default_factory=list)
+    allow_other: bool = False
+    reason: str | None = None
+    context: str | None = None
+    default: str | None = None
+    urgency: Urgency = "medium"
+    ambiguity: Ambiguity | None = None
+    uncertainty: Annotated[int, Field(ge=0, le=100)] | None = None
 
 
 class Planned(_Model):
     status: Literal["PLANNED"]
     tasks: Annotated[list[TaskSpec], Field(min_length=1)]
+    assumptions: list[str] = Field(default_factory=list)
 
 
 class Complete(_Model):
     status: Literal["COMPLETE"]
     summary: str
+    assumptions: list[str] = Field(default_factory=list)
 
 
 class Done(_Model):
     status: Literal["DONE"]
     summary: str
+    assumptions: list[str] = Field(default_factory=list)
 
 
 class Blocked(_Model):
     status: Literal["BLOCKED"]
     reason: Annotated[str, Field(min_length=1)]
+    assumptions: list[str] = Field(default_factory=list)
 
 
 PmReply = Annotated[NeedsClarification | Planned | Complete, Field(discriminator="status")]

@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import ScenarioError
-from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification
+from orchestrator.questions import repair
+from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
 
 __all__ = ["Scenario", "ScriptedAnswer", "Expect", "load_scenario", "format_validation_error"]
 
@@ -21,15 +22,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class TextAnswer(_Model):
+    answer: Annotated[str, Field(min_length=1)]
+    note: str | None = None
+
+
 class ChoicesAnswer(_Model):
     choices: Annotated[list[str], Field(min_length=1)]
+    note: str | None = None
 
 
 class ActionAnswer(_Model):
     action: Literal["decline", "cancel"]
+    note: str | None = None
 
 
-ScriptedAnswer = str | ChoicesAnswer | ActionAnswer
+ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer
 
 
 class Expect(_Model):
@@ -43,6 +51,9 @@ class Expect(_Model):
 class Settings(_Model):
     max_rounds: Annotated[int, Field(ge=1, le=100)] = 5
     max_fallbacks: Annotated[int, Field(ge=0, le=100)] = 2
+    uncertainty_threshold: Annotated[int, Field(ge=0, le=100)] = 70
+    timeout: Annotated[float, Field(gt=0)] = 300.0
+    on_timeout: Literal["wait", "proceed", "cancel"] = "wait"
 
 
 class Scenario(_Model):
@@ -76,16 +87,12 @@ class Scenario(_Model):
     def session_settings(
         self,
         *,
-        max_rounds: int | None = None,
-        max_fallbacks: int | None = None,
         source: str | None = None,
+        **overrides: Any,
     ) -> dict[str, Any]:
         """What the store keeps for a scripted session (options given on the CLI win)."""
         settings: dict[str, Any] = self.settings.model_dump()
-        if max_rounds is not None:
-            settings["max_rounds"] = max_rounds
-        if max_fallbacks is not None:
-            settings["max_fallbacks"] = max_fallbacks
+        settings.update({k: v for k, v in overrides.items() if v is not None})
         settings["answers"] = [a if isinstance(a, str) else a.model_dump() for a in self.answers]
         if self.expect is not None:
             settings["expect"] = self.expect.model_dump(exclude_none=True)
@@ -93,14 +100,15 @@ class Scenario(_Model):
             settings["scenario"] = source
         return settings
 
-    def questions(self) -> list[NeedsClarification]:
+    def questions(self) -> list[Question]:
+        """Every question the script can surface, as the user would see it (repaired)."""
         found = []
         for name, replies in self.agents.items():
             adapter = PM_REPLY if name == "pm" else DEVELOPER_REPLY
             for reply in replies:
                 parsed = adapter.validate_python(reply)
                 if isinstance(parsed, NeedsClarification):
-                    found.append(parsed)
+                    found.append(repair(parsed, name)[0])
         return found
 
 
@@ -125,7 +133,7 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
             if isinstance(p, int)
             or not (
                 p.isupper()
-                or p in {"str", "ChoicesAnswer", "ActionAnswer"}
+                or p in {"str", "ChoicesAnswer", "TextAnswer", "ActionAnswer"}
                 or p.startswith("function-")
             )
         )
@@ -211,6 +219,8 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
         where = f"{path}: answers[{index}]"
         if isinstance(answer, ActionAnswer):
             continue
+        if isinstance(answer, TextAnswer):
+            answer = answer.answer
         if not questions:
             raise ScenarioError(f"{where}: no agent in the scenario asks a question to answer")
         if isinstance(answer, ChoicesAnswer):
@@ -225,7 +235,7 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
                     f"{where}: {answer.choices} are not options of the question; "
                     f"expected labels from {labels}"
                 )
-        elif all(q.kind != "free_text" for q in questions) and not any(
+        elif all(q.kind != "free_text" and not q.allow_other for q in questions) and not any(
             answer in q.labels for q in questions
         ):
             labels = sorted({label for q in questions for label in q.labels})

@@ -197,8 +197,8 @@ def test_bad_input_exits_2_names_the_problem_and_changes_nothing(
         ),
         (
             "task: t\nagents:\n  pm:\n    - status: NEEDS_CLARIFICATION\n      question: q\n"
-            "      kind: single_select\n      options: [{label: A}, {label: A}]\n",
-            "agents.pm[0]: option labels must be unique",
+            "      uncertainty: 150\n",
+            "agents.pm[0].uncertainty: Input should be less than or equal to 100",
         ),
         ("task: [unclosed\n", "invalid YAML"),
         ("- just a list\n", "expected a mapping"),
@@ -253,7 +253,9 @@ def test_environment_variable_and_default_database(isolated_home: Path, tmp_path
 
 def test_db_upgrade(db_url: str) -> None:
     result = cli("db", "upgrade", "--json", db=db_url)
-    assert result.returncode == 0 and as_json(result)["revision"] == "0001"
+    from orchestrator.store.schema import HEAD_REVISION
+
+    assert result.returncode == 0 and as_json(result)["revision"] == HEAD_REVISION
 
 
 def test_bad_database_url_exits_2(tmp_path: Path) -> None:

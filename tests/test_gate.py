@@ -103,7 +103,7 @@ def test_decline_resolves_without_answer_and_the_asker_gets_the_fallback() -> No
 
 
 def test_cancel_is_accepted_only_while_waiting() -> None:
-    assert decide(OPEN, Cancel()) == Resolve({}, cancel=True)
+    assert decide(OPEN, Cancel()) == Resolve({"resolution": "cancelled"}, cancel=True)
     assert isinstance(decide(ANSWERED, Cancel()), Reject)
 
 
@@ -112,7 +112,7 @@ def test_cancel_is_accepted_only_while_waiting() -> None:
 def test_user_events_are_rejected_when_no_question_waits(event: object, state: GateState) -> None:
     decision = decide(state, event)  # type: ignore[arg-type]
     assert isinstance(decision, Reject)
-    assert ("already answered" in decision.reason) == state.resolved
+    assert ("already" in decision.reason) == state.resolved
 
 
 @pytest.mark.parametrize("max_fallbacks", [0, 1, 2, 3])

@@ -6,6 +6,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
@@ -75,7 +76,6 @@ def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
 
 
 def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
-    import pytest
     from sqlalchemy.exc import IntegrityError
 
     from agents.scripted import ScriptedBackend
@@ -99,3 +99,41 @@ def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
                 created_at=datetime.now(UTC),
             )
         )
+
+
+def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(tmp_path: Path) -> None:
+    """An older database is migrated on first use and its sessions go on working."""
+    from sqlalchemy import create_engine
+
+    from orchestrator.answers import UserReply
+    from orchestrator.engine import Engine
+    from orchestrator.store import Store
+    from orchestrator.store.db import upgrade
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade(create_engine(url), "0001")
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(orchestrator_state)")}
+        assert "deadline" not in columns
+        conn.execute(
+            "INSERT INTO sessions VALUES ('old1', 'legacy task', 'paused', '2026-01-01', "
+            "'2026-01-01', NULL, NULL, NULL, NULL, ?, '{}', '[]', 0, 0, NULL, NULL)",
+            ('{"kind": "script", "agents": {"pm": [{"status": "COMPLETE", "summary": "ok"}]}}',),
+        )
+        conn.execute(
+            "INSERT INTO orchestrator_state (session_id, clarification_used, "
+            "clarification_resolved, clarification_question, question_object, asked_by, "
+            "request_key, questions_surfaced, fallbacks_injected, fallback_counts) VALUES "
+            "('old1', 1, 0, 'Old question?', '{\"question\": \"Old question?\"}', 'pm', 'pm#1', "
+            "1, 0, '{}')"
+        )
+    store = Store(open_engine(url))  # migrates to head
+    view = store.view("old1")
+    assert view["pending_question"]["question"] == "Old question?"
+    assert (
+        view["pending_question"]["deadline"] is None and not view["pending_question"]["timed_out"]
+    )
+    assert store.expire("old1") is None  # no deadline: nothing to expire
+    Engine(store, url).resume("old1", UserReply(text="yes"))
+    assert store.view("old1")["orchestrator_state"]["user_clarification_response"] == "yes"

@@ -78,6 +78,8 @@ def test_case_a_then_c_answered_question_reaches_the_pm_and_completes(db_url: st
         "clarification_resolved": True,
         "clarification_question": "Which columns?",
         "user_clarification_response": "All visible columns",
+        "answer_status": "answered",
+        "answer_note": None,
     }
     assert view["questions_surfaced"] == 1 and view["fallbacks_injected"] == 0
     assert [t["status"] for t in view["tasks"]] == ["done", "done"]
@@ -95,12 +97,16 @@ def test_case_a_pauses_without_answers_and_case_b_resurfaces_without_running(db_
     )
     view = store.view(sid)
     assert view["status"] == "paused"
-    assert view["pending_question"] == {
+    pending = dict(view["pending_question"])
+    assert pending.pop("deadline").endswith("Z")  # the default 300 s deadline, stored
+    assert pending == {
         "question": "Which columns?",
         "kind": "free_text",
         "options": [],
+        "allow_other": False,
         "urgency": "medium",
         "asked_by": "pm",
+        "timed_out": False,
     }
     before = store.events(sid)
     seen: list[Any] = []

@@ -67,6 +67,29 @@ class StoreBase:
         with self.engine.connect() as conn, conn.begin():
             yield conn
 
+    def _assumption(
+        self,
+        conn: Connection,
+        session_id: str,
+        key: str,
+        *,
+        agent: str,
+        assumption: str,
+        why: str,
+        source: str,
+    ) -> None:
+        """One entry of the assumptions ledger (keyed, so a re-run adds nothing)."""
+        self._event(
+            conn,
+            session_id,
+            "assumption",
+            agent=agent,
+            key=f"assumption:{key}",
+            assumption=assumption,
+            why=why,
+            source=source,
+        )
+
     def _event(
         self,
         conn: Connection,
@@ -127,6 +150,8 @@ class StoreBase:
             request_key=row.request_key,
             resolution=row.resolution,
             fallback_counts=dict(row.fallback_counts or {}),
+            default=(row.question_object or {}).get("default"),
+            timed_out=bool(row.timed_out),
         )
 
     @staticmethod
@@ -137,6 +162,7 @@ class StoreBase:
             "resolved": "clarification_resolved",
             "question": "clarification_question",
             "response": "user_clarification_response",
+            "note": "answer_note",
         }
         values = {columns.get(name, name): value for name, value in update_.items()}
         if values:
@@ -161,7 +187,12 @@ class StoreBase:
         with self._read() as conn:
             row = self._session(conn, session_id)
             state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
-            return session_view(row, state)
+            ledger = conn.execute(
+                select(_E)
+                .where(_E.c.session_id == session_id, _E.c.kind == "assumption")
+                .order_by(_E.c.id)
+            )
+            return session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
 
     def list_views(self, status: str | None = None) -> list[dict[str, Any]]:
         query = select(_S, _T).join(_T, _T.c.session_id == _S.c.id)

@@ -7,10 +7,11 @@ racing commands exactly one wins.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
-from sqlalchemy import Connection, insert, update
+from sqlalchemy import Connection, insert, select, update
 
 from orchestrator import gate
 from orchestrator.errors import SessionBusy, SessionNotWaiting
@@ -160,6 +161,47 @@ class ClaimsMixin(StoreBase):
             else:
                 self._event(conn, session_id, "cancel", key="cancel", source=source)
                 self._finish(conn, session_id, "cancelled", error=None, summary=None)
+            return decision
+
+    def expire(self, session_id: str, *, owner: Owner | None = None) -> gate.Resolve | None:
+        """Apply the on-timeout policy if the open question's deadline has passed.
+
+        Runs on `status` and `resume` (a deadline that passed while no process ran) and
+        when a prompt times out. Not while another live process holds the session: that
+        process applies its own deadline. Returns the decision, or None if nothing applied.
+        """
+        with self._write(durable=True) as conn:
+            row = self._session(conn, session_id, lock=True)
+            state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+            waiting = (
+                state.clarification_used
+                and not state.clarification_resolved
+                and state.resolution != "cancelled"
+            )
+            if (
+                not waiting
+                or state.timed_out
+                or state.deadline is None
+                or state.deadline > time.time()
+                or row.status in FINAL_STATUSES
+            ):
+                return None
+            mine = owner is not None and row.owner == owner.id
+            if (
+                row.status == "running"
+                and not mine
+                and not is_dead(row.owner_pid, row.owner_host, row.lease_expires_at)
+            ):
+                return None
+            policy = row.settings.get("on_timeout", "wait")
+            decision = gate.decide(self._gate_state(conn, session_id), gate.Timeout(policy))
+            assert isinstance(decision, gate.Resolve)
+            self._merge_state(conn, session_id, decision.update)
+            self._event(
+                conn, session_id, "timeout", key="timeout", policy=policy, agent=state.asked_by
+            )
+            if decision.cancel:
+                self._finish(conn, session_id, "cancelled", summary=None, error=None)
             return decision
 
     def heartbeat(self, session_id: str, owner: Owner) -> bool:

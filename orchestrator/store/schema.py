@@ -21,13 +21,14 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 
 __all__ = ["metadata", "sessions", "state", "events", "HEAD_REVISION", "OUR_TABLES"]
 
 # The newest Alembic revision; tests/test_migrations.py checks it matches migrations/.
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 
 metadata = MetaData()
 
@@ -76,6 +77,11 @@ state = Table(
     Column("questions_surfaced", Integer, nullable=False),
     Column("fallbacks_injected", Integer, nullable=False),
     Column("fallback_counts", JSON, nullable=False),
+    # 0002: when the surfaced question stops waiting (epoch seconds), whether that passed,
+    # and the note the user gave with an answer.
+    Column("deadline", Float),
+    Column("timed_out", Boolean, nullable=False, server_default=false()),
+    Column("answer_note", Text),
 )
 
 # Append-only log. `key` makes every write idempotent: a re-run node cannot add twice.

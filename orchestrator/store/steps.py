@@ -6,6 +6,7 @@ run wrote instead of calling an agent again or counting twice.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,16 @@ class StepsMixin(StoreBase):
         stored already, return that one."""
         with self._write() as conn:
             if self._event(conn, session_id, "agent_reply", agent=agent, key=key, **turn):
+                for index, text in enumerate(turn["reply"].get("assumptions", [])):
+                    self._assumption(
+                        conn,
+                        session_id,
+                        f"{key}:{index}",
+                        agent=agent,
+                        assumption=text,
+                        why="reported by the agent",
+                        source="agent",
+                    )
                 return turn
             stored = conn.execute(
                 select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
@@ -52,6 +63,9 @@ class StepsMixin(StoreBase):
         question: dict[str, Any],
         *,
         max_fallbacks: int,
+        uncertainty_threshold: int = gate.DEFAULT_UNCERTAINTY_THRESHOLD,
+        timeout: float | None = None,
+        repaired: list[str] | None = None,
     ) -> gate.Decision:
         """Case A, B or D for one NEEDS_CLARIFICATION reply: read, decide, write, one txn.
 
@@ -66,9 +80,15 @@ class StepsMixin(StoreBase):
             if stored is not None:
                 return _decision_from_payload(stored)
             state = self._gate_state(conn, session_id)
-            decision = gate.decide(state, ask, max_fallbacks=max_fallbacks)
+            decision = gate.decide(
+                state,
+                ask,
+                max_fallbacks=max_fallbacks,
+                uncertainty_threshold=uncertainty_threshold,
+            )
             if isinstance(decision, gate.Surface):
-                self._surface(conn, session_id, ask, question, decision)
+                deadline = None if timeout is None else time.time() + timeout
+                self._surface(conn, session_id, ask, question, decision, deadline, repaired)
             elif isinstance(decision, gate.Wait):
                 if ask.key != state.request_key:
                     self._event(
@@ -91,6 +111,8 @@ class StepsMixin(StoreBase):
         ask: gate.Ask,
         question: dict[str, Any],
         decision: gate.Surface,
+        deadline: float | None,
+        repaired: list[str] | None,
     ) -> None:
         """Case A. Compare-and-set on `clarification_used`, and a unique index on the
         `question_surfaced` event: the database refuses a second question on its own."""
@@ -105,6 +127,7 @@ class StepsMixin(StoreBase):
                 request_key=decision.update["request_key"],
                 question_object=question,
                 asked_at=utcnow(),
+                deadline=deadline,
                 questions_surfaced=_T.c.questions_surfaced + 1,
             )
         )
@@ -117,6 +140,7 @@ class StepsMixin(StoreBase):
             agent=ask.agent,
             key=f"surface:{ask.key}",
             question=question,
+            **({"repaired": repaired} if repaired else {}),
         ):
             raise RuntimeError(f"session {session_id}: a question was already surfaced")
 
@@ -124,8 +148,9 @@ class StepsMixin(StoreBase):
         self, conn: Connection, session_id: str, key: str, decision: gate.Decision
     ) -> None:
         details: dict[str, Any]
-        if isinstance(decision, gate.Fallback):
+        if isinstance(decision, gate.Fallback | gate.Proceed):
             self._merge_state(conn, session_id, decision.update)
+        if isinstance(decision, gate.Fallback):
             conn.execute(
                 update(_T)
                 .where(_T.c.session_id == session_id)
@@ -133,6 +158,31 @@ class StepsMixin(StoreBase):
             )
             kind = "fallback"
             details = {"decision": "fallback", "why": decision.why, "message": decision.message}
+            self._assumption(
+                conn,
+                session_id,
+                key,
+                agent=decision.agent,
+                assumption=_fallback_assumption(decision, self._gate_state(conn, session_id)),
+                why=_WHY[decision.why],
+                source=decision.why,
+            )
+        elif isinstance(decision, gate.Proceed):
+            kind = "proceed"
+            details = {
+                "decision": "proceed",
+                "message": decision.message,
+                "default": decision.default,
+            }
+            self._assumption(
+                conn,
+                session_id,
+                key,
+                agent=decision.agent,
+                assumption=f"goes on with its own default: {decision.default or '(none given)'}",
+                why="its uncertainty was below the threshold, so the user was not asked",
+                source="uncertainty",
+            )
         elif isinstance(decision, gate.Rerun):
             kind = "answer_delivered"
             details = {
@@ -169,8 +219,24 @@ class StepsMixin(StoreBase):
     # -- reads --------------------------------------------------------------------------
 
 
+def _fallback_assumption(decision: gate.Fallback, state: gate.GateState) -> str:
+    if decision.why == "hard_cap":
+        return "proceeds on its own assumptions; its further question was not asked"
+    default = f" (safe default: {state.default})" if state.default else ""
+    return f"proceeds without an answer to: {state.question}{default}"
+
+
+_WHY = {
+    "hard_cap": "the session's one question was already used",
+    "declined": "the user declined the question",
+    "timeout": "no answer before the question's deadline",
+}
+
+
 def _decision_from_payload(payload: Mapping[str, Any]) -> gate.Decision:
     kind = payload["decision"]
+    if kind == "proceed":
+        return gate.Proceed(payload["asker"], payload["message"], payload["default"], {})
     if kind == "rerun":
         return gate.Rerun(payload["asker"], payload["question"], payload["response"])
     if kind == "fallback":

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["session_view", "event_view", "iso"]
+__all__ = ["session_view", "event_view", "iso", "iso_epoch"]
 
 
 def iso(value: datetime | None) -> str | None:
@@ -17,15 +17,22 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z")
 
 
-def session_view(session: Any, state: Any) -> dict[str, Any]:
+def session_view(
+    session: Any, state: Any, assumptions: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     waiting = (
         state.clarification_used
         and not state.clarification_resolved
         and session.status in ("paused", "running")
     )
     pending = None
-    if waiting and state.question_object is not None:
-        pending = {**state.question_object, "asked_by": state.asked_by}
+    if waiting and state.resolution != "cancelled" and state.question_object is not None:
+        pending = {
+            **state.question_object,
+            "asked_by": state.asked_by,
+            "deadline": iso_epoch(state.deadline),
+            "timed_out": bool(state.timed_out),
+        }
     return {
         "session_id": session.id,
         "status": session.status,
@@ -35,6 +42,8 @@ def session_view(session: Any, state: Any) -> dict[str, Any]:
             "clarification_resolved": bool(state.clarification_resolved),
             "clarification_question": state.clarification_question,
             "user_clarification_response": state.user_clarification_response,
+            "answer_status": state.resolution,
+            "answer_note": state.answer_note,
         },
         "pending_question": pending,
         "questions_surfaced": state.questions_surfaced,
@@ -45,7 +54,22 @@ def session_view(session: Any, state: Any) -> dict[str, Any]:
         "round": session.round,
         "created_at": iso(session.created_at),
         "updated_at": iso(session.updated_at),
-    }
+    } | (
+        {}  # `list` leaves the ledger out; `status` has it
+        if assumptions is None
+        else {
+            "assumptions": [
+                {k: a[k] for k in ("agent", "assumption", "why", "source", "time")}
+                for a in assumptions
+            ]
+        }
+    )
+
+
+def iso_epoch(value: float | None) -> str | None:
+    if value is None:
+        return None
+    return iso(datetime.fromtimestamp(value, UTC))
 
 
 def event_view(row: Mapping[str, Any]) -> dict[str, Any]:

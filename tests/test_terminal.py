@@ -1,0 +1,424 @@
+"""The terminal UI: real pseudo-terminal runs of `orchestrator run --ui terminal` (pexpect),
+the line-by-line fallback when stdin is a pipe, and the pieces that need no terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+import yaml
+from rich.console import Console
+
+from orchestrator.answers import UserReply
+from orchestrator.progress import Activity
+from orchestrator.terminal import summary_line
+from tests.conftest import ROOT, cli
+
+DOWN, UP, ENTER, SPACE, ESC, CTRL_C = "\x1b[B", "\x1b[A", "\r", " ", "\x1b", "\x03"
+# Rendered by prompt_toolkit itself, so once seen the prompt is up and the tty is raw.
+SELECT_READY, CHECKBOX_READY, TEXT_READY = "enter chooses", "space toggles", "enter sends"
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+COLUMNS = [
+    {"label": "All visible columns", "description": "Exactly what the user sees"},
+    {"label": "A fixed summary set", "description": "Date, account, amount and status"},
+]
+
+
+def scenario(tmp_path: Path, **question: Any) -> Path:
+    """The PM asks `question`, then plans one task, a developer does it, the PM completes."""
+    path = tmp_path / "scenario.yaml"
+    document = {
+        "task": "Add a CSV export to the reports page",
+        "agents": {
+            "pm": [
+                {"status": "NEEDS_CLARIFICATION", **question},
+                {"status": "PLANNED", "tasks": [{"title": "Export endpoint"}]},
+                {"status": "COMPLETE", "summary": "CSV export shipped"},
+            ],
+            "developer": [{"status": "DONE", "summary": "endpoint added"}],
+        },
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def spawn(args: list[str], tmp_path: Path) -> pexpect.spawn:
+    """A real pseudo-terminal (30x100) running `python ARGS`; HOME is the test's temp dir."""
+    # pexpect does not answer cursor position requests; without this prompt_toolkit waits
+    # for the answer and then prints a warning about it.
+    env = dict(
+        os.environ,
+        TERM="xterm",
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        PROMPT_TOOLKIT_NO_CPR="1",
+    )
+    child = pexpect.spawn(
+        sys.executable,
+        args,
+        cwd=str(ROOT),
+        env=env,
+        dimensions=(30, 100),
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=30,
+    )
+    child.logfile_read = io.StringIO()
+    return child
+
+
+def run_at_terminal(script: Path, db: str, tmp_path: Path) -> pexpect.spawn:
+    return spawn(
+        ["-m", "orchestrator", "run", "--script", str(script), "--ui", "terminal", "--json"]
+        + ["--db", db],
+        tmp_path,
+    )
+
+
+def finish(child: pexpect.spawn) -> tuple[int, str]:
+    """Wait for the end; the exit code and everything the terminal showed (no colours)."""
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus is not None, f"killed by signal {child.signalstatus}"
+    return child.exitstatus, ANSI.sub("", child.logfile_read.getvalue())
+
+
+def the_session(db: str) -> dict[str, Any]:
+    listed = cli("list", "--json", db=db)
+    assert listed.returncode == 0, listed.stderr
+    (session,) = json.loads(listed.stdout)
+    shown = cli("status", session["session_id"], "--json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    view: dict[str, Any] = json.loads(shown.stdout)
+    return view
+
+
+# -- at a real terminal -------------------------------------------------------------------
+
+
+def test_single_select_moves_with_arrows_and_enter_chooses(tmp_path: Path, db_url: str) -> None:
+    script = scenario(
+        tmp_path,
+        question="Which columns should the export contain?",
+        kind="single_select",
+        reason="The page shows 14 columns; some are internal.",
+        context="The reports page, admins only",
+        urgency="high",
+        options=[{**COLUMNS[0], "recommended": True}, COLUMNS[1]],
+    )
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(SELECT_READY)
+    shown = child.logfile_read.getvalue()
+    for part in ("HIGH URGENCY", "The reports page, admins only", "14 columns", "(recommended)"):
+        assert part in shown
+    assert "Date, account, amount and status" in shown  # descriptions are listed
+    child.send(DOWN)
+    child.send(ENTER)
+    code, shown = finish(child)
+
+    assert code == 0, shown
+    assert "✔ pm's question: A fixed summary set" in shown
+    view = the_session(db_url)
+    assert view["status"] == "completed"
+    assert view["orchestrator_state"]["user_clarification_response"] == "A fixed summary set"
+
+
+def test_enter_takes_the_recommended_option(tmp_path: Path, db_url: str) -> None:
+    script = scenario(
+        tmp_path,
+        question="Which columns should the export contain?",
+        kind="single_select",
+        options=[COLUMNS[0], {**COLUMNS[1], "recommended": True}],
+    )
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(SELECT_READY)
+    child.send(ENTER)
+    code, shown = finish(child)
+
+    assert code == 0, shown
+    assert the_session(db_url)["orchestrator_state"]["user_clarification_response"] == (
+        "A fixed summary set"
+    )
+
+
+def test_multi_select_space_toggles_and_the_recommended_is_checked(
+    tmp_path: Path, db_url: str
+) -> None:
+    script = scenario(
+        tmp_path,
+        question="Which columns should the export contain?",
+        kind="multi_select",
+        options=[{"label": "Date", "recommended": True}, {"label": "Account"}, {"label": "Amount"}],
+    )
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(CHECKBOX_READY)
+    child.send(DOWN + DOWN + SPACE)  # Date is pre-checked; add Amount
+    child.send(ENTER)
+    code, shown = finish(child)
+
+    assert code == 0, shown
+    assert "✔ pm's question: Date, Amount" in shown
+    assert the_session(db_url)["orchestrator_state"]["user_clarification_response"] == (
+        "Date, Amount"
+    )
+
+
+def test_free_text_does_not_take_an_empty_answer(tmp_path: Path, db_url: str) -> None:
+    script = scenario(tmp_path, question="Which columns should the export contain?")
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(TEXT_READY)
+    child.send(ENTER)
+    child.expect("type an answer")  # the hint; the prompt stays open
+    child.send("Date and amount")
+    child.send(ENTER)
+    code, shown = finish(child)
+
+    assert code == 0, shown
+    assert "✔ pm's question: Date and amount" in shown
+    view = the_session(db_url)
+    assert view["orchestrator_state"]["user_clarification_response"] == "Date and amount"
+
+
+@pytest.mark.parametrize(
+    ("kind", "ready", "key"),
+    [
+        ("single_select", SELECT_READY, CTRL_C),
+        ("single_select", SELECT_READY, ESC),
+        ("multi_select", CHECKBOX_READY, ESC),
+        ("free_text", TEXT_READY, CTRL_C),
+        ("free_text", TEXT_READY, ESC),
+    ],
+    ids=["select-ctrl-c", "select-esc", "checkbox-esc", "text-ctrl-c", "text-esc"],
+)
+def test_ctrl_c_and_esc_cancel_the_session(
+    tmp_path: Path, db_url: str, kind: str, ready: str, key: str
+) -> None:
+    options = {"options": COLUMNS} if kind != "free_text" else {}
+    script = scenario(tmp_path, question="Which columns?", kind=kind, **options)
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(ready)
+    child.send(key)
+    code, shown = finish(child)
+
+    assert code == 4, shown
+    assert "✖ pm's question: cancelled" in shown
+    view = the_session(db_url)
+    assert view["status"] == "cancelled"
+    assert view["pending_question"] is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "ready", "keys", "prompt", "stored"),
+    [
+        ("single_select", SELECT_READY, DOWN + DOWN + ENTER, "Your answer:", "Region only"),
+        (
+            "multi_select",
+            CHECKBOX_READY,
+            DOWN + DOWN + SPACE + ENTER,  # All visible columns is pre-checked
+            "Your other answer:",
+            "All visible columns, Region only",
+        ),
+    ],
+    ids=["single_select", "multi_select"],
+)
+def test_other_opens_a_text_prompt(
+    tmp_path: Path, db_url: str, kind: str, ready: str, keys: str, prompt: str, stored: str
+) -> None:
+    script = scenario(
+        tmp_path,
+        question="Which columns should the export contain?",
+        kind=kind,
+        allow_other=True,
+        options=[{**COLUMNS[0], "recommended": True}, COLUMNS[1]],
+    )
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(ready)
+    assert "Other (type an answer)" in child.logfile_read.getvalue()
+    child.send(keys)
+    child.expect(prompt)
+    child.expect(TEXT_READY)
+    child.send("Region only")
+    child.send(ENTER)
+    code, shown = finish(child)
+
+    assert code == 0, shown
+    assert f"✔ pm's question: {stored}" in shown
+    assert the_session(db_url)["orchestrator_state"]["user_clarification_response"] == stored
+
+
+ASK_UNTIL = """
+import sys, time
+from orchestrator.terminal import ask
+question = {"question": "Pick one?", "kind": "single_select", "asked_by": "developer-2",
+            "options": [{"label": "A"}, {"label": "B"}]}
+if sys.argv[1] == "field":
+    question["deadline"] = sys.argv[2]
+    reply = ask(question)
+else:
+    reply = ask(question, deadline=time.time() + float(sys.argv[2]))
+sys.stderr.write(f"RESULT {reply!r}\\n")
+"""
+
+
+@pytest.mark.parametrize("where", ["argument", "field"])
+def test_a_passed_deadline_closes_the_prompt(tmp_path: Path, where: str) -> None:
+    soon = "1.5" if where == "argument" else (datetime.now() + timedelta(seconds=1.5)).isoformat()
+    started = time.monotonic()
+    child = spawn(["-c", ASK_UNTIL, where, soon], tmp_path)
+    child.expect(SELECT_READY)
+    child.expect("developer-2's question: no answer before the deadline")
+    child.expect("RESULT None")
+    code, _ = finish(child)
+
+    assert code == 0
+    assert time.monotonic() - started < 15
+
+
+# -- without a terminal -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "typed", "stored"),
+    [
+        ({"question": "Which columns?"}, "\n  \nDate and amount\n", "Date and amount"),
+        ({"question": "Which columns?", "kind": "single_select", "options": COLUMNS}, "2\n", None),
+        (
+            {"question": "Which columns?", "kind": "multi_select", "options": COLUMNS},
+            "nope\n1, a fixed summary set\n",
+            "All visible columns, A fixed summary set",
+        ),
+    ],
+    ids=["free_text", "single_select", "multi_select"],
+)
+def test_piped_stdin_is_asked_line_by_line_and_stdout_is_one_json_document(
+    tmp_path: Path, db_url: str, question: dict[str, Any], typed: str, stored: str | None
+) -> None:
+    script = scenario(tmp_path, **question)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", "--script", str(script)]
+        + ["--ui", "terminal", "--json", "--db", db_url],
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)  # exactly one document: nothing else on stdout
+    answer = stored or COLUMNS[1]["label"]
+    assert view["orchestrator_state"]["user_clarification_response"] == answer
+    assert f"✔ pm's question: {answer}" in done.stderr
+
+
+def test_piped_stdin_that_ends_leaves_the_session_paused(tmp_path: Path, db_url: str) -> None:
+    script = scenario(tmp_path, question="Which columns?")
+    done = cli("run", "--script", str(script), "--ui", "terminal", "--json", db=db_url)
+
+    assert done.returncode == 3, done.stderr
+    assert json.loads(done.stdout)["status"] == "paused"
+    assert "no answer (input closed)" in done.stderr
+
+
+# -- pieces -------------------------------------------------------------------------------
+
+QUESTION = {"question": "Which columns?", "asked_by": "pm"}
+
+
+@pytest.mark.parametrize(
+    ("reply", "closed", "line"),
+    [
+        (
+            UserReply(choices=("All visible columns",)),
+            False,
+            "✔ pm's question: All visible columns",
+        ),
+        (UserReply(choices=("Date", "Amount")), False, "✔ pm's question: Date, Amount"),
+        (UserReply(text="only the date"), False, "✔ pm's question: only the date"),
+        (UserReply(action="decline"), False, "✔ pm's question: declined"),
+        (UserReply(action="cancel"), False, "✖ pm's question: cancelled"),
+        (None, False, "⌛ pm's question: no answer before the deadline"),
+        (None, True, "⌛ pm's question: no answer (input closed)"),
+    ],
+)
+def test_summary_line(reply: UserReply | None, closed: bool, line: str) -> None:
+    assert summary_line(QUESTION, reply, closed=closed) == line
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def terminal_console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=True, width=80), out
+
+
+def test_activity_names_the_running_agents_and_how_long_they_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    console, out = terminal_console()
+    clock = Clock()
+    with Activity(console, clock=clock) as activity:
+        assert activity.text() == ""
+        activity.start("developer-1")
+        clock.now += 3
+        activity.start("developer-2")
+        clock.now += 9
+        assert activity.text() == "developer-1, developer-2 working · 12s"
+        activity.stop("developer-1")
+        clock.now += 63
+        assert activity.text() == "developer-2 working · 1m 12s"
+        activity.stop("developer-2")
+        assert activity.text() == ""
+    assert "developer-1, developer-2 working" in out.getvalue()
+    assert capsys.readouterr().out == ""  # the console's file only, never stdout
+
+
+def test_activity_prints_nothing_when_stderr_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = io.StringIO()
+    activity = Activity(Console(file=out, force_terminal=False))
+    activity.start("pm")
+    assert activity.text().startswith("pm working")
+    activity.stop("pm")
+    activity.close()
+    assert out.getvalue() == ""
+    assert capsys.readouterr() == ("", "")
+
+
+def test_activity_is_safe_to_use_from_many_threads() -> None:
+    console, _ = terminal_console()
+    activity = Activity(console)
+
+    def work(n: int) -> None:
+        for _ in range(20):
+            activity.start(f"developer-{n}")
+            time.sleep(0.001)
+            activity.stop(f"developer-{n}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(1, 7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert not any(thread.is_alive() for thread in threads), "deadlocked"
+    activity.close()
+    assert activity.text() == ""
