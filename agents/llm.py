@@ -32,6 +32,7 @@ SUBMIT = "submit_reply"
 class _Option(BaseModel):
     label: str
     description: str | None = None
+    recommended: bool | None = Field(None, description="at most one option")
 
 
 class _TaskArg(BaseModel):
@@ -47,9 +48,20 @@ class _Submit(BaseModel):
     )
     kind: Literal["free_text", "single_select", "multi_select"] | None = None
     options: list[_Option] | None = Field(None, description="the choices, for selects")
+    allow_other: bool | None = Field(None, description="accept an answer not in options")
     reason: str | None = Field(None, description="why a choice is needed / why blocked")
+    context: str | None = Field(None, description="what the user needs to know to answer")
     default: str | None = Field(None, description="the safe choice without an answer")
     urgency: Literal["low", "medium", "high"] | None = None
+    ambiguity: Literal["target", "action", "parameter", "intent"] | None = Field(
+        None, description="what is unclear: which target, which action, a missing value, intent"
+    )
+    uncertainty: int | None = Field(
+        None, ge=0, le=100, description="how unsure you are without an answer (0-100)"
+    )
+    assumptions: list[str] | None = Field(
+        None, description="every assumption you made (with any status but NEEDS_CLARIFICATION)"
+    )
 
 
 class PmSubmit(_Submit):

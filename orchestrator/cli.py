@@ -7,6 +7,7 @@ document; progress and prose go to stderr.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import sys
@@ -110,12 +111,38 @@ def _fail(as_json: bool, message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _store(db: str | None, *, progress: bool = False) -> tuple[Any, str]:
+def _store(
+    db: str | None, *, progress: bool = False, ui: Ui | None = None, scripted: bool = False
+) -> tuple[Any, str]:
     from orchestrator.store import Store, open_engine, resolve_url
 
     url = resolve_url(db)
-    listener = (lambda _sid, event: _err(event_line(event))) if progress else None
-    return Store(open_engine(url), listener=listener), url
+    # When the interactive prompt will draw the question, it is not logged above it too.
+    quiet = {"question_surfaced"} if _interactive(ui) and not scripted else set()
+
+    def show(_session_id: str, event: dict[str, Any]) -> None:
+        if event["kind"] not in quiet:
+            _err(event_line(event))
+
+    return Store(open_engine(url), listener=show if progress else None), url
+
+
+def _interactive(ui: Ui | None) -> bool:
+    chosen = ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
+    return chosen is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _engine(store: Any, url: str, ui: Ui | None) -> Any:
+    """The engine for run/resume: the UI's way of asking, and a progress line on a tty."""
+    from orchestrator.engine import Engine
+
+    activity = None
+    if sys.stderr.isatty():
+        from orchestrator.progress import Activity
+
+        activity = Activity()
+        atexit.register(activity.close)
+    return Engine(store, url, ask_user=_ask_user(ui), activity=activity)
 
 
 def _ask_user(ui: Ui | None) -> Any:
@@ -190,17 +217,14 @@ def _run_script(
 ) -> tuple[str, Any]:
     import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
     from agents.scripted import ScriptedBackend
-    from orchestrator.engine import Engine
     from orchestrator.scenario import load_scenario
 
     _collect_from_here_on()
     scenario = load_scenario(script)  # before the database is touched
     settings = scenario.session_settings(source=str(script), **limits)
-    store, url = _store(db, progress=True)
+    store, url = _store(db, progress=True, ui=ui, scripted=bool(scenario.answers))
     backend = ScriptedBackend(scenario.agents, replies_so_far={})
-    return Engine(store, url, ask_user=_ask_user(ui)).start(
-        task or scenario.task, backend, settings
-    ), store
+    return _engine(store, url, ui).start(task or scenario.task, backend, settings), store
 
 
 def _run_models(
@@ -228,7 +252,6 @@ def _run_models(
     import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
     from agents.llm import LLMBackend
     from agents.prompts import check_prompts
-    from orchestrator.engine import Engine
 
     _collect_from_here_on()
     if prompts is not None:
@@ -240,8 +263,8 @@ def _run_models(
         workdir=str(workdir.resolve()) if workdir else None,
         max_retries=max_retries,
     )
-    store, url = _store(db, progress=True)
-    return Engine(store, url, ask_user=_ask_user(ui)).start(task, backend, settings), store
+    store, url = _store(db, progress=True, ui=ui)
+    return _engine(store, url, ui).start(task, backend, settings), store
 
 
 @app.command()
@@ -397,7 +420,6 @@ def resume(
         import agents.scripted  # noqa: F401
         import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
         from orchestrator.answers import UserReply
-        from orchestrator.engine import Engine
         from orchestrator.errors import ConfigError
 
         _collect_from_here_on()
@@ -425,8 +447,8 @@ def resume(
             reply = UserReply(action="cancel", note=note)
         elif note is not None:
             raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
-        store, url = _store(db, progress=True)
-        Engine(store, url, ask_user=_ask_user(ui)).resume(session_id, reply)
+        store, url = _store(db, progress=True, ui=ui)
+        _engine(store, url, ui).resume(session_id, reply)
         view = _with_expect(store, session_id)
     _finish(as_json, view, db)
 

@@ -37,12 +37,19 @@ RECURSION_LIMIT = 10_000  # a backstop only: max_rounds and max_fallbacks bound 
 
 class Engine:
     def __init__(
-        self, store: Store, url: str, *, ask_user: AskUser | None = None, owner: Owner | None = None
+        self,
+        store: Store,
+        url: str,
+        *,
+        ask_user: AskUser | None = None,
+        owner: Owner | None = None,
+        activity: Any = None,
     ) -> None:
         self.store = store
         self.url = url
         self.ask_user = ask_user
         self.owner = owner or Owner()
+        self.activity = activity  # told when each agent call starts and stops
 
     # -- entry points -------------------------------------------------------------------
 
@@ -113,6 +120,7 @@ class Engine:
             max_fallbacks=settings["max_fallbacks"],
             uncertainty_threshold=settings["uncertainty_threshold"],
             timeout=settings["timeout"],
+            activity=self.activity,
         )
         config: Any = {
             "configurable": {"thread_id": session_id},

@@ -112,6 +112,7 @@ class RunContext:
     max_fallbacks: int
     uncertainty_threshold: int = gate.DEFAULT_UNCERTAINTY_THRESHOLD
     timeout: float | None = None  # seconds a surfaced question waits for its answer
+    activity: Any = None  # start(agent)/stop(agent): the CLI's progress line, if any
 
     def call(self, agent: str, call: int, state: GraphState, **extra: Any) -> Call:
         """Call `agent` once per (agent, call): a re-run gets the recorded turn back."""
@@ -131,7 +132,13 @@ class RunContext:
                 tasks=tuple(_task_board(state)),
                 **extra,
             )
-            turn = self.backend.respond(request)
+            if self.activity is not None:
+                self.activity.start(agent)
+            try:
+                turn = self.backend.respond(request)
+            finally:
+                if self.activity is not None:
+                    self.activity.stop(agent)
             record: dict[str, Any] = {
                 "reply": turn.reply.model_dump(mode="json", exclude_none=True)
             }

@@ -212,3 +212,33 @@ def test_every_assumption_is_in_status_in_order_and_in_the_log(db_url: str) -> N
     assert ledger[2]["assumption"] == "port 5432"
     logged = [e for e in store.events(sid) if e["kind"] == "assumption"]
     assert [e["assumption"] for e in logged] == [a["assumption"] for a in ledger]
+
+
+def test_the_progress_line_hears_of_every_agent_call(db_url: str) -> None:
+    from agents.scripted import ScriptedBackend
+    from orchestrator.engine import Engine
+    from orchestrator.scenario import Scenario
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+
+        def start(self, agent: str) -> None:
+            self.calls.append(("start", agent))
+
+        def stop(self, agent: str) -> None:
+            self.calls.append(("stop", agent))
+
+    scenario = Scenario.model_validate(
+        {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
+    )
+    activity = Recorder()
+    store = Store(open_engine(db_url))
+    Engine(store, db_url, activity=activity).start(
+        "t", ScriptedBackend(scenario.agents, replies_so_far={}), scenario.session_settings()
+    )
+    assert activity.calls == [
+        ("start", "pm"), ("stop", "pm"),
+        ("start", "developer-1"), ("stop", "developer-1"),
+        ("start", "pm"), ("stop", "pm"),
+    ]  # fmt: skip

@@ -227,3 +227,17 @@ def test_a_missing_provider_package_names_the_extra_to_install(
     monkeypatch.setattr(langchain.chat_models, "init_chat_model", missing)
     with pytest.raises(ConfigError, match=r"pip install 'orchestrator\[openai\]'"):
         init_model("openai:gpt-4o-mini")
+
+
+def test_assumptions_and_uncertainty_come_through_submit_reply(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sure_enough = {**ASK, "uncertainty": 20}  # below the default threshold: not surfaced
+    pm = fake([submit(**sure_enough), submit(**PLAN), submit(**COMPLETE, assumptions=["English"])])
+    use(monkeypatch, **{"fake:pm": pm, "fake:dev": fake([submit(**DONE)])})
+    store, sid = start(db_url, tmp_path)
+    view = store.view(sid)
+    assert view["status"] == "completed" and view["questions_surfaced"] == 0
+    assert [a["source"] for a in view["assumptions"]] == ["uncertainty", "agent"]
+    assert view["assumptions"][1]["assumption"] == "English"
+    assert "below the threshold" in pm.seen[1][-1].content

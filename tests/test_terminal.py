@@ -219,6 +219,20 @@ def test_ctrl_c_and_esc_cancel_the_session(
     assert view["pending_question"] is None
 
 
+def test_ctrl_d_on_an_empty_answer_leaves_the_session_paused(tmp_path: Path, db_url: str) -> None:
+    script = scenario(tmp_path, question="Which columns should the export contain?")
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(TEXT_READY)
+    child.send("\x04")
+    code, shown = finish(child)
+
+    assert code == 3, shown
+    assert "pm's question: no answer (input closed)" in shown
+    view = the_session(db_url)
+    assert view["status"] == "paused"
+    assert view["pending_question"]["question"] == "Which columns should the export contain?"
+
+
 @pytest.mark.parametrize(
     ("kind", "ready", "keys", "prompt", "stored"),
     [
