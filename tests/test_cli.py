@@ -348,3 +348,16 @@ def test_ui_terminal_select_by_number_and_eof_leaves_it_paused(db_url: str, tmp_
     )
     assert closed.returncode == 3, closed.stderr
     assert as_json(closed)["status"] == "paused"
+
+
+PAUSING_EXAMPLES = {"pause-and-resume.yaml", "choose-at-the-terminal.yaml"}
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_every_shipped_example_runs_as_documented(db_url: str, example: str) -> None:
+    """The examples (the contract's own among them) keep working; those that ask with no
+    scripted answer pause (exit 3) under --ui none, the others meet their `expect`."""
+    result = cli("run", "--script", str(EXAMPLES / example), "--ui", "none", "--json", db=db_url)
+    expected = 3 if example in PAUSING_EXAMPLES else 0
+    assert result.returncode == expected, result.stderr
+    assert as_json(result)["status"] == ("paused" if expected == 3 else "completed")

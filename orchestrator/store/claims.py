@@ -170,6 +170,15 @@ class ClaimsMixin(StoreBase):
         when a prompt times out. Not while another live process holds the session: that
         process applies its own deadline. Returns the decision, or None if nothing applied.
         """
+        with self._read() as conn:  # the common case: nothing to do, and no write lock
+            self._session(conn, session_id)
+            deadline = conn.execute(
+                select(_T.c.deadline).where(
+                    _T.c.session_id == session_id, _T.c.timed_out.is_(False)
+                )
+            ).scalar()
+        if deadline is None or deadline > time.time():
+            return None
         with self._write(durable=True) as conn:
             row = self._session(conn, session_id, lock=True)
             state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
