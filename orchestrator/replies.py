@@ -45,14 +45,10 @@ class Option(_Model):
 Ambiguity = Literal["target", "action", "parameter", "intent"]
 
 
-class Question(_Model):
-    """One question for the user, with what it takes to answer it well.
+class _QuestionFields(_Model):
+    """What a question carries (shared by Question and the reply that asks it)."""
 
-    Validated strictly: this is what reaches the user. What agents send is `Ask` (below),
-    which is lenient; orchestrator.questions.repair turns an Ask into a Question.
-    """
-
-    question: Annotated[str, Field(min_length=1)]
+    question: str = ""
     kind: QuestionKind = "free_text"
     options: list[Option] = Field(default_factory=list)
     allow_other: bool = False
@@ -61,6 +57,16 @@ class Question(_Model):
     default: str | None = None
     urgency: Urgency = "medium"
     ambiguity: Ambiguity | None = None
+
+
+class Question(_QuestionFields):
+    """One question for the user, with what it takes to answer it well.
+
+    Validated strictly: this is what reaches the user. What agents send is the lenient
+    NeedsClarification (below); orchestrator.questions.repair turns one into a Question.
+    """
+
+    question: Annotated[str, Field(min_length=1)]
 
     @field_validator("question")
     @classmethod
@@ -91,7 +97,7 @@ class TaskSpec(_Model):
     description: str | None = None
 
 
-class NeedsClarification(_Model):
+class NeedsClarification(_QuestionFields):
     """`NEEDS_CLARIFICATION`: the question object's fields sit inline in the reply.
 
     Lenient on purpose: an agent's malformed question (blank, a select without options,
@@ -100,15 +106,6 @@ class NeedsClarification(_Model):
     """
 
     status: Literal["NEEDS_CLARIFICATION"]
-    question: str = ""
-    kind: QuestionKind = "free_text"
-    options: list[Option] = Field(default_factory=list)
-    allow_other: bool = False
-    reason: str | None = None
-    context: str | None = None
-    default: str | None = None
-    urgency: Urgency = "medium"
-    ambiguity: Ambiguity | None = None
     uncertainty: Annotated[int, Field(ge=0, le=100)] | None = None
 
 
