@@ -121,6 +121,7 @@ class Engine:
             uncertainty_threshold=settings["uncertainty_threshold"],
             timeout=settings["timeout"],
             activity=self.activity,
+            recorded={} if fresh else self.store.recorded_turns(session_id),
         )
         config: Any = {
             "configurable": {"thread_id": session_id},
@@ -182,8 +183,7 @@ class Engine:
         Returns True when an answer (or decline) was accepted and the run should go on,
         False when the session stays paused or was cancelled.
         """
-        row = self.store.session(session_id)
-        question = self.store.view(session_id)["pending_question"]
+        row, question = self.store.pending(session_id)
         assert question is not None, "only called while a question is open"
         scripted = row.settings.get("answers") or []
         origin = "user"

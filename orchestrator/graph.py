@@ -11,7 +11,8 @@ calling an agent again or counting twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
@@ -66,6 +67,9 @@ class GraphState(TypedDict, total=False):
     asks: Annotated[dict[str, dict[str, Any]], _merge]  # agent -> open NEEDS_CLARIFICATION
     instructions: Annotated[dict[str, str], _merge]  # agent -> message for its next call
     histories: Annotated[dict[str, list[Any]], _append]  # agent -> LangChain messages
+    # The resolved question and answer, as context for every later agent call. A copy:
+    # the gate itself always decides on the store's state, never on this.
+    clarification: dict[str, Any] | None
     outcome: dict[str, Any] | None  # {"status": "completed"|"failed", "summary"|"error"}
 
 
@@ -78,6 +82,7 @@ class DeveloperInput(TypedDict):
     instruction: str | None
     plan: list[dict[str, Any]]
     history: list[Any]  # this developer's conversation so far
+    clarification: dict[str, Any] | None
     files: list[str]  # workspace files this developer changed in earlier calls
 
 
@@ -113,15 +118,28 @@ class RunContext:
     uncertainty_threshold: int = gate.DEFAULT_UNCERTAINTY_THRESHOLD
     timeout: float | None = None  # seconds a surfaced question waits for its answer
     activity: Any = None  # start(agent)/stop(agent): the CLI's progress line, if any
+    # Turns recorded so far, by key; loaded once per drive (only the claim holder records).
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def call(self, agent: str, call: int, state: GraphState, **extra: Any) -> Call:
-        """Call `agent` once per (agent, call): a re-run gets the recorded turn back."""
+    def call(
+        self,
+        agent: str,
+        call: int,
+        state: GraphState,
+        *,
+        mirror: Callable[[AgentReply, list[str]], dict[str, Any]] | None = None,
+        **extra: Any,
+    ) -> Call:
+        """Call `agent` once per (agent, call): a re-run gets the recorded turn back.
+
+        `mirror` turns the reply into what the session row shows (the plan, a task's
+        result); it is written in the same transaction as the reply.
+        """
         key = f"{agent}#{call}"
-        stored, persisted = self.store.recorded_reply(self.session_id, key)
+        stored = self.recorded.get(key)
         if stored is None:
-            clarification = None
-            if persisted.resolved and persisted.question is not None:
-                clarification = Clarification(persisted.question, persisted.response)
+            known = state.get("clarification")
+            clarification = Clarification(**known) if known else None
             request = AgentRequest(
                 agent=agent,
                 session_id=self.session_id,
@@ -146,7 +164,9 @@ class RunContext:
                 record["messages"] = messages_to_dict(list(turn.messages))
             if turn.files:
                 record["files"] = sorted(turn.files)
-            stored = self.store.record_reply(self.session_id, key, agent, record)
+            shown = mirror(turn.reply, list(turn.files)) if mirror else {}
+            stored = self.store.record_reply(self.session_id, key, agent, record, **shown)
+            self.recorded[key] = stored
             crash_point(f"reply_recorded:{key}")
         return Call(
             key,
@@ -177,10 +197,17 @@ def _ask(agent: str, key: str, reply: NeedsClarification) -> dict[str, Any]:
 def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     call = state.get("calls", {}).get("pm", 0) + 1
+    round_ = state.get("round", 0) + 1  # if this reply plans
+
+    def mirror(reply: AgentReply, files: list[str]) -> dict[str, Any]:
+        planned = isinstance(reply, Planned) and round_ <= ctx.max_rounds
+        return {"plan": (round_, _plan(reply))} if planned else {}
+
     key, reply, messages, _ = ctx.call(
         "pm",
         call,
         state,
+        mirror=mirror,
         instruction=state.get("instructions", {}).get("pm"),
         history=tuple(state.get("histories", {}).get("pm", [])),
     )
@@ -190,20 +217,13 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if isinstance(reply, NeedsClarification):
         update["asks"] = {"pm": _ask("pm", key, reply)}
     elif isinstance(reply, Planned):
-        round_ = state.get("round", 0) + 1
         if round_ > ctx.max_rounds:
             update["outcome"] = {
                 "status": "failed",
                 "error": f"the PM planned round {round_}, over max_rounds={ctx.max_rounds}",
             }
             return update
-        tasks = [
-            {"number": n, "title": spec.title, "status": "pending"}
-            | ({"description": spec.description} if spec.description else {})
-            for n, spec in enumerate(reply.tasks, start=1)
-        ]
-        ctx.store.set_tasks(ctx.session_id, round_, tasks)
-        update.update(round=round_, tasks=tasks)
+        update.update(round=round_, tasks=_plan(reply))
     elif isinstance(reply, Complete):
         update["outcome"] = {"status": "completed", "summary": reply.summary}
     return update
@@ -217,25 +237,18 @@ def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, 
     key, reply, messages, files = ctx.call(
         agent,
         call,
-        {"round": round_, "tasks": arg["plan"]},
+        {"round": round_, "tasks": arg["plan"], "clarification": arg["clarification"]},
+        mirror=lambda reply, files: {
+            "task": (round_, task["number"], _result(reply, files, arg["files"]))
+        },
         instruction=arg["instruction"],
         assignment=task,
         history=tuple(arg["history"]),
     )
-    result: dict[str, Any]
+    result = _result(reply, files, arg["files"])
     asks: dict[str, Any] = {agent: None}
-    if isinstance(reply, Done):
-        result = {"status": "done", "summary": reply.summary}
-    elif isinstance(reply, Blocked):
-        result = {"status": "blocked", "reason": reply.reason}
-    else:
-        assert isinstance(reply, NeedsClarification)
-        result = {"status": "needs_clarification"}
+    if isinstance(reply, NeedsClarification):
         asks = {agent: _ask(agent, key, reply)}
-    changed = sorted({*arg["files"], *files})
-    if changed:
-        result["files"] = changed
-    ctx.store.update_task(ctx.session_id, round_, task["number"], **result)
     update: dict[str, Any] = {
         "calls": {agent: call},
         "results": {f"{round_}:{task['number']}": result},
@@ -245,6 +258,29 @@ def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, 
     if messages:
         update["histories"] = {agent: messages}
     return update
+
+
+def _plan(reply: AgentReply) -> list[dict[str, Any]]:
+    """The task board of a PLANNED reply."""
+    assert isinstance(reply, Planned)
+    return [
+        {"number": n, "title": spec.title, "status": "pending"}
+        | ({"description": spec.description} if spec.description else {})
+        for n, spec in enumerate(reply.tasks, start=1)
+    ]
+
+
+def _result(reply: AgentReply, files: list[str], earlier: list[str]) -> dict[str, Any]:
+    """A developer's task result: status, summary or reason, and every file it changed."""
+    result: dict[str, Any]
+    if isinstance(reply, Done):
+        result = {"status": "done", "summary": reply.summary}
+    elif isinstance(reply, Blocked):
+        result = {"status": "blocked", "reason": reply.reason}
+    else:
+        result = {"status": "needs_clarification"}
+    changed = sorted({*earlier, *files})
+    return result | ({"files": changed} if changed else {})
 
 
 def join(state: GraphState) -> dict[str, Any]:
@@ -275,12 +311,15 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
     ]
     crash_point("gate_decided")
     if any(isinstance(d, gate.Surface | gate.Wait) for d in decisions):
-        interrupt(store.view(sid)["pending_question"])
+        interrupt(store.pending(sid)[1])
         # Reached only when resumed while the store still has no answer. The engine
         # resumes the graph after the answer commits, and this node then re-runs from
         # the top and decides C/D instead, so getting here is a bug, not a user error.
         raise RuntimeError(f"session {sid}: the gate was resumed without a stored answer")
     update: dict[str, Any] = {"asks": {a["agent"]: None for a in asks}, "instructions": {}}
+    persisted = store.gate_state(sid)
+    if persisted.resolved and persisted.question is not None:
+        update["clarification"] = {"question": persisted.question, "response": persisted.response}
     for decision in decisions:
         if isinstance(decision, gate.Fail):
             update["outcome"] = {"status": "failed", "error": decision.reason}
@@ -332,6 +371,7 @@ def _developers(state: GraphState, numbers: list[int]) -> list[Send]:
                 plan=state.get("tasks", []),
                 history=histories.get(f"developer-{n}", []),
                 files=board[n].get("files", []),
+                clarification=state.get("clarification"),
             ),
         )
         for n in numbers

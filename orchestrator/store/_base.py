@@ -194,6 +194,13 @@ class StoreBase:
             )
             return session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
 
+    def pending(self, session_id: str) -> tuple[Any, dict[str, Any] | None]:
+        """The session's row and its open question (None if none waits), in one read."""
+        with self._read() as conn:
+            row = self._session(conn, session_id)
+            state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+            return row, session_view(row, state)["pending_question"]
+
     def list_views(self, status: str | None = None) -> list[dict[str, Any]]:
         query = select(_S, _T).join(_T, _T.c.session_id == _S.c.id)
         if status is not None:

@@ -22,39 +22,58 @@ __all__ = ["StepsMixin"]
 
 
 class StepsMixin(StoreBase):
-    def recorded_reply(
-        self, session_id: str, key: str
-    ) -> tuple[dict[str, Any] | None, gate.GateState]:
-        """The turn stored under `key` (None if the call was never made), and the state."""
+    def recorded_turns(self, session_id: str) -> dict[str, dict[str, Any]]:
+        """Every agent turn recorded for the session, by key (`<agent>#<call>`).
+
+        Read once when a process starts driving the session: only the claim's holder
+        records turns, so from then on its copy is complete.
+        """
         with self._read() as conn:
-            payload = conn.execute(
-                select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
-            ).scalar()
-            state = self._gate_state(conn, session_id)
-            return (None if payload is None else dict(payload)), state
+            rows = conn.execute(
+                select(_E.c.key, _E.c.payload).where(
+                    _E.c.session_id == session_id, _E.c.kind == "agent_reply"
+                )
+            )
+            return {key: dict(payload) for key, payload in rows}
 
     def record_reply(
-        self, session_id: str, key: str, agent: str, turn: dict[str, Any]
+        self,
+        session_id: str,
+        key: str,
+        agent: str,
+        turn: dict[str, Any],
+        *,
+        plan: tuple[int, list[dict[str, Any]]] | None = None,
+        task: tuple[int, int, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Store an agent's turn (`reply`, `messages`, `files`) under `key`; if one is
-        stored already, return that one."""
+        """Store an agent's turn (`reply`, `messages`, `files`) under `key`, with what the
+        session row shows of it (a new `plan`, or one `task`'s result), in one transaction.
+        If a turn is stored under `key` already, return that one and change nothing."""
         with self._write() as conn:
-            if self._event(conn, session_id, "agent_reply", agent=agent, key=key, **turn):
-                for index, text in enumerate(turn["reply"].get("assumptions", [])):
-                    self._assumption(
-                        conn,
-                        session_id,
-                        f"{key}:{index}",
-                        agent=agent,
-                        assumption=text,
-                        why="reported by the agent",
-                        source="agent",
-                    )
-                return turn
-            stored = conn.execute(
-                select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
-            ).scalar_one()
-            return dict(stored)
+            if not self._event(conn, session_id, "agent_reply", agent=agent, key=key, **turn):
+                stored = conn.execute(
+                    select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
+                ).scalar_one()
+                return dict(stored)
+            for index, text in enumerate(turn["reply"].get("assumptions", [])):
+                self._assumption(
+                    conn,
+                    session_id,
+                    f"{key}:{index}",
+                    agent=agent,
+                    assumption=text,
+                    why="reported by the agent",
+                    source="agent",
+                )
+            if plan is not None:
+                conn.execute(
+                    update(_S)
+                    .where(_S.c.id == session_id)
+                    .values(round=plan[0], tasks=plan[1], updated_at=utcnow())
+                )
+            if task is not None:
+                self._update_task(conn, session_id, *task)
+            return turn
 
     def gate_ask(
         self,
@@ -198,25 +217,16 @@ class StepsMixin(StoreBase):
             conn, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details
         )
 
-    def set_tasks(self, session_id: str, round_: int, tasks: list[dict[str, Any]]) -> None:
-        with self._write() as conn:
-            conn.execute(
-                update(_S)
-                .where(_S.c.id == session_id)
-                .values(tasks=tasks, round=round_, updated_at=utcnow())
-            )
-
-    def update_task(self, session_id: str, round_: int, number: int, **fields: Any) -> None:
-        with self._write() as conn:
-            row = self._session(conn, session_id, lock=True)
-            if row.round != round_:
-                return
-            tasks = [{**task, **fields} if task["number"] == number else task for task in row.tasks]
-            conn.execute(
-                update(_S).where(_S.c.id == session_id).values(tasks=tasks, updated_at=utcnow())
-            )
-
-    # -- reads --------------------------------------------------------------------------
+    def _update_task(
+        self, conn: Connection, session_id: str, round_: int, number: int, fields: dict[str, Any]
+    ) -> None:
+        row = self._session(conn, session_id, lock=True)
+        if row.round != round_:
+            return
+        tasks = [{**task, **fields} if task["number"] == number else task for task in row.tasks]
+        conn.execute(
+            update(_S).where(_S.c.id == session_id).values(tasks=tasks, updated_at=utcnow())
+        )
 
 
 def _fallback_assumption(decision: gate.Fallback, state: gate.GateState) -> str:
