@@ -7,44 +7,26 @@ document; progress and prose go to stderr.
 
 from __future__ import annotations
 
-import atexit
 import gc
-import json
-import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
 
-from orchestrator.errors import OrchestratorError, UserError
-from orchestrator.render import event_line, question_text, resume_hint, session_text
+from orchestrator._cli_output import EXIT_CODES, emit, finish, user_errors, with_expect
+from orchestrator._cli_runs import (
+    OnTimeout,
+    Status,
+    Ui,
+    collect_from_here_on,
+    engine_for,
+    run_models,
+    run_script,
+    store_for,
+)
+from orchestrator.render import event_line, question_text, session_text
 
 __all__ = ["app", "main", "EXIT_CODES"]
-
-EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running": 1}
-EXIT_BAD_INPUT = 2
-
-
-class Ui(StrEnum):
-    terminal = "terminal"
-    none = "none"
-
-
-class OnTimeout(StrEnum):
-    wait = "wait"
-    proceed = "proceed"
-    cancel = "cancel"
-
-
-class Status(StrEnum):
-    running = "running"
-    paused = "paused"
-    completed = "completed"
-    failed = "failed"
-    cancelled = "cancelled"
 
 
 DbOption = Annotated[
@@ -80,191 +62,6 @@ app.add_typer(db_app, name="db")
 
 
 # -- plumbing ---------------------------------------------------------------------------
-
-
-def _err(text: str) -> None:
-    typer.echo(text, err=True)
-
-
-def _emit(as_json: bool, document: Any, text: str) -> None:
-    if as_json:
-        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
-    else:
-        typer.echo(text)
-
-
-@contextmanager
-def _user_errors(as_json: bool) -> Iterator[None]:
-    """Turn our errors into exit codes; bugs keep their traceback."""
-    try:
-        yield
-    except UserError as exc:
-        _fail(as_json, exc.message, EXIT_BAD_INPUT)
-    except OrchestratorError as exc:
-        _fail(as_json, exc.message, 1)
-
-
-def _fail(as_json: bool, message: str, code: int) -> NoReturn:
-    _err(f"error: {message}")
-    if as_json:
-        typer.echo(json.dumps({"error": message, "exit_code": code}, indent=2))
-    raise typer.Exit(code)
-
-
-def _store(
-    db: str | None, *, progress: bool = False, ui: Ui | None = None, scripted: bool = False
-) -> tuple[Any, str]:
-    from orchestrator.store import Store, open_engine, resolve_url
-
-    url = resolve_url(db)
-    # When the interactive prompt will draw the question, it is not logged above it too.
-    quiet = {"question_surfaced"} if _interactive(ui) and not scripted else set()
-
-    def show(_session_id: str, event: dict[str, Any]) -> None:
-        if event["kind"] not in quiet:
-            _err(event_line(event))
-
-    return Store(open_engine(url), listener=show if progress else None), url
-
-
-def _interactive(ui: Ui | None) -> bool:
-    chosen = ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
-    return chosen is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
-
-
-def _engine(store: Any, url: str, ui: Ui | None) -> Any:
-    """The engine for run/resume: the UI's way of asking, and a progress line on a tty."""
-    from orchestrator.engine import Engine
-
-    activity = None
-    if sys.stderr.isatty():
-        from orchestrator.progress import Activity
-
-        activity = Activity()
-        atexit.register(activity.close)
-    return Engine(store, url, ask_user=_ask_user(ui), activity=activity)
-
-
-def _ask_user(ui: Ui | None) -> Any:
-    chosen = ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
-    if chosen is not Ui.terminal:
-        return None
-    from orchestrator.terminal import ask  # questionary and rich only when asking
-
-    return ask
-
-
-def _finish(as_json: bool, view: dict[str, Any], db: str | None) -> NoReturn:
-    """Print the session and exit with the code its status (and `expect`) calls for."""
-    code = EXIT_CODES.get(view["status"], 1)
-    text = session_text(view)
-    if view["status"] == "paused" and view["pending_question"]:
-        question = view["pending_question"]
-        hint = (
-            f"waiting for an answer. {question_text(question)}\n"
-            f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
-        )
-        if as_json:
-            _err(hint)
-        else:
-            text += "\n" + hint
-    expect = view.pop("_expect", None)
-    # A scenario's expect describes how the run ends; a pause is not an end, and a user's
-    # cancel is the user's call (exit 4), not the script's result.
-    if expect and view["status"] in ("completed", "failed"):
-        differences = _expect_differences(expect, view)
-        if differences:
-            _err("the scenario's expect did not hold:")
-            for line in differences:
-                _err(f"  {line}")
-            code = 1
-    _emit(as_json, view, text)
-    raise typer.Exit(code)
-
-
-def _expect_differences(expect: Mapping[str, Any], view: Mapping[str, Any]) -> list[str]:
-    out = []
-    for field in ("status", "questions_surfaced", "fallbacks_injected", "summary"):
-        wanted = expect.get(field)
-        if wanted is not None and view.get(field) != wanted:
-            out.append(f"expect.{field}: expected {wanted!r}, got {view.get(field)!r}")
-    needle = expect.get("error_contains")
-    if needle is not None and needle not in (view.get("error") or ""):
-        out.append(f"expect.error_contains: {needle!r} not in error {view.get('error')!r}")
-    return out
-
-
-def _with_expect(store: Any, session_id: str) -> dict[str, Any]:
-    view: dict[str, Any] = store.view(session_id)
-    expect = store.session(session_id).settings.get("expect")
-    if expect:
-        view["_expect"] = expect
-    return view
-
-
-# -- commands ---------------------------------------------------------------------------
-
-
-NO_AGENTS = """nothing to run the agents with. Either:
-  1. --script FILE             a scenario: scripted agents and answers, no model (see examples/)
-  2. --model PROVIDER:NAME     a chat model, e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5,
-                               ollama:llama3.1 (per agent: --pm-model, --developer-model)
-  3. ORCHESTRATOR_MODEL=PROVIDER:NAME in the environment, the default model"""
-
-
-def _run_script(
-    script: Path, task: str | None, limits: dict[str, Any], ui: Ui | None, db: str | None
-) -> tuple[str, Any]:
-    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
-    from agents.scripted import ScriptedBackend
-    from orchestrator.scenario import load_scenario
-
-    _collect_from_here_on()
-    scenario = load_scenario(script)  # before the database is touched
-    settings = scenario.session_settings(source=str(script), **limits)
-    store, url = _store(db, progress=True, ui=ui, scripted=bool(scenario.answers))
-    backend = ScriptedBackend(scenario.agents, replies_so_far={})
-    return _engine(store, url, ui).start(task or scenario.task, backend, settings), store
-
-
-def _run_models(
-    task: str | None,
-    specs: dict[str, str | None],
-    *,
-    prompts: Path | None,
-    workdir: Path | None,
-    max_retries: int,
-    settings: dict[str, Any],
-    ui: Ui | None,
-    db: str | None,
-) -> tuple[str, Any]:
-    from agents.models import check_models, resolve_models
-    from orchestrator.errors import ConfigError
-
-    models = resolve_models(specs["model"], pm=specs["pm"], developer=specs["developer"])
-    if models is None:
-        raise ConfigError(NO_AGENTS)
-    if not task or not task.strip():
-        raise ConfigError(
-            'give the TASK for the agents, e.g. orchestrator run "Add a CSV '
-            'export to the reports page" --model openai:gpt-4o-mini'
-        )
-    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
-    from agents.llm import LLMBackend
-    from agents.prompts import check_prompts
-
-    _collect_from_here_on()
-    if prompts is not None:
-        check_prompts(prompts)
-    check_models(models)  # a missing package or key fails here, before any write
-    backend = LLMBackend(
-        models,
-        prompts=str(prompts.resolve()) if prompts else None,
-        workdir=str(workdir.resolve()) if workdir else None,
-        max_retries=max_retries,
-    )
-    store, url = _store(db, progress=True, ui=ui)
-    return _engine(store, url, ui).start(task, backend, settings), store
 
 
 @app.command()
@@ -360,7 +157,7 @@ def run(
     as_json: JsonOption = False,
 ) -> None:
     """Start a session and run it until it completes, fails or pauses for an answer."""
-    with _user_errors(as_json):
+    with user_errors(as_json):
         from orchestrator.errors import ConfigError
 
         limits = {
@@ -373,9 +170,9 @@ def run(
         if script is not None:
             if model or pm_model or developer_model:
                 raise ConfigError("give either --script or a model, not both")
-            session_id, store = _run_script(script, task, limits, ui, db)
+            session_id, store = run_script(script, task, limits, ui, db)
         else:
-            session_id, store = _run_models(
+            session_id, store = run_models(
                 task,
                 {"model": model, "pm": pm_model, "developer": developer_model},
                 prompts=prompts,
@@ -385,8 +182,8 @@ def run(
                 ui=ui,
                 db=db,
             )
-        view = _with_expect(store, session_id)
-    _finish(as_json, view, db)
+        view = with_expect(store, session_id)
+    finish(as_json, view, db)
 
 
 @app.command()
@@ -416,13 +213,13 @@ def resume(
     as_json: JsonOption = False,
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
-    with _user_errors(as_json):
+    with user_errors(as_json):
         import agents.scripted  # noqa: F401
         import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
         from orchestrator.answers import UserReply
         from orchestrator.errors import ConfigError
 
-        _collect_from_here_on()
+        collect_from_here_on()
 
         given = [
             name
@@ -447,10 +244,10 @@ def resume(
             reply = UserReply(action="cancel", note=note)
         elif note is not None:
             raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
-        store, url = _store(db, progress=True, ui=ui)
-        _engine(store, url, ui).resume(session_id, reply)
-        view = _with_expect(store, session_id)
-    _finish(as_json, view, db)
+        store, url = store_for(db, progress=True, ui=ui)
+        engine_for(store, url, ui).resume(session_id, reply)
+        view = with_expect(store, session_id)
+    finish(as_json, view, db)
 
 
 @app.command()
@@ -460,14 +257,14 @@ def status(
     as_json: JsonOption = False,
 ) -> None:
     """Show one session."""
-    with _user_errors(as_json):
-        store, _ = _store(db)
+    with user_errors(as_json):
+        store, _ = store_for(db)
         store.expire(session_id)  # a deadline that passed while no process ran
         view = store.view(session_id)
     text = session_text(view)
     if view["pending_question"]:
         text += "\n  waiting: " + question_text(view["pending_question"])
-    _emit(as_json, view, text)
+    emit(as_json, view, text)
 
 
 @app.command("list")
@@ -479,8 +276,8 @@ def list_(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, newest first."""
-    with _user_errors(as_json):
-        store, _ = _store(db)
+    with user_errors(as_json):
+        store, _ = store_for(db)
         views = store.list_views(status_.value if status_ else None)
     text = (
         "\n".join(
@@ -488,7 +285,7 @@ def list_(
         )
         or "no sessions"
     )
-    _emit(as_json, views, text)
+    emit(as_json, views, text)
 
 
 @app.command()
@@ -498,23 +295,23 @@ def log(
     as_json: JsonOption = False,
 ) -> None:
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
-    with _user_errors(as_json):
-        store, _ = _store(db)
+    with user_errors(as_json):
+        store, _ = store_for(db)
         events = store.events(session_id)
     text = "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
-    _emit(as_json, events, text)
+    emit(as_json, events, text)
 
 
 @db_app.command("upgrade")
 def db_upgrade(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Apply database migrations (they also run automatically before first use)."""
-    with _user_errors(as_json):
+    with user_errors(as_json):
         from orchestrator.store.db import open_engine, resolve_url, upgrade
         from orchestrator.store.schema import HEAD_REVISION
 
         url = resolve_url(db)
         upgrade(open_engine(url, migrate=False))
-    _emit(
+    emit(
         as_json, {"database": url, "revision": HEAD_REVISION}, f"{url}: at revision {HEAD_REVISION}"
     )
 
@@ -523,15 +320,9 @@ def main() -> None:
     # A CLI process is short-lived and allocates mostly at import time: the collector's
     # passes over those objects cost ~50-80 ms per start and as much again at exit.
     # Collection is switched back on (with import-time objects frozen) before a graph
-    # runs; see _collect_from_here_on().
+    # runs; see collect_from_here_on().
     gc.disable()
     try:
         app()
     finally:
         gc.freeze()
-
-
-def _collect_from_here_on() -> None:
-    """Freeze what imports created, then collect normally (long agent runs need it)."""
-    gc.freeze()
-    gc.enable()

@@ -1,0 +1,167 @@
+"""The graph's state and each run's context: what nodes read, write, and are given.
+
+Graph state is plain JSON plus LangChain messages (both checkpoint without warnings);
+replies are rebuilt from it at the node edges. RunContext reaches the nodes through
+LangGraph's runtime `context`, which is never checkpointed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NamedTuple, TypedDict
+
+from langchain_core.messages import messages_from_dict, messages_to_dict
+
+from orchestrator import gate
+from orchestrator._faults import crash_point
+from orchestrator.agent import AgentBackend, AgentRequest, Clarification
+from orchestrator.replies import AgentReply, parse_reply
+from orchestrator.store import Store
+
+__all__ = ["GraphState", "DeveloperInput", "RunContext", "Call", "initial_state", "task_board"]
+
+
+def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Dict merge where a None value removes the key."""
+    merged = dict(left or {})
+    for key, value in (right or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _append(
+    left: dict[str, list[Any]] | None, right: dict[str, list[Any]] | None
+) -> dict[str, list[Any]]:
+    """Per-agent lists that only grow (each agent's chat history)."""
+    merged = dict(left or {})
+    for key, value in (right or {}).items():
+        merged[key] = [*merged.get(key, []), *value]
+    return merged
+
+
+class GraphState(TypedDict, total=False):
+    round: int
+    tasks: list[dict[str, Any]]  # the current round's plan (written by pm only)
+    calls: Annotated[dict[str, int], _merge]  # agent -> calls made so far
+    results: Annotated[dict[str, dict[str, Any]], _merge]  # "round:N" -> developer result
+    asks: Annotated[dict[str, dict[str, Any]], _merge]  # agent -> open NEEDS_CLARIFICATION
+    instructions: Annotated[dict[str, str], _merge]  # agent -> message for its next call
+    histories: Annotated[dict[str, list[Any]], _append]  # agent -> LangChain messages
+    # The resolved question and answer, as context for every later agent call. A copy:
+    # the gate itself always decides on the store's state, never on this.
+    clarification: dict[str, Any] | None
+    outcome: dict[str, Any] | None  # {"status": "completed"|"failed", "summary"|"error"}
+
+
+class DeveloperInput(TypedDict):
+    """What the fan-out `Send`s to one developer node."""
+
+    task: dict[str, Any]
+    round: int
+    call: int
+    instruction: str | None
+    plan: list[dict[str, Any]]
+    history: list[Any]  # this developer's conversation so far
+    clarification: dict[str, Any] | None
+    files: list[str]  # workspace files this developer changed in earlier calls
+
+
+def initial_state() -> GraphState:
+    return {
+        "round": 0,
+        "tasks": [],
+        "calls": {},
+        "results": {},
+        "asks": {},
+        "instructions": {},
+        "histories": {},
+    }
+
+
+class Call(NamedTuple):
+    """One agent call as the graph sees it (rebuilt from the store on a re-run)."""
+
+    key: str
+    reply: AgentReply
+    messages: list[Any]
+    files: list[str]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    session_id: str
+    task: str
+    store: Store
+    backend: AgentBackend
+    max_rounds: int
+    max_fallbacks: int
+    uncertainty_threshold: int = gate.DEFAULT_UNCERTAINTY_THRESHOLD
+    timeout: float | None = None  # seconds a surfaced question waits for its answer
+    activity: Any = None  # start(agent)/stop(agent): the CLI's progress line, if any
+    # Turns recorded so far, by key; loaded once per drive (only the claim holder records).
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def call(
+        self,
+        agent: str,
+        call: int,
+        state: GraphState,
+        *,
+        mirror: Callable[[AgentReply, list[str]], dict[str, Any]] | None = None,
+        **extra: Any,
+    ) -> Call:
+        """Call `agent` once per (agent, call): a re-run gets the recorded turn back.
+
+        `mirror` turns the reply into what the session row shows (the plan, a task's
+        result); it is written in the same transaction as the reply.
+        """
+        key = f"{agent}#{call}"
+        stored = self.recorded.get(key)
+        if stored is None:
+            known = state.get("clarification")
+            clarification = Clarification(**known) if known else None
+            request = AgentRequest(
+                agent=agent,
+                session_id=self.session_id,
+                task=self.task,
+                round=state.get("round", 0),
+                call=call,
+                clarification=clarification,
+                tasks=tuple(task_board(state)),
+                **extra,
+            )
+            if self.activity is not None:
+                self.activity.start(agent)
+            try:
+                turn = self.backend.respond(request)
+            finally:
+                if self.activity is not None:
+                    self.activity.stop(agent)
+            record: dict[str, Any] = {
+                "reply": turn.reply.model_dump(mode="json", exclude_none=True)
+            }
+            if turn.messages:
+                record["messages"] = messages_to_dict(list(turn.messages))
+            if turn.files:
+                record["files"] = sorted(turn.files)
+            shown = mirror(turn.reply, list(turn.files)) if mirror else {}
+            stored = self.store.record_reply(self.session_id, key, agent, record, **shown)
+            self.recorded[key] = stored
+            crash_point(f"reply_recorded:{key}")
+        return Call(
+            key,
+            parse_reply(agent, stored["reply"]),
+            messages_from_dict(stored.get("messages", [])),
+            list(stored.get("files", [])),
+        )
+
+
+def task_board(state: GraphState) -> list[dict[str, Any]]:
+    """The current round's tasks with each developer's latest result."""
+    results = state.get("results", {})
+    round_ = state.get("round", 0)
+    return [{**t, **results.get(f"{round_}:{t['number']}", {})} for t in state.get("tasks", [])]
