@@ -86,8 +86,14 @@ class Engine:
         else:
             question = self.store.view(session_id)["pending_question"]
             if question is None:
+                state = self.store.gate_state(session_id)
+                why = (
+                    "its question was already answered"
+                    if state.resolved
+                    else "it has no open question"
+                )
                 raise SessionNotWaiting(
-                    f"session {session_id} is {row.status} and not waiting for an answer"
+                    f"session {session_id} is {row.status}, not waiting for an answer: {why}"
                 )
             event, choices = to_gate_event(question, reply)  # validated before any write
             self.store.resolve(session_id, self.owner, event, choices=choices)

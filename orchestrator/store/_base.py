@@ -110,13 +110,15 @@ class StoreBase:
             "created_at": utcnow(),
         }
         # INSERT ... ON CONFLICT (session_id, key) DO NOTHING: one statement, and any other
-        # uniqueness violation (the one-question index) still raises.
+        # uniqueness violation (the one-question index) still raises. RETURNING tells
+        # whether a row went in (psycopg reports rowcount -1 for this statement).
         added = conn.execute(
             self._insert_event()
             .values(**values)
             .on_conflict_do_nothing(index_elements=["session_id", "key"])
-        )
-        if added.rowcount != 1:
+            .returning(_E.c.id)
+        ).first()
+        if added is None:
             return False
         conn.info["new_events"].append((session_id, event_view(values)))
         return True
