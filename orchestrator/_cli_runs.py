@@ -60,9 +60,13 @@ def store_for(
     return Store(open_engine(url), listener=show if progress else None), url
 
 
+def _chosen(ui: Ui | None) -> Ui:
+    """--ui, or its default: terminal when stdin is a terminal, else none (CI, pipes)."""
+    return ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
+
+
 def _interactive(ui: Ui | None) -> bool:
-    chosen = ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
-    return chosen is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
+    return _chosen(ui) is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def engine_for(store: Any, url: str, ui: Ui | None) -> Any:
@@ -79,7 +83,7 @@ def engine_for(store: Any, url: str, ui: Ui | None) -> Any:
 
 
 def _ask_user(ui: Ui | None) -> Any:
-    chosen = ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
+    chosen = _chosen(ui)
     if chosen is not Ui.terminal:
         return None
     from orchestrator.terminal import ask  # questionary and rich only when asking
@@ -138,6 +142,8 @@ def run_models(
     collect_from_here_on()
     if prompts is not None:
         check_prompts(prompts)
+    if workdir is not None and workdir.exists() and not workdir.is_dir():
+        raise ConfigError(f"--workdir {workdir}: exists and is not a folder")
     check_models(models)  # a missing package or key fails here, before any write
     backend = LLMBackend(
         models,

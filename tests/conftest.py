@@ -44,15 +44,17 @@ def store(db_url: str) -> Iterator[object]:
     engine.dispose()
 
 
+def argv(*args: str, db: str | None = None) -> list[str]:
+    """The command line of the real `orchestrator`, run as `python -m orchestrator`."""
+    return [sys.executable, "-m", "orchestrator", *args, *(["--db", db] if db else [])]
+
+
 def cli(
     *args: str, db: str | None = None, timeout: float = 120, **kwargs: object
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `orchestrator` command in a new process (stdin is not a terminal)."""
-    command = [sys.executable, "-m", "orchestrator", *args]
-    if db is not None:
-        command += ["--db", db]
     return subprocess.run(
-        command,
+        argv(*args, db=db),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, cli
+from tests.conftest import EXAMPLES, ROOT, argv, cli
 
 TABLES = ("sessions", "orchestrator_state", "events", "checkpoints", "writes")
 
@@ -161,6 +161,7 @@ def test_scripted_cancel_exits_4(db_url: str, tmp_path: Path) -> None:
         (("run", "do it", "--model", "nosuch:model"), "cannot use model 'nosuch:model'"),
         (("run", "--model", "openai:x"), "give the TASK"),
         (("run", "t", "--model", "openai:x", "--prompts", "nowhere"), "--prompts nowhere: not a"),
+        (("run", "t", "--model", "openai:x", "--workdir", "README.md"), "is not a folder"),
         (("run", "--script", "examples/hard-cap.yaml", "--model", "openai:x"), "not both"),
         (("run", "--script", "missing.yaml"), "missing.yaml: no such scenario file"),
     ],
@@ -297,19 +298,15 @@ def test_help_lists_every_command() -> None:
 
 
 def test_ui_terminal_prompts_for_the_answer_on_stderr(db_url: str) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "orchestrator",
+    command = argv(
         "run",
         "--script",
         str(EXAMPLES / "pause-and-resume.yaml"),
         "--ui",
         "terminal",
         "--json",
-        "--db",
-        db_url,
-    ]
+        db=db_url,
+    )
     result = subprocess.run(
         command, input="Weekly\n", capture_output=True, text=True, cwd=ROOT, timeout=120
     )
@@ -325,19 +322,7 @@ def test_ui_terminal_select_by_number_and_eof_leaves_it_paused(db_url: str, tmp_
         "    - status: COMPLETE\n      summary: ok\n"
     )
     scenario = write(tmp_path, text)
-    command = [
-        sys.executable,
-        "-m",
-        "orchestrator",
-        "run",
-        "--script",
-        scenario,
-        "--ui",
-        "terminal",
-        "--json",
-        "--db",
-        db_url,
-    ]
+    command = argv("run", "--script", scenario, "--ui", "terminal", "--json", db=db_url)
     chosen = subprocess.run(
         command, input="2\n", capture_output=True, text=True, cwd=ROOT, timeout=120
     )

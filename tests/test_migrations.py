@@ -51,8 +51,15 @@ def test_langgraph_tables_share_the_file_but_not_the_migrations(tmp_path: Path) 
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     assert {"sessions", "orchestrator_state", "events", "checkpoints"} <= tables
     assert mode == "wal"
-    # opening again is a no-op (fast path) and keeps the data
-    open_engine(url)
+    # opening again takes the fast path: no migration runs, nothing is dropped
+    from unittest import mock
+
+    with mock.patch("orchestrator.store.db.upgrade") as upgrade:
+        open_engine(url)
+    upgrade.assert_not_called()
+    with sqlite3.connect(tmp_path / "both.db") as conn:
+        again = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert again == tables
 
 
 def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:

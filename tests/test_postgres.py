@@ -13,12 +13,11 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 import uuid
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, argv
 
 URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
@@ -30,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 def orchestrator(*args: str) -> subprocess.CompletedProcess[str]:
     assert URL is not None
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args, "--db", URL, "--json"],
+        argv(*args, "--json", db=URL),
         capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL, timeout=120,
     )  # fmt: skip
 
@@ -53,18 +52,7 @@ def test_concurrent_resumes_exactly_one_wins() -> None:
     answers = [f"answer-{uuid.uuid4().hex[:6]}" for _ in range(4)]
     racers = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "resume",
-                session_id,
-                "--answer",
-                answer,
-                "--db",
-                URL or "",
-                "--json",
-            ],
+            argv("resume", session_id, "--answer", answer, "--json", db=URL or ""),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLES, ROOT, cli
+from conftest import EXAMPLES, ROOT, argv, cli
 
 from orchestrator.store import Owner, Store
 
@@ -231,18 +231,7 @@ def test_concurrent_resumes_exactly_one_wins(db_url: str, attempt: int) -> None:
     # database, so they reach it together.
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "resume",
-                session_id,
-                "--answer",
-                answer,
-                "--json",
-                "--db",
-                db_url,
-            ],
+            argv("resume", session_id, "--answer", answer, "--json", db=db_url),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -478,17 +467,7 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
     script, summaries = long_scenario(tmp_path / "long.yaml")
     total_replies = len(summaries) + 4
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "run",
-            "--script",
-            str(script),
-            "--json",
-            "--db",
-            db_url,
-        ],
+        argv("run", "--script", str(script), "--json", db=db_url),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -628,17 +607,7 @@ def test_kill_after_task_writes_before_checkpoint_then_resume(db_url: str, tmp_p
 
 def test_session_left_running_by_killed_process_is_taken_over(db_url: str) -> None:
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "run",
-            "--script",
-            str(ANSWERED),
-            "--json",
-            "--db",
-            db_url,
-        ],
+        argv("run", "--script", str(ANSWERED), "--json", db=db_url),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -167,6 +167,7 @@ class StepsMixin(StoreBase):
         self, conn: Connection, session_id: str, key: str, decision: gate.Decision
     ) -> None:
         details: dict[str, Any]
+        ledger: tuple[str, str, str] | None = None  # assumption, why, source
         if isinstance(decision, gate.Fallback | gate.Proceed):
             self._merge_state(conn, session_id, decision.update)
         if isinstance(decision, gate.Fallback):
@@ -177,14 +178,10 @@ class StepsMixin(StoreBase):
             )
             kind = "fallback"
             details = {"decision": "fallback", "why": decision.why, "message": decision.message}
-            self._assumption(
-                conn,
-                session_id,
-                key,
-                agent=decision.agent,
-                assumption=_fallback_assumption(decision, self._gate_state(conn, session_id)),
-                why=_WHY[decision.why],
-                source=decision.why,
+            ledger = (
+                _fallback_assumption(decision, self._gate_state(conn, session_id)),
+                _WHY[decision.why],
+                decision.why,
             )
         elif isinstance(decision, gate.Proceed):
             kind = "proceed"
@@ -193,14 +190,10 @@ class StepsMixin(StoreBase):
                 "message": decision.message,
                 "default": decision.default,
             }
-            self._assumption(
-                conn,
-                session_id,
-                key,
-                agent=decision.agent,
-                assumption=f"goes on with its own default: {decision.default or '(none given)'}",
-                why="its uncertainty was below the threshold, so the user was not asked",
-                source="uncertainty",
+            ledger = (
+                f"goes on with its own default: {decision.default or '(none given)'}",
+                "its uncertainty was below the threshold, so the user was not asked",
+                "uncertainty",
             )
         elif isinstance(decision, gate.Rerun):
             kind = "answer_delivered"
@@ -212,6 +205,12 @@ class StepsMixin(StoreBase):
         else:
             assert isinstance(decision, gate.Fail)
             kind, details = "gate_failed", {"decision": "fail", "reason": decision.reason}
+        if ledger is not None:
+            assumption, why, source = ledger
+            self._assumption(
+                conn, session_id, key, agent=decision.agent, assumption=assumption, why=why,
+                source=source,
+            )  # fmt: skip
         # `asker` lets a re-run rebuild this decision (_decision_from_payload).
         self._event(
             conn, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details
