@@ -70,9 +70,6 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
-# -- plumbing ---------------------------------------------------------------------------
-
-
 @app.command()
 def run(
     task: Annotated[
