@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.answers import UserReply
 from orchestrator.documents import EventDoc, SessionDoc
@@ -202,11 +202,11 @@ class Sessions:
         """The session object; a deadline that passed while nothing ran is applied first."""
         store = self.store
         store.expire(session_id)
-        doc: Any = store.view(session_id)
+        doc = cast(SessionDoc, store.view(session_id))
         expect = store.session(session_id).settings.get("expect")
         if expect and doc["status"] in ENDED:
             doc["expect"] = check_expect(expect, doc)
-        return doc  # type: ignore[return-value]
+        return doc
 
     def list(self, status: str | None = None) -> builtins.list[SessionDoc]:
         """Sessions, newest first (optionally only those with `status`)."""

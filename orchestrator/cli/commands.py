@@ -219,10 +219,7 @@ def _run_script(
     collect_from_here_on()
     scenario = load_scenario(script)  # before the database is touched
     sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers))
-    doc: dict[str, object] = sessions.start_scenario(  # type: ignore[assignment]
-        scenario, task=task, settings=limits, source=str(script)
-    )
-    return doc
+    return dict(sessions.start_scenario(scenario, task=task, settings=limits, source=str(script)))
 
 
 @app.command()
