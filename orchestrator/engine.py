@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator import gate
-from orchestrator._defaults import SESSION_DEFAULTS
 from orchestrator._faults import crash_point
 from orchestrator._lease import held
 from orchestrator.agent import AgentBackend
@@ -32,6 +31,7 @@ from orchestrator.errors import (
     SessionNotWaiting,
 )
 from orchestrator.records import PendingQuestion
+from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store
 from orchestrator.store.sessions import FINAL_STATUSES
 
@@ -67,7 +67,7 @@ class Engine:
         claim = self.store.start_session(
             task,
             agents=backend.describe(),
-            settings={**SESSION_DEFAULTS, **settings},
+            settings={**Settings().model_dump(), **settings},  # every limit stored
             owner=self.owner,
         )
         crash_point("session_created")
@@ -164,7 +164,7 @@ class Engine:
 
         session_id = claim.session_id
         row = self.store.session(session_id)
-        settings = {**SESSION_DEFAULTS, **row.settings}  # sessions from older versions too
+        settings = {**Settings().model_dump(), **row.settings}  # older sessions too
         config: Any = {
             "configurable": {"thread_id": session_id},
             "recursion_limit": RECURSION_LIMIT,

@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 
 from orchestrator import gate
-from orchestrator._defaults import SESSION_DEFAULTS
 from orchestrator.errors import SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,
@@ -38,11 +37,13 @@ __all__ = ["ask", "resolve_answer", "expire_deadline", "limits"]
 
 def limits(settings: Mapping[str, Any]) -> dict[str, int]:
     """The gate's limits from a session's stored settings (every session stores them)."""
-    merged = {**SESSION_DEFAULTS, **settings}  # sessions stored by older versions too
-    return {
-        "max_fallbacks": int(merged["max_fallbacks"]),
-        "uncertainty_threshold": int(merged["uncertainty_threshold"]),
-    }
+    names = ("max_fallbacks", "uncertainty_threshold")
+    if all(name in settings for name in names):
+        return {name: int(settings[name]) for name in names}
+    # A session stored by an older version: the defaults (pydantic only on this rare path).
+    from orchestrator.settings import default_of
+
+    return {name: int(settings.get(name, default_of(name))) for name in names}
 
 
 def ask(
