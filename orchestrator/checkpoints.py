@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -73,9 +74,18 @@ def checkpointer(url: str) -> Iterator[Any]:
 
 def _setup_postgres(saver: Any) -> None:
     """PostgresSaver.setup() under a session advisory lock: concurrent first uses of one
-    database otherwise race on its migrations table."""
-    with saver.conn.cursor() as cur:
-        cur.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY + 1,))
+    database otherwise race on its migrations table.
+
+    The lock is polled, not waited for: setup runs CREATE INDEX CONCURRENTLY, which waits
+    for every open transaction, and a blocking lock request is one (a deadlock).
+    """
+    while True:
+        with saver.conn.cursor() as cur:
+            cur.execute("SELECT pg_try_advisory_lock(%s) AS got", (MIGRATION_LOCK_KEY + 1,))
+            row = cur.fetchone()
+        if row and (row["got"] if isinstance(row, dict) else row[0]):
+            break
+        time.sleep(0.05)
     try:
         saver.setup()
     finally:
