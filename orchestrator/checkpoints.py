@@ -62,12 +62,12 @@ def checkpointer(url: str) -> Iterator[Any]:
                 "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
             ) from exc
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-        with PostgresSaver.from_conn_string(conninfo) as saver:
+        with PostgresSaver.from_conn_string(conninfo) as pg_saver:
             with _setup_lock:
                 if url not in _set_up:
-                    _setup_postgres(saver)
+                    _setup_postgres(pg_saver)
                     _set_up.add(url)
-            yield saver
+            yield pg_saver
         return
     raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")
 

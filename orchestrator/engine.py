@@ -278,7 +278,7 @@ class Engine:
             return None
         event, choices = to_gate_event(question, reply)
         decision, claim = self.store.resolve(
-            session_id, self.owner, event, source=origin, choices=choices
+            session_id, self.owner, event, source=origin, choices=choices, claim=claim
         )
         crash_point("answer_committed")
         return None if decision.cancel else claim

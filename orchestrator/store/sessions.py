@@ -201,12 +201,15 @@ class Store:
         *,
         source: str = "user",
         choices: list[str] | None = None,
+        claim: Claim | None = None,
     ) -> tuple[gate.Resolve, Claim]:
         """Accept the user's answer, decline or cancel, and claim the session for `owner`,
-        in one transaction (durable: the answer survives a power loss)."""
+        in one transaction (durable: the answer survives a power loss). A driver passes
+        its `claim` (an answer from its prompt or script): fenced like its other writes."""
         claimed: list[Claim] = []
         with self._write(durable=True) as conn:
-            row = session_row(conn, session_id, lock=True)
+            row = fence(conn, claim) if claim is not None else None
+            row = row if row is not None else session_row(conn, session_id, lock=True)
 
             def take() -> None:
                 claimed.append(lifecycle.take(conn, row, owner))
