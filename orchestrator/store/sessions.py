@@ -208,11 +208,15 @@ class Store:
         its `claim` (an answer from its prompt or script): fenced like its other writes."""
         claimed: list[Claim] = []
         with self._write(durable=True) as conn:
-            row = fence(conn, claim) if claim is not None else None
-            row = row if row is not None else session_row(conn, session_id, lock=True)
+            if claim is not None:
+                row = fence(conn, claim)
+                claimed.append(claim)  # the driver's own claim: it goes on with it
+            else:
+                row = session_row(conn, session_id, lock=True)
 
             def take() -> None:
-                claimed.append(lifecycle.take(conn, row, owner))
+                if claim is None:
+                    claimed.append(lifecycle.take(conn, row, owner))
 
             decision = gate_tx.resolve_answer(
                 conn, row, event, source=source, choices=choices, take=take
