@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -11,6 +12,8 @@ from orchestrator.errors import ConfigError
 from orchestrator.store.db import SQLITE_BUSY_TIMEOUT, sqlite_path
 
 __all__ = ["checkpointer"]
+
+CHECKPOINT_SETUP_LOCK = 0x6F726369  # pg_advisory_lock key for LangGraph's setup()
 
 
 @contextmanager
@@ -47,7 +50,17 @@ def checkpointer(url: str) -> Iterator[Any]:
             ) from exc
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
         with PostgresSaver.from_conn_string(conninfo) as saver:
-            saver.setup()
+            # setup() runs LangGraph's migrations; two processes doing it at once on a new
+            # database collide, so one at a time (a session lock: the connection autocommits).
+            # Polled, not waited for: its CREATE INDEX CONCURRENTLY waits for every open
+            # transaction, a blocked pg_advisory_lock call included (a deadlock).
+            lock = "SELECT pg_try_advisory_lock(%s) AS taken"
+            while not saver.conn.execute(lock, (CHECKPOINT_SETUP_LOCK,)).fetchone()["taken"]:
+                time.sleep(0.05)
+            try:
+                saver.setup()
+            finally:
+                saver.conn.execute("SELECT pg_advisory_unlock(%s)", (CHECKPOINT_SETUP_LOCK,))
             yield saver
         return
     raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")

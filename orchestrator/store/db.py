@@ -19,6 +19,8 @@ ENV_DB = "ORCHESTRATOR_DB"
 # Seconds a connection waits for SQLite's write lock before giving up. Agent calls never
 # happen inside a write transaction, so waits are short; this covers many processes at once.
 SQLITE_BUSY_TIMEOUT = 30.0
+# pg_advisory_xact_lock key serialising schema migrations on PostgreSQL.
+MIGRATION_LOCK = 0x6F726368  # "orch"
 MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
 
 
@@ -123,6 +125,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.connect().execution_options(write=True) as conn:
+        if conn.dialect.name == "postgresql":
+            # One migrator at a time (concurrent CREATE TABLEs collide in the catalog); the
+            # others wait here, then Alembic finds the schema at head and does nothing.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         config.attributes["connection"] = conn
         try:
             command.upgrade(config, revision)
