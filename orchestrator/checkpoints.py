@@ -42,25 +42,38 @@ def checkpointer(url: str) -> Iterator[Any]:
         yield InMemorySaver()
         return
     if url.startswith("postgresql"):
-        try:
-            from langgraph.checkpoint.postgres import PostgresSaver
-        except ModuleNotFoundError as exc:
-            raise ConfigError(
-                "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
-            ) from exc
-        conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-        with PostgresSaver.from_conn_string(conninfo) as saver:
-            # setup() runs LangGraph's migrations; two processes doing it at once on a new
-            # database collide, so one at a time (a session lock: the connection autocommits).
-            # Polled, not waited for: its CREATE INDEX CONCURRENTLY waits for every open
-            # transaction, a blocked pg_advisory_lock call included (a deadlock).
-            lock = "SELECT pg_try_advisory_lock(%s) AS taken"
-            while not saver.conn.execute(lock, (CHECKPOINT_SETUP_LOCK,)).fetchone()["taken"]:
-                time.sleep(0.05)
-            try:
-                saver.setup()
-            finally:
-                saver.conn.execute("SELECT pg_advisory_unlock(%s)", (CHECKPOINT_SETUP_LOCK,))
-            yield saver
+        with _postgres_saver(url) as pg_saver:
+            yield pg_saver
         return
     raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")
+
+
+@contextmanager
+def _postgres_saver(url: str) -> Iterator[Any]:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
+        ) from exc
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    # As PostgresSaver.from_conn_string opens it (autocommit, no prepared statements).
+    with Connection.connect(
+        conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as conn:
+        # setup() runs LangGraph's migrations; two processes doing it at once on a new
+        # database collide, so one at a time (a session lock: the connection autocommits).
+        # Polled, not waited for: its CREATE INDEX CONCURRENTLY waits for every open
+        # transaction, a blocked pg_advisory_lock call included (a deadlock).
+        lock = "SELECT pg_try_advisory_lock(%s) AS taken"
+        while not (conn.execute(lock, (CHECKPOINT_SETUP_LOCK,)).fetchone() or {}).get("taken"):
+            time.sleep(0.05)
+        saver = PostgresSaver(conn)
+        try:
+            saver.setup()
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (CHECKPOINT_SETUP_LOCK,))
+        yield saver
