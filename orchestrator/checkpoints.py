@@ -56,14 +56,25 @@ def _postgres_saver(url: str) -> Iterator[Any]:
         raise ConfigError(
             "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
         ) from exc
-    from psycopg import Connection
+    from psycopg import Connection, OperationalError
     from psycopg.rows import dict_row
 
+    from orchestrator.store._pg import connect_options, connection_error
+
     conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-    # As PostgresSaver.from_conn_string opens it (autocommit, no prepared statements).
-    with Connection.connect(
-        conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    try:
+        # As PostgresSaver.from_conn_string opens it (autocommit, no prepared statements),
+        # with our timeouts.
+        conn = Connection.connect(
+            conninfo,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            **connect_options(url),
+        )
+    except OperationalError as exc:
+        raise connection_error(exc, url) from exc
+    with conn:
         # setup() runs LangGraph's migrations; two processes doing it at once on a new
         # database collide, so one at a time (a session lock: the connection autocommits).
         # Polled, not waited for: its CREATE INDEX CONCURRENTLY waits for every open
