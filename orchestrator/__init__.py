@@ -1,7 +1,59 @@
 """A multi-agent orchestrator with a clarification gate.
 
-The core (this package) imports neither Typer nor LangGraph at module level; the CLI in
-`orchestrator.cli` and the graph runner in `orchestrator.engine` are the edges that do.
+The public API is the session API (`Sessions`, `Reply`, `Settings`); every edge — the
+command line (`orchestrator.cli`), and any program of yours — drives sessions through it.
+Importing this package is cheap: the names below load on first use, and the core never
+imports Typer, a web framework or a model provider.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Sessions",
+    "Reply",
+    "Settings",
+    "Scenario",
+    "load_scenario",
+    "parse_scenario",
+    "OrchestratorError",
+    "UserError",
+    "RunError",
+    "__version__",
+]
+
+if TYPE_CHECKING:
+    from orchestrator.api import Reply, Sessions
+    from orchestrator.errors import OrchestratorError, RunError, UserError
+    from orchestrator.scenario import Scenario, load_scenario, parse_scenario
+    from orchestrator.settings import Settings
+
+_LAZY = {
+    "Sessions": "orchestrator.api",
+    "Reply": "orchestrator.api",
+    "Settings": "orchestrator.settings",
+    "Scenario": "orchestrator.scenario",
+    "load_scenario": "orchestrator.scenario",
+    "parse_scenario": "orchestrator.scenario",
+    "OrchestratorError": "orchestrator.errors",
+    "UserError": "orchestrator.errors",
+    "RunError": "orchestrator.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,19 +1,28 @@
-"""LangGraph's checkpointer for a database URL, in the same database as our tables."""
+"""LangGraph's checkpointer for a database URL, in the same database as our tables.
+
+Two rules beyond opening it:
+- its tables are set up once per database per process, serialised across processes (an
+  advisory lock on PostgreSQL; SQLite's own write lock), never once per drive;
+- a driver's checkpointer is fenced: before every `put` and `put_writes` the claim is
+  checked, so a process that lost its session writes no checkpoint (no forked history).
+"""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from orchestrator.store.db import SQLITE_BUSY_TIMEOUT, sqlite_path
+from orchestrator.store.db import MIGRATION_LOCK_KEY, SQLITE_BUSY_TIMEOUT, sqlite_path
 
-__all__ = ["checkpointer"]
+__all__ = ["checkpointer", "fenced"]
 
-CHECKPOINT_SETUP_LOCK = 0x6F726369  # pg_advisory_lock key for LangGraph's setup()
+_setup_lock = threading.Lock()
+_set_up: set[str] = set()  # URLs whose checkpoint tables this process has set up
 
 
 @contextmanager
@@ -31,7 +40,11 @@ def checkpointer(url: str) -> Iterator[Any]:
         conn.execute("PRAGMA synchronous = NORMAL")
         try:
             saver = SqliteSaver(conn)
-            saver.setup()
+            with _setup_lock:
+                if url not in _set_up:
+                    saver.setup()  # CREATE TABLE IF NOT EXISTS, under SQLite's write lock
+                    _set_up.add(url)
+                saver.is_setup = True
             yield saver
         finally:
             conn.close()
@@ -75,16 +88,47 @@ def _postgres_saver(url: str) -> Iterator[Any]:
     except OperationalError as exc:
         raise connection_error(exc, url) from exc
     with conn:
-        # setup() runs LangGraph's migrations; two processes doing it at once on a new
-        # database collide, so one at a time (a session lock: the connection autocommits).
-        # Polled, not waited for: its CREATE INDEX CONCURRENTLY waits for every open
-        # transaction, a blocked pg_advisory_lock call included (a deadlock).
-        lock = "SELECT pg_try_advisory_lock(%s) AS taken"
-        while not (conn.execute(lock, (CHECKPOINT_SETUP_LOCK,)).fetchone() or {}).get("taken"):
-            time.sleep(0.05)
         saver = PostgresSaver(conn)
-        try:
-            saver.setup()
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (CHECKPOINT_SETUP_LOCK,))
+        with _setup_lock:
+            if url not in _set_up:
+                _setup_postgres(saver)
+                _set_up.add(url)
         yield saver
+
+
+def _setup_postgres(saver: Any) -> None:
+    """PostgresSaver.setup() under a session advisory lock: concurrent first uses of one
+    database otherwise race on its migrations table.
+
+    The lock is polled, not waited for: setup's CREATE INDEX CONCURRENTLY waits for every
+    open transaction, a pg_advisory_lock call blocked on us included (a deadlock).
+    """
+    key = MIGRATION_LOCK_KEY + 1
+    lock = "SELECT pg_try_advisory_lock(%s) AS taken"
+    while not (saver.conn.execute(lock, (key,)).fetchone() or {}).get("taken"):
+        time.sleep(0.05)
+    try:
+        saver.setup()
+    finally:
+        saver.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def fenced(saver: Any, check: Callable[[], None]) -> Any:
+    """`saver`, with `check()` (which raises when the claim is lost) before every write.
+
+    Per drive the saver is a fresh object, so its write methods are wrapped on the
+    instance. Reads go through untouched.
+    """
+    put, put_writes = saver.put, saver.put_writes
+
+    def guarded_put(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return put(*args, **kwargs)
+
+    def guarded_put_writes(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return put_writes(*args, **kwargs)
+
+    saver.put = guarded_put
+    saver.put_writes = guarded_put_writes
+    return saver

@@ -12,8 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.errors import ScenarioError
 from orchestrator.questions import repair
 from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
+from orchestrator.settings import Settings
 
-__all__ = ["Scenario", "ScriptedAnswer", "Expect", "load_scenario", "format_validation_error"]
+__all__ = [
+    "Scenario",
+    "ScriptedAnswer",
+    "Expect",
+    "load_scenario",
+    "parse_scenario",
+    "format_validation_error",
+]
 
 AGENT_KEY = re.compile(r"^(pm|developer|developer-[1-9][0-9]*)$")
 
@@ -46,14 +54,6 @@ class Expect(_Model):
     fallbacks_injected: int | None = None
     summary: str | None = None
     error_contains: str | None = None
-
-
-class Settings(_Model):
-    max_rounds: Annotated[int, Field(ge=1, le=100)] = 5
-    max_fallbacks: Annotated[int, Field(ge=0, le=100)] = 2
-    uncertainty_threshold: Annotated[int, Field(ge=0, le=100)] = 70
-    timeout: Annotated[float, Field(gt=0)] = 300.0
-    on_timeout: Literal["wait", "proceed", "cancel"] = "wait"
 
 
 class Scenario(_Model):
@@ -91,8 +91,7 @@ class Scenario(_Model):
         **overrides: Any,
     ) -> dict[str, Any]:
         """What the store keeps for a scripted session (options given on the CLI win)."""
-        settings: dict[str, Any] = self.settings.model_dump()
-        settings.update({k: v for k, v in overrides.items() if v is not None})
+        settings: dict[str, Any] = self.settings.merged(**overrides).model_dump()
         settings["answers"] = [a if isinstance(a, str) else a.model_dump() for a in self.answers]
         if self.expect is not None:
             settings["expect"] = self.expect.model_dump(exclude_none=True)
@@ -168,6 +167,13 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file: {exc}") from None
+    return parse_scenario(text, path)
+
+
+def parse_scenario(text: str, path: str | Path = "<scenario>") -> Scenario:
+    """Validate a scenario given as YAML or JSON text; `path` names it in messages (a
+    `.json` suffix parses it as JSON, anything else as YAML, which JSON also is)."""
+    path = Path(path)
     data = _parse(path, text)
     if not isinstance(data, dict):
         raise ScenarioError(

@@ -21,8 +21,8 @@ import yaml
 from rich.console import Console
 
 from orchestrator.answers import UserReply
-from orchestrator.progress import Activity
-from orchestrator.terminal import summary_line
+from orchestrator.cli.progress import Activity
+from orchestrator.cli.terminal import summary_line
 from tests.conftest import ROOT, cli
 
 DOWN, UP, ENTER, SPACE, ESC, CTRL_C = "\x1b[B", "\x1b[A", "\r", " ", "\x1b", "\x03"
@@ -274,7 +274,7 @@ def test_other_opens_a_text_prompt(
 
 ASK_UNTIL = """
 import sys, time
-from orchestrator.terminal import ask
+from orchestrator.cli.terminal import ask
 question = {"question": "Pick one?", "kind": "single_select", "asked_by": "developer-2",
             "options": [{"label": "A"}, {"label": "B"}]}
 if sys.argv[1] == "field":

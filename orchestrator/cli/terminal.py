@@ -269,7 +269,7 @@ def _parse_deadline(value: Any) -> float | None:
 def _ask_plain(question: Mapping[str, Any], deadline: float | None) -> UserReply | None:
     """Read the answer as one line from stdin: text, an option number or label (comma-separated
     for a multi_select). An empty line is asked again; end of input or the deadline gives None."""
-    from orchestrator.render import question_text
+    from orchestrator.cli.render import question_text
 
     kind = question.get("kind", "free_text")
     labels = [str(o["label"]) for o in question.get("options") or []]

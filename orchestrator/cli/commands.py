@@ -8,25 +8,34 @@ document; progress and prose go to stderr.
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from orchestrator._cli_output import EXIT_CODES, emit, finish, user_errors, with_expect
-from orchestrator._cli_runs import (
+from orchestrator.cli.output import EXIT_CODES, emit, finish, user_errors
+from orchestrator.cli.render import event_line, question_text, session_text
+from orchestrator.cli.runs import (
+    NO_AGENTS,
     OnTimeout,
     Status,
     Ui,
     collect_from_here_on,
-    engine_for,
-    run_models,
-    run_script,
-    store_for,
+    sessions_for,
 )
-from orchestrator.render import event_line, question_text, session_text
 
 __all__ = ["app", "main", "EXIT_CODES"]
+
+# Shown in the help; the defaults themselves live in orchestrator/settings.py only. Kept
+# as literals checked against Settings by a test, so that `--help` needs no pydantic.
+DEFAULTS = {
+    "max_rounds": 5,
+    "max_fallbacks": 2,
+    "uncertainty_threshold": 70,
+    "timeout": 300.0,
+    "on_timeout": "wait",
+}
 
 
 DbOption = Annotated[
@@ -59,9 +68,6 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-
-
-# -- plumbing ---------------------------------------------------------------------------
 
 
 @app.command()
@@ -118,11 +124,18 @@ def run(
         ),
     ] = 2,
     max_rounds: Annotated[
-        int | None, typer.Option("--max-rounds", min=1, help="Planning rounds allowed [5].")
+        int | None,
+        typer.Option(
+            "--max-rounds", min=1, help=f"Planning rounds allowed [{DEFAULTS['max_rounds']}]."
+        ),
     ] = None,
     max_fallbacks: Annotated[
         int | None,
-        typer.Option("--max-fallbacks", min=0, help="Fallbacks an agent may ignore [2]."),
+        typer.Option(
+            "--max-fallbacks",
+            min=0,
+            help=f"Fallbacks an agent may ignore [{DEFAULTS['max_fallbacks']}].",
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
@@ -130,7 +143,7 @@ def run(
             "--timeout",
             min=1,
             metavar="SECONDS",
-            help="How long the question waits for an answer [300].",
+            help=f"How long the question waits for an answer [{DEFAULTS['timeout']:g}].",
         ),
     ] = None,
     on_timeout: Annotated[
@@ -138,7 +151,8 @@ def run(
         typer.Option(
             "--on-timeout",
             help="When the deadline passes: wait (stay paused and "
-            "answerable), proceed (the asker takes its default), cancel [wait].",
+            "answerable), proceed (the asker takes its default), cancel "
+            f"[{DEFAULTS['on_timeout']}].",
         ),
     ] = None,
     uncertainty_threshold: Annotated[
@@ -149,7 +163,7 @@ def run(
             max=100,
             metavar="0-100",
             help="Questions from agents less uncertain than this are not asked; "
-            "the agent proceeds with its default [70].",
+            f"the agent proceeds with its default [{DEFAULTS['uncertainty_threshold']}].",
         ),
     ] = None,
     ui: UiOption = None,
@@ -170,20 +184,42 @@ def run(
         if script is not None:
             if model or pm_model or developer_model:
                 raise ConfigError("give either --script or a model, not both")
-            session_id, store = run_script(script, task, limits, ui, db)
+            view = _run_script(script, task, limits, ui, db)
         else:
-            session_id, store = run_models(
+            from agents.models import resolve_models
+
+            models = resolve_models(model, pm=pm_model, developer=developer_model)
+            if models is None:
+                raise ConfigError(NO_AGENTS)
+            if not task or not task.strip():
+                raise ConfigError(
+                    'give the TASK for the agents, e.g. orchestrator run "Add a CSV '
+                    'export to the reports page" --model openai:gpt-4o-mini'
+                )
+            import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+
+            collect_from_here_on()
+            view = sessions_for(db, progress=True, ui=ui).start(
                 task,
-                {"model": model, "pm": pm_model, "developer": developer_model},
+                models=models,
+                settings=limits,
                 prompts=prompts,
                 workdir=workdir,
                 max_retries=max_retries,
-                settings={k: v for k, v in limits.items() if v is not None},
-                ui=ui,
-                db=db,
             )
-        view = with_expect(store, session_id)
     finish(as_json, view, db)
+
+
+def _run_script(
+    script: Path, task: str | None, limits: Mapping[str, object], ui: Ui | None, db: str | None
+) -> dict[str, object]:
+    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+    from orchestrator.scenario import load_scenario
+
+    collect_from_here_on()
+    scenario = load_scenario(script)  # before the database is touched
+    sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers))
+    return dict(sessions.start_scenario(scenario, task=task, settings=limits, source=str(script)))
 
 
 @app.command()
@@ -214,7 +250,6 @@ def resume(
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
     with user_errors(as_json):
-        import agents.scripted  # noqa: F401
         import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
         from orchestrator.answers import UserReply
         from orchestrator.errors import ConfigError
@@ -244,9 +279,7 @@ def resume(
             reply = UserReply(action="cancel", note=note)
         elif note is not None:
             raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
-        store, url = store_for(db, progress=True, ui=ui)
-        engine_for(store, url, ui).resume(session_id, reply)
-        view = with_expect(store, session_id)
+        view = sessions_for(db, progress=True, ui=ui).resume(session_id, reply)
     finish(as_json, view, db)
 
 
@@ -258,9 +291,7 @@ def status(
 ) -> None:
     """Show one session."""
     with user_errors(as_json):
-        store, _ = store_for(db)
-        store.expire(session_id)  # a deadline that passed while no process ran
-        view = store.view(session_id)
+        view = sessions_for(db).status(session_id)
     text = session_text(view)
     if view["pending_question"]:
         text += "\n  waiting: " + question_text(view["pending_question"])
@@ -277,8 +308,7 @@ def list_(
 ) -> None:
     """List sessions, newest first."""
     with user_errors(as_json):
-        store, _ = store_for(db)
-        views = store.list_views(status_.value if status_ else None)
+        views = sessions_for(db).list(status_.value if status_ else None)
     text = (
         "\n".join(
             f"{v['session_id']}  {v['status']:<9}  {v['created_at']}  {v['task']}" for v in views
@@ -296,8 +326,7 @@ def log(
 ) -> None:
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
     with user_errors(as_json):
-        store, _ = store_for(db)
-        events = store.events(session_id)
+        events = sessions_for(db).log(session_id)
     text = "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
     emit(as_json, events, text)
 

@@ -4,16 +4,16 @@ everything human; our errors become exit codes here, at the edge, and nowhere el
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
 
+from orchestrator.cli.render import question_text, resume_hint, session_text
 from orchestrator.errors import OrchestratorError, UserError
-from orchestrator.render import question_text, resume_hint, session_text
 
-__all__ = ["EXIT_CODES", "EXIT_BAD_INPUT", "err", "emit", "user_errors", "finish", "with_expect"]
+__all__ = ["EXIT_CODES", "EXIT_BAD_INPUT", "err", "emit", "user_errors", "finish"]
 
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running": 1}
 EXIT_BAD_INPUT = 2
@@ -62,38 +62,11 @@ def finish(as_json: bool, view: dict[str, Any], db: str | None) -> NoReturn:
             err(hint)
         else:
             text += "\n" + hint
-    expect = view.pop("_expect", None)
-    # A scenario's expect describes how the run ends; a pause is not an end, and a user's
-    # cancel is the user's call (exit 4), not the script's result.
-    if expect and view["status"] in ("completed", "failed"):
-        differences = _expect_differences(expect, view)
-        if differences:
-            err("the scenario's expect did not hold:")
-            for line in differences:
-                err(f"  {line}")
-            code = 1
+    outcome = view.get("expect")
+    if outcome is not None and not outcome["held"]:
+        err("the scenario's expect did not hold:")
+        for line in outcome["unmet"]:
+            err(f"  {line}")
+        code = 1
     emit(as_json, view, text)
     raise typer.Exit(code)
-
-
-def _expect_differences(expect: Mapping[str, Any], view: Mapping[str, Any]) -> list[str]:
-    out = []
-    for field in ("status", "questions_surfaced", "fallbacks_injected", "summary"):
-        wanted = expect.get(field)
-        if wanted is not None and view.get(field) != wanted:
-            out.append(f"expect.{field}: expected {wanted!r}, got {view.get(field)!r}")
-    needle = expect.get("error_contains")
-    if needle is not None and needle not in (view.get("error") or ""):
-        out.append(f"expect.error_contains: {needle!r} not in error {view.get('error')!r}")
-    return out
-
-
-def with_expect(store: Any, session_id: str) -> dict[str, Any]:
-    view: dict[str, Any] = store.view(session_id)
-    expect = store.session(session_id).settings.get("expect")
-    if expect:
-        view["_expect"] = expect
-    return view
-
-
-# -- commands ---------------------------------------------------------------------------

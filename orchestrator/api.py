@@ -1,0 +1,259 @@
+"""The session API: the one front door to the core that every edge calls.
+
+The CLI, the web inbox, the MCP server and the scenario-suite runner are thin edges over
+`Sessions`; so is a Python program that drives sessions itself:
+
+    from orchestrator import Reply, Sessions
+
+    sessions = Sessions("sqlite:///work.db")
+    doc = sessions.start_scenario("examples/pause-and-resume.yaml")
+    if doc["status"] == "paused":
+        doc = sessions.resume(doc["session_id"], Reply(text="Weekly, on Monday mornings"))
+
+Every method returns the contract's JSON documents (plain dicts, see
+`orchestrator.documents`). Mistakes raise `orchestrator.errors.UserError` subclasses with
+nothing changed; a failed run ends its session `failed` and is reported in the document.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from orchestrator.answers import UserReply
+from orchestrator.documents import EventDoc, SessionDoc
+from orchestrator.errors import ConfigError, SessionNotWaiting
+from orchestrator.expect import ENDED, check_expect
+
+if TYPE_CHECKING:
+    from orchestrator.agent import AgentBackend
+    from orchestrator.scenario import Scenario
+    from orchestrator.settings import Settings
+    from orchestrator.store import Owner, Store
+
+__all__ = ["Sessions", "Reply", "AskUser", "EventListener"]
+
+Reply = UserReply
+
+# Given the open question, return the user's reply, or None to leave the session paused.
+AskUser = Callable[[Mapping[str, Any]], UserReply | None]
+# Told of every event as it is committed: (session id, event document).
+EventListener = Callable[[str, dict[str, Any]], None]
+
+
+class Sessions:
+    """Start, answer, run on, cancel and read sessions in one database.
+
+    `db` is a SQLAlchemy URL or a SQLite file path (default: $ORCHESTRATOR_DB, else the
+    user data directory). `ask` is how to ask the user when a question is surfaced and no
+    scripted answer is left (None: the session pauses). `activity` is told when each agent
+    call starts and stops (a progress line).
+    """
+
+    def __init__(
+        self,
+        db: str | None = None,
+        *,
+        ask: AskUser | None = None,
+        on_event: EventListener | None = None,
+        activity: Any = None,
+        owner: Owner | None = None,
+    ) -> None:
+        from orchestrator.store.db import resolve_url
+
+        self.url = resolve_url(db)
+        self.ask = ask
+        self.on_event = on_event
+        self.activity = activity
+        self._owner = owner
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        """The store, opened (and migrated) on first use."""
+        if self._store is None:
+            from orchestrator.store import Store, open_engine
+
+            self._store = Store(open_engine(self.url), listener=self.on_event)
+        return self._store
+
+    @property
+    def owner(self) -> Owner:
+        """Who this process is when it claims a session."""
+        if self._owner is None:
+            from orchestrator.store import Owner
+
+            self._owner = Owner()
+        return self._owner
+
+    def _engine(self) -> Any:
+        from orchestrator.engine import Engine
+
+        return Engine(
+            self.store, self.url, ask_user=self.ask, owner=self.owner, activity=self.activity
+        )
+
+    # -- starting -------------------------------------------------------------------------
+
+    def start(
+        self,
+        task: str,
+        *,
+        models: Mapping[str, str] | str | None = None,
+        backend: AgentBackend | None = None,
+        settings: Settings | Mapping[str, Any] | None = None,
+        prompts: Path | None = None,
+        workdir: Path | None = None,
+        max_retries: int = 2,
+    ) -> SessionDoc:
+        """Start a session on `task` with chat-model agents (`models`: one PROVIDER:NAME for
+        every agent, or {"pm": ..., "developer": ...}) or a ready `backend`, and run it until
+        it ends or pauses. Models are checked before anything is written."""
+        from orchestrator.settings import Settings
+
+        if not task or not task.strip():
+            raise ConfigError(
+                'give the TASK for the agents, e.g. "Add a CSV export to the reports page"'
+            )
+        chosen = _settings(settings)
+        if backend is None:
+            if models is None:
+                raise ConfigError("give the agents' models (PROVIDER:NAME) or a backend")
+            backend = _llm_backend(models, prompts, workdir, max_retries)
+        elif models is not None:
+            raise ConfigError("give either models or a backend, not both")
+        assert isinstance(chosen, Settings)
+        session_id = self._engine().start(task, backend, chosen.model_dump())
+        return self.status(session_id)
+
+    def start_scenario(
+        self,
+        scenario: Scenario | Path | str,
+        *,
+        task: str | None = None,
+        settings: Mapping[str, Any] | None = None,
+        source: str | None = None,
+    ) -> SessionDoc:
+        """Start a scripted session (contract section 4) and run it until it ends or pauses.
+
+        `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself (a string of
+        one line is a path). `settings`
+        override the scenario's own (None values are ignored); `source` names the file."""
+        from agents.scripted import ScriptedBackend
+        from orchestrator.scenario import Scenario, load_scenario, parse_scenario
+
+        if isinstance(scenario, str) and "\n" not in scenario:
+            scenario = Path(scenario)  # one line: a file name (a scenario's text has several)
+        if isinstance(scenario, Path):
+            source = source or str(scenario)
+            scenario = load_scenario(scenario)
+        elif isinstance(scenario, str):
+            scenario = parse_scenario(scenario)
+        assert isinstance(scenario, Scenario)
+        stored = scenario.session_settings(source=source, **dict(settings or {}))
+        backend = ScriptedBackend(scenario.agents, replies_so_far={})
+        session_id = self._engine().start(task or scenario.task, backend, stored)
+        return self.status(session_id)
+
+    # -- answering and running on ---------------------------------------------------------
+
+    def answer(self, session_id: str, reply: UserReply) -> SessionDoc:
+        """Commit the user's reply to the open question (validated first, durable when this
+        returns) without running any agent; `run_on` continues the session."""
+        from orchestrator.answers import to_gate_event
+
+        store = self.store
+        store.expire(session_id, owner=self.owner)
+        question = store.view(session_id)["pending_question"]
+        if question is None:
+            row = store.session(session_id)
+            state = store.gate_state(session_id)
+            why = (
+                "its question was already answered" if state.resolved else "it has no open question"
+            )
+            raise SessionNotWaiting(
+                f"session {session_id} is {row.status}, not waiting for an answer: {why}"
+            )
+        event, choices = to_gate_event(question, reply)
+        store.resolve(session_id, self.owner, event, choices=choices)
+        return self.status(session_id)
+
+    def run_on(self, session_id: str) -> SessionDoc:
+        """Drive a session whose answer is committed, or whose driver is gone, until it ends
+        or pauses. A session still waiting for an answer is asked through `ask` again."""
+        self._engine().resume(session_id, None)
+        return self.status(session_id)
+
+    def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
+        """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
+        self._engine().resume(session_id, reply)
+        return self.status(session_id)
+
+    def cancel(self, session_id: str, *, note: str | None = None) -> SessionDoc:
+        """Stop a session that has not ended."""
+        self._engine().resume(session_id, UserReply(action="cancel", note=note))
+        return self.status(session_id)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def status(self, session_id: str) -> SessionDoc:
+        """The session object; a deadline that passed while nothing ran is applied first."""
+        store = self.store
+        store.expire(session_id)
+        doc = cast(SessionDoc, store.view(session_id))
+        expect = store.session(session_id).settings.get("expect")
+        if expect and doc["status"] in ENDED:
+            doc["expect"] = check_expect(expect, doc)
+        return doc
+
+    def list(self, status: str | None = None) -> builtins.list[SessionDoc]:
+        """Sessions, newest first (optionally only those with `status`)."""
+        return self.store.list_views(status)  # type: ignore[return-value]
+
+    def log(self, session_id: str) -> builtins.list[EventDoc]:
+        """The session's events in order."""
+        return self.store.events(session_id)  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.engine.dispose()
+            self._store = None
+
+    def __enter__(self) -> Sessions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _settings(given: Settings | Mapping[str, Any] | None) -> Settings:
+    from orchestrator.settings import Settings
+
+    if given is None:
+        return Settings()
+    if isinstance(given, Settings):
+        return given
+    return Settings().merged(**given)
+
+
+def _llm_backend(
+    models: Mapping[str, str] | str, prompts: Path | None, workdir: Path | None, max_retries: int
+) -> AgentBackend:
+    from agents.llm import LLMBackend
+    from agents.models import check_models
+    from agents.prompts import check_prompts
+
+    chosen = {"pm": models, "developer": models} if isinstance(models, str) else dict(models)
+    if prompts is not None:
+        check_prompts(prompts)
+    if workdir is not None and workdir.exists() and not workdir.is_dir():
+        raise ConfigError(f"--workdir {workdir}: exists and is not a folder")
+    check_models(chosen)  # a missing package or key fails here, before any write
+    return LLMBackend(
+        chosen,
+        prompts=str(prompts.resolve()) if prompts else None,
+        workdir=str(workdir.resolve()) if workdir else None,
+        max_retries=max_retries,
+    )

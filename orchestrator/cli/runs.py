@@ -1,0 +1,94 @@
+"""The session API as run/resume use it: how to ask (the UI), what to show while agents work."""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import sys
+from enum import StrEnum
+from typing import Any
+
+from orchestrator.cli.output import err
+from orchestrator.cli.render import event_line
+
+__all__ = ["Ui", "OnTimeout", "Status", "sessions_for", "collect_from_here_on", "NO_AGENTS"]
+
+
+class Ui(StrEnum):
+    terminal = "terminal"
+    none = "none"
+
+
+class OnTimeout(StrEnum):
+    wait = "wait"
+    proceed = "proceed"
+    cancel = "cancel"
+
+
+class Status(StrEnum):
+    running = "running"
+    paused = "paused"
+    completed = "completed"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+def sessions_for(
+    db: str | None, *, progress: bool = False, ui: Ui | None = None, scripted: bool = False
+) -> Any:
+    """The session API for one command. With `progress`, events go to stderr as they
+    happen and a spinner runs on a terminal; `ui` decides how the user is asked."""
+    from orchestrator.api import Sessions
+
+    # When the interactive prompt will draw the question, it is not logged above it too.
+    quiet = {"question_surfaced"} if _interactive(ui) and not scripted else set()
+
+    def show(_session_id: str, event: dict[str, Any]) -> None:
+        if event["kind"] not in quiet:
+            err(event_line(event))
+
+    activity = None
+    if progress and sys.stderr.isatty():
+        from orchestrator.cli.progress import Activity
+
+        activity = Activity()
+        atexit.register(activity.close)
+    return Sessions(
+        db,
+        ask=_ask_user(ui) if progress else None,
+        on_event=show if progress else None,
+        activity=activity,
+    )
+
+
+def _chosen(ui: Ui | None) -> Ui:
+    """--ui, or its default: terminal when stdin is a terminal, else none (CI, pipes)."""
+    return ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
+
+
+def _interactive(ui: Ui | None) -> bool:
+    return _chosen(ui) is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _ask_user(ui: Ui | None) -> Any:
+    if _chosen(ui) is not Ui.terminal:
+        return None
+    from orchestrator.cli.terminal import ask  # questionary and rich only when asking
+
+    return ask
+
+
+NO_AGENTS = """nothing to run the agents with. Either:
+  1. --script FILE             a scenario: scripted agents and answers, no model (see examples/)
+  2. --model PROVIDER:NAME     a chat model, e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5,
+                               ollama:llama3.1 (per agent: --pm-model, --developer-model)
+  3. ORCHESTRATOR_MODEL=PROVIDER:NAME in the environment, the default model"""
+
+
+def collect_from_here_on() -> None:
+    """Freeze what imports created, then collect normally (long agent runs need it).
+
+    Import LangGraph before this (`import orchestrator.graph`): its import-time objects
+    are then frozen too."""
+    gc.freeze()
+    gc.enable()

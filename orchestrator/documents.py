@@ -1,0 +1,84 @@
+"""The JSON documents every edge prints or serves (contract section 3), as TypedDicts.
+
+Plain dicts at run time (no pydantic: `status`, `list` and `log` stay cheap to start);
+the types say what is there. Fields beyond the contract's are additions, never renames.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    "SessionStatus",
+    "OptionDoc",
+    "PendingQuestionDoc",
+    "OrchestratorStateDoc",
+    "ExpectDoc",
+    "SessionDoc",
+    "EventDoc",
+]
+
+SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
+
+
+class OptionDoc(TypedDict):
+    label: str
+    description: NotRequired[str]
+    recommended: NotRequired[bool]
+
+
+class PendingQuestionDoc(TypedDict):
+    """The open question: contract section 2's question object plus who asks."""
+
+    question: str
+    kind: Literal["free_text", "single_select", "multi_select"]
+    options: NotRequired[list[OptionDoc]]
+    allow_other: NotRequired[bool]
+    reason: NotRequired[str]
+    context: NotRequired[str]
+    default: NotRequired[str]
+    urgency: NotRequired[Literal["low", "medium", "high"]]
+    ambiguity: NotRequired[str]
+    asked_by: str
+    deadline: str | None
+    timed_out: bool
+
+
+class OrchestratorStateDoc(TypedDict):
+    clarification_used: bool
+    clarification_resolved: bool
+    clarification_question: str | None
+    user_clarification_response: str | None
+    answer_status: str | None
+    answer_note: str | None
+
+
+class ExpectDoc(TypedDict):
+    """A scenario's `expect`, once the session ended: did it hold, and what did not."""
+
+    held: bool
+    unmet: list[str]
+
+
+class SessionDoc(TypedDict):
+    session_id: str
+    status: SessionStatus
+    task: str
+    orchestrator_state: OrchestratorStateDoc
+    pending_question: PendingQuestionDoc | None
+    questions_surfaced: int
+    fallbacks_injected: int
+    tasks: list[dict[str, Any]]
+    summary: str | None
+    error: str | None
+    round: int
+    created_at: str | None
+    updated_at: str | None
+    assumptions: NotRequired[list[dict[str, Any]]]
+    expect: NotRequired[ExpectDoc]
+
+
+class EventDoc(TypedDict):
+    time: str | None
+    kind: str
+    agent: str | None

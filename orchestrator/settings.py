@@ -1,0 +1,95 @@
+"""A session's settings: the one place their defaults and limits live.
+
+Scenario files (`settings:`), the CLI's options, the session API and every other edge
+validate through `Settings`; the CLI's help shows the defaults from here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["Settings", "MAX_TIMEOUT_SECONDS", "default_of"]
+
+# A deadline further away than this is a mistake (1e12 s, inf), not a wish: refuse it.
+MAX_TIMEOUT_SECONDS = 30 * 24 * 3600.0
+
+OnTimeout = Literal["wait", "proceed", "cancel"]
+
+
+class Settings(BaseModel):
+    """How one session runs. Unset fields take the defaults below."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_rounds: Annotated[
+        int, Field(strict=True, ge=1, le=100, description="Planning rounds allowed.")
+    ] = 5
+    max_fallbacks: Annotated[
+        int,
+        Field(
+            strict=True,
+            ge=0,
+            le=100,
+            description="Auto-fallbacks an agent may ignore before the session fails.",
+        ),
+    ] = 2
+    uncertainty_threshold: Annotated[
+        int,
+        Field(
+            strict=True,
+            ge=0,
+            le=100,
+            description="Questions from agents less uncertain than this (0-100) are not "
+            "asked; the agent proceeds with its default.",
+        ),
+    ] = 70
+    timeout: Annotated[
+        float | None,
+        Field(
+            description="Seconds the question waits for an answer ('none': no deadline).",
+        ),
+    ] = 300.0
+    on_timeout: Annotated[
+        OnTimeout,
+        Field(
+            description="When the deadline passes: wait (stay paused and answerable), "
+            "proceed (the asker takes its default), cancel.",
+        ),
+    ] = "wait"
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> float | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+            return None
+        if isinstance(value, bool):
+            raise ValueError("expected a number of seconds or 'none'")
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a number of seconds or 'none', got {value!r}") from None
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise ValueError(
+                f"expected a positive, finite number of seconds or 'none', got {value!r}"
+            )
+        if seconds > MAX_TIMEOUT_SECONDS:
+            raise ValueError(
+                f"at most {MAX_TIMEOUT_SECONDS:.0f} seconds (30 days), got {value!r}; "
+                "use 'none' for no deadline"
+            )
+        return seconds
+
+    def merged(self, **overrides: Any) -> Settings:
+        """These settings with every override that is not None (validated)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if not given:
+            return self
+        return Settings.model_validate({**self.model_dump(), **given})
+
+
+def default_of(field: str) -> Any:
+    """A setting's default, for help texts (`[5]`)."""
+    return Settings.model_fields[field].default
