@@ -275,11 +275,12 @@ def checked_settings(limits: Mapping[str, Any]) -> dict[str, Any]:
 def _run_script(
     script: Path, limits: Mapping[str, object], ui: Ui | None, db: str | None
 ) -> dict[str, object]:
-    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
     from orchestrator.scenario import load_scenario
 
+    scenario = load_scenario(script)  # before the database is touched, or LangGraph loaded
+    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+
     collect_from_here_on()
-    scenario = load_scenario(script)  # before the database is touched
     sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True)
     doc: dict[str, object] = sessions.start_scenario(  # type: ignore[assignment]
         scenario, settings=limits, source=str(script)

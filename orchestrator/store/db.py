@@ -103,7 +103,7 @@ def check_sqlite_file(url: str, *, create: bool, origin: str) -> bool:
         if path.is_dir():
             raise ConfigError(f"{label}: is a folder; expected a database file")
         _check_sqlite_content(path, label)
-        return True
+        return create or path.stat().st_size > 0  # an empty file holds no sessions yet
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -136,8 +136,12 @@ def _check_sqlite_content(path: Path, label: str) -> None:
         )
     import sqlite3
 
+    # Look without leaving a trace: with no -wal file beside it the file is the whole
+    # database, and `immutable` keeps SQLite from creating -wal/-shm files just to read.
+    live_wal = path.with_name(path.name + "-wal").exists()
+    query = "mode=ro" if live_wal else "immutable=1"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True)
     except sqlite3.Error:
         return  # cannot look without writing (e.g. no -shm yet): the open reports problems
     try:
