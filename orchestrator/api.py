@@ -138,11 +138,14 @@ class Sessions:
     ) -> SessionDoc:
         """Start a scripted session (contract section 4) and run it until it ends or pauses.
 
-        `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself. `settings`
+        `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself (a string of
+        one line is a path). `settings`
         override the scenario's own (None values are ignored); `source` names the file."""
         from agents.scripted import ScriptedBackend
         from orchestrator.scenario import Scenario, load_scenario, parse_scenario
 
+        if isinstance(scenario, str) and "\n" not in scenario:
+            scenario = Path(scenario)  # one line: a file name (a scenario's text has several)
         if isinstance(scenario, Path):
             source = source or str(scenario)
             scenario = load_scenario(scenario)
