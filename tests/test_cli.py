@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -349,3 +350,96 @@ def test_every_shipped_example_runs_as_documented(db_url: str, example: str) -> 
     expected = 3 if example in PAUSING_EXAMPLES else 0
     assert result.returncode == expected, result.stderr
     assert as_json(result)["status"] == ("paused" if expected == 3 else "completed")
+
+
+# -- sharp edges (issue 8): the process boundary matters for these -------------------------
+
+
+def test_a_closed_pipe_never_stops_the_session(db_url: str) -> None:
+    """`orchestrator run ... 2>&1 | head -2`: the reader goes away after two lines; the
+    session still runs to its end and the exit code is the session's."""
+    command = argv("run", "--script", str(EXAMPLES / "answered-question.yaml"), db=db_url)
+    proc = subprocess.Popen(
+        [*command, "--ui", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    first = [proc.stdout.readline(), proc.stdout.readline()]
+    proc.stdout.close()  # like `head -2` exiting
+    assert proc.wait(timeout=120) == 0
+    assert first[0].startswith(b"session started")
+    listed = as_json(cli("list", "--json", db=db_url))
+    assert [s["status"] for s in listed] == ["completed"]
+
+
+def test_a_closed_stdout_under_json_keeps_the_exit_code(db_url: str) -> None:
+    proc = subprocess.Popen(
+        argv("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 3  # paused, as without the pipe
+    assert [s["status"] for s in as_json(cli("list", "--json", db=db_url))] == ["paused"]
+
+
+def test_arguments_that_are_not_utf8_exit_2(db_url: str, paused: str) -> None:
+    before = dump(db_url)
+    command = [os.fsencode(a) for a in argv("resume", paused, "--json", db=db_url)]
+    result = subprocess.run(
+        [*command, b"--answer", b"caf\xe9"], capture_output=True, cwd=ROOT, timeout=60
+    )
+    assert result.returncode == 2
+    assert b"Traceback" not in result.stderr and b"not valid UTF-8" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 2
+    assert dump(db_url) == before
+
+
+def test_a_users_own_agents_package_does_not_break_the_cli(tmp_path: Path, db_url: str) -> None:
+    for name in ("agents", "skills", "migrations"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise ImportError('the user’s own')\n")
+    script = Path(sys.executable).parent / "orchestrator"
+    result = subprocess.run(
+        [str(script), "run", "--script", str(EXAMPLES / "answered-question.yaml")]
+        + ["--json", "--db", db_url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert as_json(result)["status"] == "completed"
+
+
+def test_version_help_and_plain_orchestrator_exit_0() -> None:
+    from orchestrator import __version__
+
+    version = cli("--version")
+    assert version.returncode == 0 and __version__ in version.stdout
+    plain = cli()
+    assert plain.returncode == 0 and "Commands" in plain.stdout and plain.stderr == ""
+    short = cli("run", "-h")
+    assert short.returncode == 0 and "--script" in short.stdout
+    assert "[default: 5]" in short.stdout  # the Settings defaults, shown one way
+    assert cli("db").returncode == 0
+
+
+def test_shell_completion_completes_commands() -> None:
+    env = {
+        **os.environ,
+        "_ORCHESTRATOR_COMPLETE": "complete_bash",
+        "COMP_WORDS": "orchestrator li",
+        "COMP_CWORD": "1",
+    }
+    script = str(Path(sys.executable).parent / "orchestrator")
+    result = subprocess.run([script], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0 and result.stdout.split() == ["list"]
+    assert "--install-completion" in cli("--help").stdout

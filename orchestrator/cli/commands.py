@@ -377,7 +377,7 @@ def status(
     with user_errors(as_json):
         view = read_sessions(db, session_id).status(session_id)
     text = session_text(view)
-    if view["status"] == "paused" and view["pending_question"]:
+    if view["pending_question"]:
         text += "\n" + answer_hint(dict(view), db)
     emit(as_json, view, text)
 

@@ -72,7 +72,7 @@ def _not_utf8(args: list[str]) -> str | None:
             option = args[index - 1] if index and args[index - 1].startswith("-") else None
             what = f"the value of {option}" if option else f"the argument {index + 1}"
             return (
-                f"{what} is not valid UTF-8 text ({shown[:60]!r}); give it as UTF-8 "
+                f"{what} is not valid UTF-8 text: {shown[:60]}; give it as UTF-8 "
                 "(check the terminal's or the script's encoding)"
             )
     return None

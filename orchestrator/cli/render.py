@@ -172,9 +172,11 @@ def event_line(event: Mapping[str, Any]) -> str:
 
 
 def session_text(view: Mapping[str, Any]) -> str:
+    """The session for people. A question still waiting is left out: the answer hint
+    that follows shows it (see output.answer_hint), so that it is printed once."""
     lines = [f"session {view['session_id']}: {view['status']}", f"  task: {clip(view['task'])}"]
     state = view["orchestrator_state"]
-    if state["clarification_question"]:
+    if state["clarification_question"] and not view.get("pending_question"):
         lines.append(f"  question: {clip(state['clarification_question'])}")
         answer = state["user_clarification_response"]
         status = state.get("answer_status")
