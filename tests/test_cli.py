@@ -443,3 +443,119 @@ def test_shell_completion_completes_commands() -> None:
     result = subprocess.run([script], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0 and result.stdout.split() == ["list"]
     assert "--install-completion" in cli("--help").stdout
+
+
+# -- sharp edges, in-process (tests.test_bad_input.invoke: the entry point, no process) ------
+
+
+@pytest.mark.parametrize(
+    ("pick", "label"),
+    [("2", "Per IP address"), ("per ip ADDRESS", "Per IP address"), ("Both", "Both")],
+)
+def test_choice_takes_a_label_or_a_number(db_url: str, pick: str, label: str) -> None:
+    from tests.test_bad_input import invoke
+
+    scenario = str(EXAMPLES / "choose-at-the-terminal.yaml")
+    session = invoke("run", "--script", scenario, "--json", "--db", db_url).document()
+    result = invoke("resume", session["session_id"], "--choice", pick, "--json", "--db", db_url)
+    assert result.code == 0, result.stderr
+    state = result.document()["orchestrator_state"]
+    assert state["user_clarification_response"] == label
+    assert state["answer_status"] == "selected"
+
+
+def test_a_mistyped_choice_lists_the_options_and_the_closest(db_url: str) -> None:
+    from tests.test_bad_input import invoke
+
+    scenario = str(EXAMPLES / "choose-at-the-terminal.yaml")
+    session = invoke("run", "--script", scenario, "--json", "--db", db_url).document()
+    before = dump(db_url)
+    result = invoke("resume", session["session_id"], "--choice", "Per IP adress", "--db", db_url)
+    assert result.code == 2
+    assert "1. Per API key; 2. Per IP address; 3. Both" in result.stderr
+    assert "Did you mean 'Per IP address'?" in result.stderr
+    assert "--answer" in result.stderr  # the question allows an answer of one's own
+    assert dump(db_url) == before
+    own = invoke("resume", session["session_id"], "--answer", "Per tenant", "--db", db_url)
+    assert own.code == 0, own.stderr
+
+
+def test_list_is_a_table_and_waiting_means_paused(db_url: str, paused: str) -> None:
+    from tests.test_bad_input import invoke
+
+    invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--db", db_url)
+    table = invoke("list", "--db", db_url).stdout.splitlines()
+    assert table[0].split() == [
+        "ID",
+        "STATUS",
+        "AGE",
+        "ASKS",
+        "QUESTION",
+        "/",
+        "OUTCOME",
+        "DEADLINE",
+    ]
+    row = next(line for line in table if line.startswith(paused))
+    assert "paused" in row and "s ago" in row and "pm" in row and "How often" in row
+    assert "in 4 min" in row or "in 5 min" in row
+    waiting = invoke("list", "--status", "waiting", "--json", "--db", db_url).document()
+    assert [s["session_id"] for s in waiting] == [paused]
+    assert waiting[0]["created_at"].endswith("Z")  # ISO in JSON
+
+
+def test_relative_times() -> None:
+    from datetime import UTC, datetime
+
+    from orchestrator.cli.render import relative
+
+    now = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
+    assert relative("2026-01-02T09:00:00Z", now) == "3 h ago"
+    assert relative("2026-01-02T12:04:30Z", now) == "in 4 min"
+    assert relative("2025-12-30T12:00:00Z", now) == "3 d ago"
+    assert relative("2026-01-02T11:59:58Z", now) == "2 s ago"
+    assert relative(None, now) == ""
+
+
+def test_status_of_a_paused_session_prints_the_answer_command(db_url: str, paused: str) -> None:
+    from tests.test_bad_input import invoke
+
+    shown = invoke("status", paused, "--db", db_url)
+    assert shown.code == 0
+    assert f"orchestrator resume {paused} --db {db_url} --answer 'YOUR ANSWER'" in shown.stdout
+    assert shown.stdout.count("How often should the digest be sent?") == 1
+
+
+def test_run_ui_none_prints_the_question_once(db_url: str) -> None:
+    from tests.test_bad_input import invoke
+
+    result = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--db", db_url)
+    assert result.code == 3
+    assert (result.stdout + result.stderr).count("How often should the digest be sent?") == 1
+    assert "orchestrator resume" in result.stdout
+
+
+def test_unmet_expect_is_in_the_json_document(db_url: str, tmp_path: Path) -> None:
+    from tests.test_bad_input import invoke
+
+    text = (
+        (EXAMPLES / "hard-cap.yaml")
+        .read_text()
+        .replace("fallbacks_injected: 1", "fallbacks_injected: 0")
+    )
+    result = invoke("run", "--script", write(tmp_path, text), "--json", "--db", db_url)
+    assert result.code == 1
+    outcome = result.document()["expect"]
+    assert outcome["held"] is False
+    assert outcome["unmet"] == ["expect.fallbacks_injected: expected 0, got 1"]
+    held = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", "--db", db_url)
+    assert held.code == 0 and held.document()["expect"] == {"held": True, "unmet": []}
+
+
+def test_cancel_command_stops_a_waiting_session(db_url: str, paused: str) -> None:
+    from tests.test_bad_input import invoke
+
+    result = invoke("cancel", paused, "--note", "not needed", "--json", "--db", db_url)
+    assert result.code == 0, result.stderr
+    assert result.document()["status"] == "cancelled"
+    again = invoke("cancel", paused, "--json", "--db", db_url)
+    assert again.code == 2 and "cancelled" in again.document()["error"]
