@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,10 +135,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "tasks-as-text.yaml": "task: t\nagents:\n  pm: [{status: PLANNED, tasks: [a, b]}]\n",
         "options-as-text.yaml": "task: t\nagents:\n  pm: [{status: NEEDS_CLARIFICATION, "
         "question: q, kind: single_select, options: [A, B]}]\n",
-        "long-task.yaml": f"task: {'x' * 2001}\nagents:\n  pm: [{{status: COMPLETE, summary: s}}]\n",
+        "long-task.yaml": f"task: {'x' * 2001}\n"
+        "agents:\n  pm: [{status: COMPLETE, summary: s}]\n",
         "long-answer.yaml": Path(PAUSE).read_text() + f"answers: [{'y' * 10_001}]\n",
         "aliases.yaml": "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
-        + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdef", "bcdefg"))
+        + "".join(
+            f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n"
+            for p, c in zip("abcdef", "bcdefg", strict=True)
+        )
         + "task: t\nagents: {pm: [*g]}\n",
     }
     for name, text in scenarios.items():
@@ -342,9 +345,6 @@ def test_files_nobody_asked_for_are_not_left_behind(tmp_path: Path) -> None:
     ):
         invoke(*args, "--db", str(tmp_path / "x.db"))
     assert list(tmp_path.iterdir()) == []
-
-
-EnvCheck = Callable[[Path], None]
 
 
 def test_messages_clip_long_values(tmp_path: Path) -> None:

@@ -250,7 +250,7 @@ def run(
                 workdir=workdir,
                 max_retries=max_retries,
             )
-    finish(as_json, view, db, question_shown=question_shown(view["session_id"]))
+    finish(as_json, view, db, question_shown=question_shown(str(view["session_id"])))
 
 
 def checked_settings(limits: Mapping[str, Any]) -> dict[str, Any]:
