@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import gc
 import sys
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -95,7 +96,10 @@ def sessions_for(
     # When the interactive prompt will draw the question, it is not logged above it too.
     quiet = {"question_surfaced"} if _interactive(ui) and not scripted else set()
 
+    current = {"id": session_id}  # the session being run: every event names it
+
     def show(session_id: str, event: dict[str, Any]) -> None:
+        current["id"] = session_id
         if event["kind"] == "question_surfaced" and event["kind"] not in quiet:
             _SHOWN.add(session_id)
         if event["kind"] not in quiet:
@@ -107,12 +111,20 @@ def sessions_for(
 
         activity = Activity()
         atexit.register(activity.close)
-    return Sessions(
-        url,
-        ask=_ask_user(ui) if progress else None,
-        on_event=show if progress else None,
-        activity=activity,
-    )
+    sessions = Sessions(url, on_event=show if progress else None, activity=activity)
+    if progress:
+        sessions.ask = _ask_user(ui, lambda: _keeps_waiting(sessions, current["id"]))
+    return sessions
+
+
+def _keeps_waiting(sessions: Any, session_id: str | None) -> bool:
+    """Whether the session's question stays answerable after its deadline (on-timeout
+    wait, the default): then the prompt stays open too."""
+    if session_id is None:
+        return True
+    # The policy is a stored setting; the session object does not carry it.
+    settings = sessions.store.session(session_id).settings or {}
+    return bool(settings.get("on_timeout", "wait") == "wait")
 
 
 def _chosen(ui: Ui | None) -> Ui:
@@ -124,12 +136,16 @@ def _interactive(ui: Ui | None) -> bool:
     return _chosen(ui) is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
 
 
-def _ask_user(ui: Ui | None) -> Any:
+def _ask_user(ui: Ui | None, keep_open: Callable[[], bool]) -> Any:
     if _chosen(ui) is not Ui.terminal:
         return None
-    from orchestrator.cli.terminal import ask  # questionary and rich only when asking
 
-    return ask
+    def ask_at_terminal(question: Mapping[str, Any]) -> Any:
+        from orchestrator.cli.terminal import ask  # questionary and rich only when asking
+
+        return ask(question, keep_open=keep_open())
+
+    return ask_at_terminal
 
 
 NO_AGENTS = """nothing to run the agents with. Either:
