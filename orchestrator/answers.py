@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from orchestrator import gate
 from orchestrator.errors import InvalidAnswer
+from orchestrator.records import PendingQuestion
 
 __all__ = ["UserReply", "to_gate_event", "from_scripted", "choice_labels"]
 
@@ -33,7 +34,7 @@ def from_scripted(answer: Any) -> UserReply:
 
 
 def to_gate_event(
-    question: Mapping[str, Any], reply: UserReply
+    question: PendingQuestion, reply: UserReply
 ) -> tuple[gate.Answer | gate.Decline | gate.Cancel, list[str] | None]:
     """Validate `reply` against `question`; raise InvalidAnswer naming what was expected."""
     if reply.action == "decline":

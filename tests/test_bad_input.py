@@ -242,7 +242,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("answer-unknown-session", ["resume", "nope", "--answer", "x"], "no session with id 'nope'"),
     ("status-unknown-session", ["status", "nope"], "no session with id 'nope'"),
     ("cancel-unknown-session", ["cancel", "nope"], "no session with id 'nope'"),
-    ("cancel-ended-session", ["cancel", "{completed}"], "not waiting"),
+    ("cancel-ended-session", ["cancel", "{completed}"], "nothing to cancel"),
     # arguments that are not UTF-8 (as Python hands them over: surrogate escapes)
     ("answer-not-utf8", ["resume", "{paused}", "--answer", "caf\udce9"], "not valid UTF-8"),
     ("id-not-utf8", ["status", "\udcff\udcfe"], "not valid UTF-8"),

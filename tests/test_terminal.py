@@ -122,6 +122,7 @@ def test_single_select_moves_with_arrows_and_enter_chooses(tmp_path: Path, db_ur
     )
     child = run_at_terminal(script, db_url, tmp_path)
     child.expect(SELECT_READY)
+    child.expect("esc: answer later")  # the line under the options: all of them are drawn
     shown = child.logfile_read.getvalue()
     for part in ("HIGH URGENCY", "The reports page, admins only", "14 columns", "(recommended)"):
         assert part in shown

@@ -17,16 +17,16 @@ __all__ = ["cancel"]
 @app.command()
 def cancel(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to stop.")],
-    note: Annotated[
-        str | None, typer.Option("--note", metavar="TEXT", help="Why (kept in the log).")
-    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Stop a session that has not ended; exit 0 once the stop is recorded."""
-    with user_errors(as_json):
-        from orchestrator.limits import MAX_ANSWER_CHARS, check_length
+    """Stop a session that has not ended; exit 0 once the stop is recorded.
 
-        check_length("the --note", note, MAX_ANSWER_CHARS)
-        view = sessions_for(db, session_id=session_id).cancel(session_id, note=note)
-    emit(as_json, view, session_text(view))
+    A waiting session, or one whose process is gone, is cancelled at once; one whose
+    process lives stops before its next agent call."""
+    with user_errors(as_json):
+        view = sessions_for(db, session_id=session_id).cancel(session_id)
+    text = session_text(view)
+    if view.get("cancel_requested"):
+        text += "\n  the session stops before its next agent call"
+    emit(as_json, view, text)

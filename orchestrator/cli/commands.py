@@ -282,10 +282,7 @@ def _run_script(
 
     collect_from_here_on()
     sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True)
-    doc: dict[str, object] = sessions.start_scenario(  # type: ignore[assignment]
-        scenario, settings=limits, source=str(script)
-    )
-    return doc
+    return dict(sessions.start_scenario(scenario, settings=limits, source=str(script)))
 
 
 @app.command()

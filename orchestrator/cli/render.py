@@ -58,6 +58,8 @@ def list_table(views: Sequence[Mapping[str, Any]], now: datetime | None = None) 
         else:
             who, due = "", ""
             what = str(view.get("error") or view.get("summary") or view.get("task") or "")
+            if view.get("stalled"):
+                what = f"stalled: {view.get('last_error') or 'no process drives it'}"
         rows.append(
             (
                 str(view["session_id"]),
@@ -205,4 +207,13 @@ def session_text(view: Mapping[str, Any]) -> str:
         ]
     if view.get("error"):
         lines.append(f"  error: {clip(view['error'], 1000)}")
+    if view.get("stalled"):
+        why = f": {clip(view['last_error'], 1000)}" if view.get("last_error") else ""
+        lines.append(f"  stalled (no process is driving it){why}")
+        lines.append(
+            f"  retry with: orchestrator resume {view['session_id']}   "
+            f"stop with: orchestrator cancel {view['session_id']}"
+        )
+    elif view.get("cancel_requested"):
+        lines.append("  cancel requested: it stops before its next agent call")
     return "\n".join(lines)

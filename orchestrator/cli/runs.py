@@ -94,7 +94,8 @@ def sessions_for(
         raise SessionNotFound(session_id or "?")
 
     # When the interactive prompt will draw the question, it is not logged above it too.
-    quiet = {"question_surfaced"} if _interactive(ui) and not scripted else set()
+    # (Line by line, without a terminal, the prompt prints it too.)
+    quiet = {"question_surfaced"} if _chosen(ui) is Ui.terminal and not scripted else set()
 
     current = {"id": session_id}  # the session being run: every event names it
 
@@ -130,10 +131,6 @@ def _keeps_waiting(sessions: Any, session_id: str | None) -> bool:
 def _chosen(ui: Ui | None) -> Ui:
     """--ui, or its default: terminal when stdin is a terminal, else none (CI, pipes)."""
     return ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
-
-
-def _interactive(ui: Ui | None) -> bool:
-    return _chosen(ui) is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def _ask_user(ui: Ui | None, keep_open: Callable[[], bool]) -> Any:
