@@ -560,3 +560,26 @@ def test_cancel_command_stops_a_waiting_session(db_url: str, paused: str) -> Non
     assert result.document()["status"] == "cancelled"
     again = invoke("cancel", paused, "--json", "--db", db_url)
     assert again.code == 2 and "cancelled" in again.document()["error"]
+
+
+def test_a_stalled_session_says_how_to_retry_or_stop() -> None:
+    from orchestrator.cli.render import event_line, list_table, session_text
+
+    view = {
+        "session_id": "abc123",
+        "status": "running",
+        "task": "Add a health endpoint",
+        "orchestrator_state": {"clarification_question": None},
+        "pending_question": None,
+        "questions_surfaced": 0,
+        "fallbacks_injected": 0,
+        "stalled": True,
+        "last_error": "openai: connection refused",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    text = session_text(view)
+    assert "stalled (no process is driving it): openai: connection refused" in text
+    assert "orchestrator resume abc123" in text and "orchestrator cancel abc123" in text
+    assert "stalled: openai: connection refused" in list_table([view])
+    failed = {"kind": "agent_failed", "agent": "pm", "error": "connection refused"}
+    assert event_line(failed) == "pm's call failed: connection refused"

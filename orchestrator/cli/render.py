@@ -158,6 +158,10 @@ def event_line(event: Mapping[str, Any]) -> str:
         return "the question was declined; the asking agent proceeds on assumptions"
     if kind == "cancel":
         return "the session was cancelled"
+    if kind == "cancel_requested":
+        return "cancel requested: the session stops before its next agent call"
+    if kind == "agent_failed":
+        return f"{agent or 'an agent'}'s call failed: {clip(event.get('error', ''), 1000)}"
     if kind == "answer_delivered":
         return f"{agent} runs again with the answer"
     if kind == "fallback":
