@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from orchestrator.errors import ConfigError
+from orchestrator.install_hints import install_extra
 from orchestrator.store.db import MIGRATION_LOCK_KEY, SQLITE_BUSY_TIMEOUT, sqlite_path
 
 __all__ = ["checkpointer", "fenced"]
@@ -58,7 +59,7 @@ def checkpointer(url: str) -> Iterator[Any]:
             from langgraph.checkpoint.postgres import PostgresSaver
         except ModuleNotFoundError as exc:
             raise ConfigError(
-                "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
+                "PostgreSQL needs the postgres extra: " + install_extra("postgres")
             ) from exc
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
         with PostgresSaver.from_conn_string(conninfo) as saver:

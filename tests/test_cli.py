@@ -583,3 +583,19 @@ def test_a_stalled_session_says_how_to_retry_or_stop() -> None:
     assert "stalled: openai: connection refused" in list_table([view])
     failed = {"kind": "agent_failed", "agent": "pm", "error": "connection refused"}
     assert event_line(failed) == "pm's call failed: connection refused"
+
+
+def test_install_hints_work_from_where_the_user_is(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from orchestrator import install_hints
+
+    monkeypatch.chdir(ROOT)
+    in_checkout = install_hints.install_extra("openai")
+    assert in_checkout.endswith("install -e '.[openai]'")
+    monkeypatch.chdir(tmp_path)
+    assert install_hints.install_extra("openai").endswith(f"install -e '{ROOT}[openai]'")
+    monkeypatch.setattr(install_hints, "_checkout", lambda: None)  # installed from PyPI
+    assert install_hints.install_extra("openai") == "pip install 'gated-orchestrator[openai]'"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'name = "{install_hints.DISTRIBUTION}"' in pyproject

@@ -12,6 +12,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from orchestrator.errors import ConfigError
+from orchestrator.install_hints import install_extra
 from orchestrator.store.schema import HEAD_REVISION
 
 __all__ = [
@@ -224,8 +225,7 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
         except ModuleNotFoundError as exc:
             raise ConfigError(
                 f"the database driver for {make_url(url).drivername!r} is not installed "
-                f"({exc.name}); for PostgreSQL install the extra: "
-                "pip install 'orchestrator[postgres]'"
+                f"({exc.name}); for PostgreSQL install the extra: {install_extra('postgres')}"
             ) from exc
     if migrate:
         try:
