@@ -1,0 +1,93 @@
+"""Each question asked through `provide_choice` or `ask_user` is recorded as a session of
+its own, so it shows in `list`, `status` and `log` like any other question.
+
+Written only through the store's public methods, in this order:
+
+    create_session   task = the title (provide_choice) or the question (ask_user);
+                     agents {"kind": "mcp", "tool": ...}: no agent ever runs for it
+    gate_ask         case A: the question is surfaced (`question_surfaced` event, the
+                     question object, its deadline); the session is held by this process
+    heartbeat        while the person answers (the claim's lease, as at a terminal prompt)
+    resolve          the answer, decline or cancel (`answer` / `decline` / `cancel` event)
+    expire           or, at the deadline, the timeout (`timeout` event; on_timeout=proceed)
+    release          the final status: completed (answered, declined, timed out), failed
+                     (the client answered something unusable); a cancel ends it `cancelled`
+
+The session is `running` and claimed by the MCP server while the person answers, like a
+session whose terminal prompt is open: another command (`resume`, the web inbox) is told it
+is busy instead of answering a session it could not run on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator import gate
+from orchestrator.answers import UserReply, to_gate_event
+from orchestrator.store import Owner, Store
+
+__all__ = ["Asked", "QuestionLog", "ASKED_BY"]
+
+ASKED_BY = "mcp-client"
+
+
+@dataclass(frozen=True)
+class Asked:
+    session_id: str
+    question: dict[str, Any]
+    owner: Owner
+
+
+class QuestionLog:
+    """Record MCP questions in the store (each public method is one or two transactions)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def open(self, tool: str, task: str, question: dict[str, Any], timeout: float) -> Asked:
+        owner = Owner()
+        settings = {
+            "source": "mcp",
+            "tool": tool,
+            "timeout": timeout,
+            "on_timeout": "proceed",
+            "max_fallbacks": 0,
+        }
+        session_id = self.store.create_session(
+            task, agents={"kind": "mcp", "tool": tool}, settings=settings, owner=owner
+        )
+        decision = self.store.gate_ask(
+            session_id,
+            gate.Ask(agent=ASKED_BY, key=f"mcp:{tool}", question=question["question"]),
+            question,
+            max_fallbacks=0,
+            timeout=timeout,
+        )
+        assert isinstance(decision, gate.Surface), "a new session always surfaces its question"
+        return Asked(session_id, question, owner)
+
+    def heartbeat(self, asked: Asked) -> bool:
+        return self.store.heartbeat(asked.session_id, asked.owner)
+
+    def reply(self, asked: Asked, reply: UserReply, summary: str) -> None:
+        """The person's answer, decline or cancel (validated against the question)."""
+        event, choices = to_gate_event(asked.question, reply)
+        self.store.resolve(asked.session_id, asked.owner, event, source="mcp", choices=choices)
+        if not isinstance(event, gate.Cancel):  # a cancel has ended the session already
+            self.store.release(asked.session_id, asked.owner, "completed", summary=summary)
+
+    def timed_out(self, asked: Asked) -> None:
+        # The deadline was stored by gate_ask a moment before our wait began, so it has
+        # passed; the loop only guards against a clock that steps.
+        for _ in range(50):
+            if self.store.expire(asked.session_id, owner=asked.owner) is not None:
+                break
+            time.sleep(0.05)
+        self.store.release(
+            asked.session_id, asked.owner, "completed", summary="no answer before the deadline"
+        )
+
+    def failed(self, asked: Asked, error: str) -> None:
+        self.store.release(asked.session_id, asked.owner, "failed", error=error)

@@ -1,0 +1,44 @@
+"""Serving the MCP server: stdio (what MCP clients launch) or streamable HTTP on loopback."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import anyio
+
+from orchestrator.mcp_server.server import build_server
+
+__all__ = ["serve_stdio", "serve_http", "log_to_stderr"]
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """Our log (and tracebacks of failed tools) on stderr: stdout carries the protocol."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("orchestrator mcp: %(levelname)s %(message)s"))
+    logger = logging.getLogger("orchestrator.mcp")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def serve_stdio(db: str | None) -> None:
+    """Serve one client over stdin/stdout until it closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(db)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def serve_http(db: str | None, *, host: str = "127.0.0.1", port: int = 8766) -> None:
+    """Serve streamable HTTP at http://HOST:PORT/mcp (DNS-rebinding protection on loopback)."""
+    import uvicorn
+
+    app = build_server(db).streamable_http_app(host=host)
+    print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
