@@ -227,7 +227,7 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
         except Exception as exc:
             return from_exception(spec.name, exc)
 
-    return Server(
+    server: Server[Any] = Server(
         "orchestrator",
         version=__version__,
         title="Orchestrator",
@@ -235,6 +235,8 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
+
+    return server
 
 
 def default_page() -> PageFactory | None:

@@ -23,14 +23,28 @@ def log_to_stderr(level: int = logging.INFO) -> None:
 
 
 def serve_stdio(db: str | None) -> None:
-    """Serve one client over stdin/stdout until it closes them."""
+    """Serve one client over stdin/stdout until it closes them.
+
+    Handshake era only (`initialize`, protocol 2025-11-25 and earlier), the era of today's
+    MCP clients: there a tool call can wait while the server asks the person
+    (`elicitation/create`). The 2026-07-28 era forbids server-initiated requests; a client
+    that probes for it with `server/discover` is refused and falls back to `initialize`.
+    """
+    from mcp.server.runner import serve_loop
     from mcp.server.stdio import stdio_server
 
     server = build_server(db)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            async with server.lifespan(server) as state:
+                await serve_loop(
+                    server,
+                    read_stream,
+                    write_stream,
+                    lifespan_state=state,
+                    init_options=server.create_initialization_options(),
+                )
 
     anyio.run(main)
 
