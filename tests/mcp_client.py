@@ -71,17 +71,17 @@ async def in_memory(
     server: Any, person: Person | None = None, modes: Iterable[str] = ("form", "url")
 ) -> AsyncIterator[Session]:
     """A client connected to `server` in this process (the handshake era, as real clients)."""
-    async with create_client_server_memory_streams() as (client_streams, server_streams):
-        async with anyio.create_task_group() as tg:
+    streams = create_client_server_memory_streams()
+    async with streams as (client_streams, server_streams), anyio.create_task_group() as tg:
 
-            async def serve() -> None:
-                await server.run(*server_streams, server.create_initialization_options())
+        async def serve() -> None:
+            await server.run(*server_streams, server.create_initialization_options())
 
-            tg.start_soon(serve)
-            async with _session(*client_streams, person, modes) as session:
-                await session.initialize()
-                yield session
-            tg.cancel_scope.cancel()
+        tg.start_soon(serve)
+        async with _session(*client_streams, person, modes) as session:
+            await session.initialize()
+            yield session
+        tg.cancel_scope.cancel()
 
 
 @asynccontextmanager

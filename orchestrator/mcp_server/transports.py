@@ -36,15 +36,14 @@ def serve_stdio(db: str | None) -> None:
     server = build_server(db)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            async with server.lifespan(server) as state:
-                await serve_loop(
-                    server,
-                    read_stream,
-                    write_stream,
-                    lifespan_state=state,
-                    init_options=server.create_initialization_options(),
-                )
+        async with stdio_server() as (read_stream, write_stream), server.lifespan(server) as state:
+            await serve_loop(
+                server,
+                read_stream,
+                write_stream,
+                lifespan_state=state,
+                init_options=server.create_initialization_options(),
+            )
 
     anyio.run(main)
 

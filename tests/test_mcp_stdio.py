@@ -1,0 +1,182 @@
+"""The MCP server as MCP clients run it: `python -m orchestrator mcp --db DB` in a real
+subprocess, driven over stdio by the SDK's own client (one server process per test)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import EXAMPLES, ROOT, cli
+from tests.mcp_client import Person, call, over_stdio, shaped, snapshot
+from tests.test_mcp import ASK, CHOICE, MALFORMED, MULTI
+
+
+def test_the_tools_over_stdio(tmp_path: Path) -> None:
+    db = tmp_path / "stdio.db"
+    person = Person(
+        [
+            ("accept", {"choice": "CSV", "annotation": "keep it simple"}),
+            ("accept", {"choice": ["Excel", "JSON"]}),
+            ("decline",),
+            ("cancel",),
+            ("silent",),
+            ("accept", {"answer": "release-2.4"}),
+            ("decline",),
+            ("cancel",),
+            ("silent",),
+        ]
+    )
+    short = {"timeout_seconds": 0.5}
+
+    async def main() -> dict[str, Any]:
+        async with over_stdio(str(db), person) as session:
+            tools = (await session.list_tools()).tools
+            docs = [
+                await call(session, "provide_choice", CHOICE),
+                await call(session, "provide_choice", MULTI),
+                await call(session, "provide_choice", CHOICE),
+                await call(session, "provide_choice", CHOICE),
+                await call(session, "provide_choice", {**CHOICE, **short}),
+                await call(session, "ask_user", ASK),
+                await call(session, "ask_user", ASK),
+                await call(session, "ask_user", ASK),
+                await call(session, "ask_user", {**ASK, **short}),
+            ]
+            before = snapshot(db)
+            refused = [await call(session, tool, args) for tool, args, _ in MALFORMED]
+            after = snapshot(db)
+            listed = await call(session, "list_sessions", {})
+            return {
+                "tools": [t.name for t in tools],
+                "docs": docs,
+                "refused": refused,
+                "unchanged": before == after,
+                "listed": listed,
+            }
+
+    out = anyio.run(main)
+    assert out["tools"] == [
+        "provide_choice",
+        "ask_user",
+        "start_session",
+        "session_status",
+        "list_sessions",
+        "answer_session",
+        "session_log",
+    ]
+    choice_statuses = [(d["data"]["action_status"], d["data"]["selected"]) for d in out["docs"][:5]]
+    assert choice_statuses == [
+        ("selected", ["CSV"]),
+        ("selected", ["Excel", "JSON"]),
+        ("cancelled", []),
+        ("cancelled", []),
+        ("timeout", []),
+    ]
+    assert out["docs"][0]["data"]["annotation"] == "keep it simple"
+    assert out["docs"][1]["data"]["selected_indices"] == [1, 2]
+    assert [d["data"] for d in out["docs"][5:]] == [
+        {"action_status": "answered", "answer": "release-2.4"},
+        {"action_status": "declined", "answer": None},
+        {"action_status": "cancelled", "answer": None},
+        {"action_status": "timeout", "answer": None},
+    ]
+    assert [p.mode for p in person.seen] == ["form"] * 9
+    assert all(doc["error"]["code"] == "invalid_input" for doc in out["refused"])
+    assert out["unchanged"]
+    # Every question is recorded: one session each, newest first.
+    sessions = out["listed"]["data"]
+    assert len(sessions) == 9
+    assert [s["status"] for s in reversed(sessions)] == [
+        "completed",
+        "completed",
+        "completed",
+        "cancelled",
+        "completed",
+        "completed",
+        "completed",
+        "cancelled",
+        "completed",
+    ]
+    assert [s["orchestrator_state"]["answer_status"] for s in reversed(sessions)] == [
+        "selected",
+        "selected",
+        "declined",
+        "cancelled",
+        "timeout",
+        "answered",
+        "declined",
+        "cancelled",
+        "timeout",
+    ]
+    # ... and visible to the CLI like any other session.
+    shown = cli("log", sessions[-1]["session_id"], "--json", db=str(db))
+    assert shown.returncode == 0 and '"question_surfaced"' in shown.stdout
+
+
+def test_session_tools_over_stdio_and_a_race_with_the_cli(tmp_path: Path) -> None:
+    db = tmp_path / "stdio.db"
+    scenario = (EXAMPLES / "pause-and-resume.yaml").read_text()
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with over_stdio(str(db)) as session:
+            started = await call(session, "start_session", {"scenario": scenario})
+            sid = started["data"]["session_id"]
+            out["started"] = started
+
+            async def by_cli() -> None:
+                out["cli"] = await anyio.to_thread.run_sync(
+                    lambda: cli("resume", sid, "--answer", "Daily", "--json", db=str(db))
+                )
+
+            async def by_mcp() -> None:
+                out["mcp"] = await call(
+                    session, "answer_session", {"session_id": sid, "answer": "Weekly"}
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(by_cli)
+                tg.start_soon(by_mcp)
+            out["status"] = await call(session, "session_status", {"session_id": sid})
+            out["log"] = await call(session, "session_log", {"session_id": sid})
+            out["unknown"] = await call(session, "session_status", {"session_id": "nope"})
+        return out
+
+    out = anyio.run(main)
+    assert out["started"]["data"]["status"] == "paused"
+    cli_won, mcp_won = out["cli"].returncode == 0, out["mcp"]["ok"]
+    assert cli_won != mcp_won, out
+    if not cli_won:
+        assert out["cli"].returncode == 2
+    else:
+        assert out["mcp"]["error"]["code"] in ("not_waiting", "conflict")
+    winner = "Daily" if cli_won else "Weekly"
+    state = out["status"]["data"]["orchestrator_state"]
+    assert state["user_clarification_response"] == winner
+    assert out["status"]["data"]["status"] == "completed"
+    assert [e["kind"] for e in out["log"]["data"]].count("answer") == 1
+    assert out["unknown"]["error"]["code"] == "not_found"
+
+
+def test_the_sdk_client_with_default_settings_connects_over_stdio(tmp_path: Path) -> None:
+    """`Client` probes for the 2026-07-28 era first; the server answers in the handshake
+    era, where elicitation reaches the person while the tool waits."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "orchestrator", "mcp", "--db", str(tmp_path / "c.db")],
+        cwd=str(ROOT),
+    )
+    person = Person([("accept", {"choice": "Excel"})])
+
+    async def main() -> tuple[str, dict[str, Any]]:
+        async with Client(params, elicitation_callback=person) as client:
+            result = await client.call_tool("provide_choice", CHOICE)
+            return client.protocol_version, shaped(result)
+
+    version, doc = anyio.run(main)
+    assert version == "2025-11-25"
+    assert doc["data"]["selected"] == ["Excel"]
