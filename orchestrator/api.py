@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.answers import UserReply
 from orchestrator.documents import EventDoc, SessionDoc
@@ -138,11 +138,14 @@ class Sessions:
     ) -> SessionDoc:
         """Start a scripted session (contract section 4) and run it until it ends or pauses.
 
-        `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself. `settings`
+        `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself (a string of
+        one line is a path). `settings`
         override the scenario's own (None values are ignored); `source` names the file."""
         from agents.scripted import ScriptedBackend
         from orchestrator.scenario import Scenario, load_scenario, parse_scenario
 
+        if isinstance(scenario, str) and "\n" not in scenario:
+            scenario = Path(scenario)  # one line: a file name (a scenario's text has several)
         if isinstance(scenario, Path):
             source = source or str(scenario)
             scenario = load_scenario(scenario)
@@ -199,11 +202,11 @@ class Sessions:
         """The session object; a deadline that passed while nothing ran is applied first."""
         store = self.store
         store.expire(session_id)
-        doc: Any = store.view(session_id)
+        doc = cast(SessionDoc, store.view(session_id))
         expect = store.session(session_id).settings.get("expect")
         if expect and doc["status"] in ENDED:
             doc["expect"] = check_expect(expect, doc)
-        return doc  # type: ignore[return-value]
+        return doc
 
     def list(self, status: str | None = None) -> builtins.list[SessionDoc]:
         """Sessions, newest first (optionally only those with `status`)."""
