@@ -1,16 +1,19 @@
 """The MCP server as MCP clients run it: `python -m orchestrator mcp --db DB` in a real
-subprocess, driven over stdio by the SDK's own client (one server process per test)."""
+subprocess, driven over stdio (and streamable HTTP) by the SDK's own client."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
 
-from tests.conftest import EXAMPLES, ROOT, cli
+from tests.conftest import EXAMPLES, ROOT, argv, cli
 from tests.mcp_client import Person, call, over_stdio, shaped, snapshot
 from tests.test_mcp import ASK, CHOICE, MALFORMED, MULTI
 
@@ -180,3 +183,43 @@ def test_the_sdk_client_with_default_settings_connects_over_stdio(tmp_path: Path
     version, doc = anyio.run(main)
     assert version == "2025-11-25"
     assert doc["data"]["selected"] == ["Excel"]
+
+
+def test_streamable_http_on_loopback(tmp_path: Path) -> None:
+    """`orchestrator mcp --http --port N`: the same tools at http://127.0.0.1:N/mcp."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        argv("mcp", "--http", "--port", str(port), db=str(tmp_path / "h.db")),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "no server"
+                time.sleep(0.1)
+        person = Person([("accept", {"choice": "JSON"})])
+
+        async def main() -> tuple[str, dict[str, Any], dict[str, Any]]:
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(url, elicitation_callback=person) as client:
+                chosen = shaped(await client.call_tool("provide_choice", CHOICE))
+                listed = shaped(await client.call_tool("list_sessions", {}))
+                return client.protocol_version, chosen, listed
+
+        version, chosen, listed = anyio.run(main)
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert version == "2025-11-25"
+    assert chosen["data"]["selected"] == ["JSON"]
+    assert [s["task"] for s in listed["data"]] == ["Export format"]
+    assert f"serving http://127.0.0.1:{port}/mcp" in stderr

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from typing import Any
 
 import anyio
 
@@ -49,9 +51,47 @@ def serve_stdio(db: str | None) -> None:
 
 
 def serve_http(db: str | None, *, host: str = "127.0.0.1", port: int = 8766) -> None:
-    """Serve streamable HTTP at http://HOST:PORT/mcp (DNS-rebinding protection on loopback)."""
+    """Serve streamable HTTP at http://HOST:PORT/mcp (DNS-rebinding protection on loopback),
+    in the handshake era as over stdio."""
     import uvicorn
 
-    app = build_server(db).streamable_http_app(host=host)
+    app = handshake_only(build_server(db).streamable_http_app(host=host))
     print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+
+
+def handshake_only(app: Any) -> Any:
+    """Refuse requests of the 2026-07-28 era (their protocol header names it) with a 400, so
+    that clients probing for it fall back to `initialize`: in that era the server could not
+    ask the person while a tool waits."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    header = b"mcp-protocol-version"
+    refusal = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "this server speaks the initialize handshake era "
+                f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+            },
+        }
+    ).encode()
+
+    async def handshake_era(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            version = dict(scope["headers"]).get(header)
+            if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 400,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": refusal})
+                return
+        await app(scope, receive, send)
+
+    return handshake_era
