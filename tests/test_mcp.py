@@ -453,3 +453,21 @@ def test_answer_session_races_a_cli_resume_and_exactly_one_wins(db: Path) -> Non
         winner = "Daily" if cli_won else "Weekly"
         assert status["data"]["orchestrator_state"]["user_clarification_response"] == winner
         assert status["data"]["status"] == "completed"
+
+
+def test_a_question_whose_server_died_is_ended_at_the_next_start(db: Path) -> None:
+    from orchestrator.mcp_server.record import STOPPED, QuestionLog
+    from orchestrator.store import Store, open_engine
+
+    store = Store(open_engine(f"sqlite:///{db}"))
+    questions = QuestionLog(store)
+    question = {"question": "Which branch?", "kind": "free_text"}
+    dead = questions.open("ask_user", "Which branch?", question, 300)
+    alive = questions.open("ask_user", "Which branch?", question, 300)
+    store.abandon(dead.session_id, dead.owner)  # as if its process were gone
+    store.engine.dispose()
+
+    (doc,) = run(db, None, ("list_sessions", {}))  # a new server starts over the database
+    statuses = {s["session_id"]: (s["status"], s["error"]) for s in doc["data"]}
+    assert statuses[dead.session_id] == ("failed", STOPPED)
+    assert statuses[alive.session_id] == ("running", None)  # its server still holds it

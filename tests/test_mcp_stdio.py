@@ -3,6 +3,7 @@ subprocess, driven over stdio (and streamable HTTP) by the SDK's own client."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import subprocess
 import sys
@@ -211,6 +212,8 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
         async def main() -> tuple[str, dict[str, Any], dict[str, Any]]:
             url = f"http://127.0.0.1:{port}/mcp"
             async with Client(url, elicitation_callback=person) as client:
+                foreign = await anyio.to_thread.run_sync(post_with_foreign_host, port)
+                assert foreign in (400, 403, 421), foreign  # DNS-rebinding protection
                 chosen = shaped(await client.call_tool("provide_choice", CHOICE))
                 listed = shaped(await client.call_tool("list_sessions", {}))
                 return client.protocol_version, chosen, listed
@@ -223,3 +226,12 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     assert chosen["data"]["selected"] == ["JSON"]
     assert [s["task"] for s in listed["data"]] == ["Export format"]
     assert f"serving http://127.0.0.1:{port}/mcp" in stderr
+
+
+def post_with_foreign_host(port: int) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", "/mcp", body="{}", headers={"Host": "evil.example"})
+        return conn.getresponse().status
+    finally:
+        conn.close()

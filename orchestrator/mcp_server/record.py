@@ -12,6 +12,7 @@ Written only through the store's public methods, in this order:
     expire           or, at the deadline, the timeout (`timeout` event; on_timeout=proceed)
     release          the final status: completed (answered, declined, timed out), failed
                      (the client answered something unusable); a cancel ends it `cancelled`
+    claim, release   at the next start, a question whose server died unanswered: failed
 
 The session is `running` and claimed by the MCP server while the person answers, like a
 session whose terminal prompt is open: another command (`resume`, the web inbox) is told it
@@ -26,11 +27,14 @@ from typing import Any
 
 from orchestrator import gate
 from orchestrator.answers import UserReply, to_gate_event
+from orchestrator.errors import UserError
 from orchestrator.store import Owner, Store
+from orchestrator.store.owner import is_dead
 
 __all__ = ["Asked", "QuestionLog", "ASKED_BY"]
 
 ASKED_BY = "mcp-client"
+STOPPED = "the MCP server stopped before the person answered"
 
 
 @dataclass(frozen=True)
@@ -91,3 +95,22 @@ class QuestionLog:
 
     def failed(self, asked: Asked, error: str) -> None:
         self.store.release(asked.session_id, asked.owner, "failed", error=error)
+
+    def reap(self) -> list[str]:
+        """End the questions whose MCP server died while the person answered (`failed`);
+        return their session ids. A question held by a live server is left alone."""
+        reaped = []
+        for view in self.store.list_views("running"):
+            row = self.store.session(view["session_id"])
+            if (row.agents or {}).get("kind") != "mcp":
+                continue
+            if not is_dead(row.owner_pid, row.owner_host, row.lease_expires_at):
+                continue
+            owner = Owner()
+            try:
+                self.store.claim(row.id, owner)
+            except UserError:
+                continue  # taken or ended meanwhile
+            self.store.release(row.id, owner, "failed", error=STOPPED)
+            reaped.append(row.id)
+        return reaped

@@ -130,7 +130,10 @@ class Tools:
 
         self.url = resolve_url(db)
         self.store = Store(open_engine(self.url))  # migrated here, before any call
-        self.asker = Asker(QuestionLog(self.store), page)
+        questions = QuestionLog(self.store)
+        for session_id in questions.reap():
+            log.warning("session %s: its MCP server stopped before the answer; failed", session_id)
+        self.asker = Asker(questions, page)
 
     def close(self) -> None:
         self.store.engine.dispose()
