@@ -471,3 +471,17 @@ def test_a_question_whose_server_died_is_ended_at_the_next_start(db: Path) -> No
     statuses = {s["session_id"]: (s["status"], s["error"]) for s in doc["data"]}
     assert statuses[dead.session_id] == ("failed", STOPPED)
     assert statuses[alive.session_id] == ("running", None)  # its server still holds it
+
+
+def test_session_runs_report_their_events_as_progress(db: Path) -> None:
+    messages: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    scenario = (EXAMPLES / "answered-question.yaml").read_text()
+    (doc,) = run(db, None, ("start_session", {"scenario": scenario}), progress_callback=progress)
+    sid = doc["data"]["session_id"]
+    assert doc["data"]["status"] == "completed"
+    assert messages and all(m.startswith(f"{sid}: ") for m in messages)
+    assert len(messages) == len(run(db, None, ("session_log", {"session_id": sid}))[0]["data"])

@@ -235,3 +235,19 @@ def post_with_foreign_host(port: int) -> int:
         return conn.getresponse().status
     finally:
         conn.close()
+
+
+def test_without_the_sdk_the_command_says_which_extra_to_install() -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "import orchestrator, orchestrator.api, orchestrator.cli\n"
+        "assert not [m for m in sys.modules if m.startswith(('mcp.', 'mcp_types'))]\n"
+        "sys.argv = ['orchestrator', 'mcp']\n"
+        "orchestrator.cli.main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'orchestrator[mcp]'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -7,11 +7,14 @@ every input checked by our models and every answer, errors included, in one shap
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -138,14 +141,15 @@ class Tools:
     def close(self) -> None:
         self.store.engine.dispose()
 
-    def _sessions(self) -> Any:
+    async def _in_thread(self, work: Callable[[Any], Any], ctx: Any = None) -> Any:
+        """Run `work(sessions)` on a worker thread. With `ctx`, each event the run commits
+        is reported to the client as a progress notification (when it asked for progress)."""
         from orchestrator.api import Sessions
 
-        return Sessions(self.url)
+        on_event = _progress_reporter(ctx) if ctx is not None else None
 
-    async def _in_thread(self, work: Callable[[Any], Any]) -> Any:
         def run() -> Any:
-            with self._sessions() as sessions:
+            with Sessions(self.url, on_event=on_event) as sessions:
                 return work(sessions)
 
         return await anyio.to_thread.run_sync(run)
@@ -159,8 +163,8 @@ class Tools:
     async def start_session(self, ctx: Any, args: StartSessionInput) -> Any:
         if args.scenario is not None:
             text = args.scenario
-            return await self._in_thread(lambda s: s.start_scenario(text, task=args.task))
-        return await self._in_thread(lambda s: s.start(args.task, models=args.model))
+            return await self._in_thread(lambda s: s.start_scenario(text, task=args.task), ctx)
+        return await self._in_thread(lambda s: s.start(args.task, models=args.model), ctx)
 
     async def session_status(self, ctx: Any, args: SessionIdInput) -> Any:
         return await self._in_thread(lambda s: s.status(args.session_id))
@@ -177,10 +181,32 @@ class Tools:
             reply = Reply(choices=tuple(args.choices), note=args.note)
         else:
             reply = Reply(text=args.answer, note=args.note)
-        return await self._in_thread(lambda s: s.resume(args.session_id, reply))
+        return await self._in_thread(lambda s: s.resume(args.session_id, reply), ctx)
 
     async def session_log(self, ctx: Any, args: SessionIdInput) -> Any:
         return await self._in_thread(lambda s: s.log(args.session_id))
+
+
+def _progress_reporter(ctx: Any) -> Callable[[str, dict[str, Any]], None]:
+    """A session-API event listener (called on the worker thread) that reports each event
+    as progress. A client that went away never stops the session's run."""
+    from orchestrator.cli.render import event_line
+
+    count = itertools.count(1)
+    # Events also come from LangGraph's own threads (parallel developers), not only from
+    # the worker thread anyio started: address the event loop explicitly.
+    loop = anyio.lowlevel.current_token()
+
+    def report(session_id: str, event: dict[str, Any]) -> None:
+        message = f"{session_id}: {event_line(event)}"
+        try:
+            anyio.from_thread.run(
+                ctx.session.report_progress, next(count), None, message, token=loop
+            )
+        except Exception:
+            log.debug("progress not delivered", exc_info=True)
+
+    return report
 
 
 def tool_list() -> list[Tool]:
