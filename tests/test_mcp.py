@@ -485,3 +485,23 @@ def test_session_runs_report_their_events_as_progress(db: Path) -> None:
     assert doc["data"]["status"] == "completed"
     assert messages and all(m.startswith(f"{sid}: ") for m in messages)
     assert len(messages) == len(run(db, None, ("session_log", {"session_id": sid}))[0]["data"])
+
+
+def test_a_call_the_client_withdraws_leaves_its_question_cancelled(db: Path) -> None:
+    async def main() -> None:
+        async with in_memory(build_server(str(db)), Person([("silent",)])) as session:
+            with pytest.raises(Exception, match="timed out"):
+                await session.call_tool("ask_user", ASK, read_timeout_seconds=0.5)
+            with anyio.fail_after(10):  # the server records the cancel as the call unwinds
+                while only_session_status(db) != "cancelled":
+                    await anyio.sleep(0.05)
+
+    anyio.run(main)
+    session = only_session(db)
+    assert session["orchestrator_state"]["answer_note"] == "call cancelled"
+    assert "cancel" in log_kinds(db, session["session_id"])
+
+
+def only_session_status(db: Path) -> str | None:
+    rows = [row for row in snapshot(db) if row[0] == "sessions"]
+    return rows[0][3] if rows else None
