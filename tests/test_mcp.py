@@ -464,7 +464,7 @@ def test_a_question_whose_server_died_is_ended_at_the_next_start(db: Path) -> No
     question = {"question": "Which branch?", "kind": "free_text"}
     dead = questions.open("ask_user", "Which branch?", question, 300)
     alive = questions.open("ask_user", "Which branch?", question, 300)
-    store.abandon(dead.session_id, dead.owner)  # as if its process were gone
+    store.abandon(dead.claim)  # as if its process were gone
     store.engine.dispose()
 
     (doc,) = run(db, None, ("list_sessions", {}))  # a new server starts over the database

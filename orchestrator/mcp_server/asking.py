@@ -27,7 +27,7 @@ from orchestrator.answers import UserReply
 from orchestrator.mcp_server.models import AskUserInput, ProvideChoiceInput
 from orchestrator.mcp_server.record import Asked, QuestionLog
 from orchestrator.mcp_server.results import ToolFailure
-from orchestrator.store.owner import LEASE_SECONDS
+from orchestrator.store.owner import lease_seconds
 
 __all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for"]
 
@@ -215,7 +215,7 @@ class Asker:
 
     async def _heartbeat(self, asked: Asked) -> None:
         while True:
-            await anyio.sleep(LEASE_SECONDS / 3)
+            await anyio.sleep(lease_seconds() / 3)
             await anyio.to_thread.run_sync(self.questions.heartbeat, asked)
 
     async def _through(
@@ -304,7 +304,8 @@ def _checked(question: dict[str, Any], reply: UserReply | None) -> UserReply | N
     from orchestrator.errors import InvalidAnswer
 
     try:
-        _, choices = to_gate_event(question, reply)
+        pending: Any = question  # the question object; to_gate_event reads kind and options
+        _, choices = to_gate_event(pending, reply)
     except InvalidAnswer as exc:
         raise ToolFailure("internal", f"the client's answer does not fit: {exc.message}") from exc
     if choices is not None:  # labels as the options spell them

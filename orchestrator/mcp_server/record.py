@@ -29,9 +29,9 @@ from orchestrator import gate
 from orchestrator.answers import UserReply, to_gate_event
 from orchestrator.errors import UserError
 from orchestrator.store import Owner, Store
-from orchestrator.store.owner import is_dead
+from orchestrator.store.owner import Claim
 
-__all__ = ["Asked", "QuestionLog", "ASKED_BY"]
+__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED"]
 
 ASKED_BY = "mcp-client"
 STOPPED = "the MCP server stopped before the person answered"
@@ -39,9 +39,12 @@ STOPPED = "the MCP server stopped before the person answered"
 
 @dataclass(frozen=True)
 class Asked:
-    session_id: str
     question: dict[str, Any]
-    owner: Owner
+    claim: Claim
+
+    @property
+    def session_id(self) -> str:
+        return self.claim.session_id
 
 
 class QuestionLog:
@@ -51,7 +54,6 @@ class QuestionLog:
         self.store = store
 
     def open(self, tool: str, task: str, question: dict[str, Any], timeout: float) -> Asked:
-        owner = Owner()
         settings = {
             "source": "mcp",
             "tool": tool,
@@ -59,58 +61,58 @@ class QuestionLog:
             "on_timeout": "proceed",
             "max_fallbacks": 0,
         }
-        session_id = self.store.create_session(
-            task, agents={"kind": "mcp", "tool": tool}, settings=settings, owner=owner
+        claim = self.store.start_session(
+            task, agents={"kind": "mcp", "tool": tool}, settings=settings, owner=Owner()
         )
         decision = self.store.gate_ask(
-            session_id,
+            claim,
             gate.Ask(agent=ASKED_BY, key=f"mcp:{tool}", question=question["question"]),
             question,
             max_fallbacks=0,
+            uncertainty_threshold=0,  # the caller chose to ask: no threshold applies
             timeout=timeout,
         )
         assert isinstance(decision, gate.Surface), "a new session always surfaces its question"
-        return Asked(session_id, question, owner)
+        return Asked(question, claim)
 
     def heartbeat(self, asked: Asked) -> bool:
-        return self.store.heartbeat(asked.session_id, asked.owner)
+        return self.store.heartbeat(asked.claim)
 
     def reply(self, asked: Asked, reply: UserReply, summary: str) -> None:
         """The person's answer, decline or cancel (validated against the question)."""
-        event, choices = to_gate_event(asked.question, reply)
-        self.store.resolve(asked.session_id, asked.owner, event, source="mcp", choices=choices)
+        pending: Any = {**asked.question, "asked_by": ASKED_BY}
+        event, choices = to_gate_event(pending, reply)
+        _, claim = self.store.resolve(
+            asked.session_id, asked.claim.owner, event, source="mcp", choices=choices
+        )
         if not isinstance(event, gate.Cancel):  # a cancel has ended the session already
-            self.store.release(asked.session_id, asked.owner, "completed", summary=summary)
+            self.store.release(claim, "completed", summary=summary)
 
     def timed_out(self, asked: Asked) -> None:
         # The deadline was stored by gate_ask a moment before our wait began, so it has
         # passed; the loop only guards against a clock that steps.
         for _ in range(50):
-            if self.store.expire(asked.session_id, owner=asked.owner) is not None:
+            if self.store.expire(asked.session_id, claim=asked.claim) is not None:
                 break
             time.sleep(0.05)
-        self.store.release(
-            asked.session_id, asked.owner, "completed", summary="no answer before the deadline"
-        )
+        self.store.release(asked.claim, "completed", summary="no answer before the deadline")
 
     def failed(self, asked: Asked, error: str) -> None:
-        self.store.release(asked.session_id, asked.owner, "failed", error=error)
+        self.store.release(asked.claim, "failed", error=error)
 
     def reap(self) -> list[str]:
         """End the questions whose MCP server died while the person answered (`failed`);
-        return their session ids. A question held by a live server is left alone."""
+        return their session ids. A question held by a live server is left alone (the
+        claim is refused while its owner lives)."""
         reaped = []
         for view in self.store.list_views("running"):
             row = self.store.session(view["session_id"])
             if (row.agents or {}).get("kind") != "mcp":
                 continue
-            if not is_dead(row.owner_pid, row.owner_host, row.lease_expires_at):
-                continue
-            owner = Owner()
             try:
-                self.store.claim(row.id, owner)
+                claim = self.store.claim(row.id, Owner())
             except UserError:
-                continue  # taken or ended meanwhile
-            self.store.release(row.id, owner, "failed", error=STOPPED)
+                continue  # its server lives, or it was taken or ended meanwhile
+            self.store.release(claim, "failed", error=STOPPED)
             reaped.append(row.id)
         return reaped
