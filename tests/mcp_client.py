@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass
 class Person:
-    """Answers elicitations in order: ("accept", content), ("decline",), ("cancel",), or
-    ("silent",): never answers (the tool's deadline passes)."""
+    """Answers elicitations in order: ("accept", content), ("decline",), ("cancel",),
+    ("silent",): never answers (the tool's deadline passes), or ("slow", seconds, content):
+    accepts, but only after that long."""
 
     plan: list[tuple[Any, ...]] = field(default_factory=list)
     seen: list[types.ElicitRequestParams] = field(default_factory=list)
@@ -39,6 +40,9 @@ class Person:
         step = self.plan.pop(0)
         if step[0] == "silent":
             await anyio.sleep_forever()
+        if step[0] == "slow":
+            await anyio.sleep(step[1])
+            return types.ElicitResult(action="accept", content=step[2])
         if step[0] == "accept" and len(step) > 1:
             return types.ElicitResult(action="accept", content=step[1])
         return types.ElicitResult(action=step[0])

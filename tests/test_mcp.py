@@ -25,7 +25,7 @@ from orchestrator.mcp_server.models import (
     StartSessionInput,
 )
 from tests.conftest import EXAMPLES, cli
-from tests.mcp_client import FakePage, Person, call, in_memory, snapshot
+from tests.mcp_client import FakePage, Person, call, in_memory, shaped, snapshot
 
 CHOICE = {
     "title": "Export format",
@@ -505,3 +505,59 @@ def test_a_call_the_client_withdraws_leaves_its_question_cancelled(db: Path) -> 
 def only_session_status(db: Path) -> str | None:
     rows = [row for row in snapshot(db) if row[0] == "sessions"]
     return rows[0][3] if rows else None
+
+
+# -- the 2026-07-28 era: the form travels in an InputRequiredResult -------------------------
+
+
+def run_modern(db: Path, person: Person | None, *steps: tuple[str, dict[str, Any]]) -> Any:
+    from mcp import Client
+
+    async def main() -> list[dict[str, Any]]:
+        server = build_server(str(db))
+        async with Client(server, mode="2026-07-28", elicitation_callback=person) as client:
+            return [shaped(await client.call_tool(tool, args)) for tool, args in steps]
+
+    return anyio.run(main)
+
+
+def test_modern_era_provide_choice_in_two_calls(db: Path) -> None:
+    person = Person([("accept", {"choice": ["CSV", "JSON"], "annotation": "both"}), ("cancel",)])
+    chosen, cancelled = run_modern(db, person, ("provide_choice", MULTI), ("ask_user", ASK))
+    assert chosen["data"] == {
+        "action_status": "selected",
+        "selected": ["CSV", "JSON"],
+        "selected_indices": [0, 2],
+        "annotation": "both",
+    }
+    assert cancelled["data"] == {"action_status": "cancelled", "answer": None}
+    assert [p.mode for p in person.seen] == ["form", "form"]
+    assert person.seen[0].requested_schema["properties"]["choice"]["type"] == "array"
+    statuses = {s["task"]: s["status"] for s in only_sessions(db)}
+    assert statuses == {"Columns": "completed", "Which branch should I deploy?": "cancelled"}
+
+
+def test_modern_era_a_late_answer_is_a_timeout(db: Path) -> None:
+    person = Person([("slow", 1.0, {"answer": "too late"})])
+    (doc,) = run_modern(db, person, ("ask_user", {**ASK, "timeout_seconds": 0.3}))
+    assert doc["data"] == {"action_status": "timeout", "answer": None}
+    session = only_session(db)
+    assert session["status"] == "completed"
+    assert session["orchestrator_state"]["answer_status"] == "timeout"
+    assert log_kinds(db, session["session_id"]).count("timeout") == 1
+
+
+def test_modern_era_a_forged_request_state_is_invalid_input(db: Path) -> None:
+    from mcp import Client
+
+    async def main() -> dict[str, Any]:
+        async with Client(build_server(str(db)), mode="2026-07-28") as client:
+            result = await client.session.call_tool(
+                "ask_user", ASK, request_state="not-one-of-ours", allow_input_required=True
+            )
+            return shaped(result)  # type: ignore[arg-type]
+
+    doc = anyio.run(main)
+    assert doc["error"]["code"] == "invalid_input"
+    assert "request_state" in doc["error"]["message"]
+    assert only_sessions(db) == []

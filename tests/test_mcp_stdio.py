@@ -167,8 +167,8 @@ def test_session_tools_over_stdio_and_a_race_with_the_cli(tmp_path: Path) -> Non
 
 
 def test_the_sdk_client_with_default_settings_connects_over_stdio(tmp_path: Path) -> None:
-    """`Client` probes for the 2026-07-28 era first; the server answers in the handshake
-    era, where elicitation reaches the person while the tool waits."""
+    """`Client` opens in the 2026-07-28 era: the form goes back to it in an
+    InputRequiredResult, and its second call carries the person's choice."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "orchestrator", "mcp", "--db", str(tmp_path / "c.db")],
@@ -182,8 +182,9 @@ def test_the_sdk_client_with_default_settings_connects_over_stdio(tmp_path: Path
             return client.protocol_version, shaped(result)
 
     version, doc = anyio.run(main)
-    assert version == "2025-11-25"
+    assert version == "2026-07-28"
     assert doc["data"]["selected"] == ["Excel"]
+    assert [p.mode for p in person.seen] == ["form"]
 
 
 def test_streamable_http_on_loopback(tmp_path: Path) -> None:
@@ -222,7 +223,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=30)
-    assert version == "2025-11-25"
+    assert version == "2026-07-28"
     assert chosen["data"]["selected"] == ["JSON"]
     assert [s["task"] for s in listed["data"]] == ["Export format"]
     assert f"serving http://127.0.0.1:{port}/mcp" in stderr

@@ -2,10 +2,13 @@
 the web answer page where the client has no form elicitation.
 
 Channels, in order of preference:
-1. form elicitation (`elicitation/create`, mode form) when the client declares it: a titled
-   enum (oneOf const/title) for single select, an array of titled enums for multi select,
-   a free-text string for ask_user, and an optional free-text note;
-2. URL elicitation when the client declares only that: the one-question web page's URL;
+1. form elicitation when the client declares it: a titled enum (oneOf const/title) for
+   single select, an array of titled enums for multi select, a free-text string for
+   ask_user, and an optional free-text note. In the handshake era (up to 2025-11-25) the
+   server sends `elicitation/create` while the call waits; in the 2026-07-28 era the form
+   goes back in an `InputRequiredResult` and the client calls again (`rounds`);
+2. URL elicitation when the client declares only that (handshake era): the one-question
+   web page's URL;
 3. otherwise the page's URL in a progress notification (and on stderr).
 The deadline (`timeout_seconds`) bounds the whole wait; no answer by then is `timeout`.
 """
@@ -22,18 +25,21 @@ from typing import Any, Literal, Protocol
 import anyio
 import anyio.to_thread
 from mcp.server.context import ServerRequestContext
+from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from orchestrator.answers import UserReply
 from orchestrator.mcp_server.models import AskUserInput, ProvideChoiceInput
 from orchestrator.mcp_server.record import Asked, QuestionLog
 from orchestrator.mcp_server.results import ToolFailure
+from orchestrator.mcp_server.rounds import Rounds
 from orchestrator.store.owner import lease_seconds
 
 __all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for"]
 
 log = logging.getLogger("orchestrator.mcp")
 
-Channel = Literal["form", "url", "progress"]
+Channel = Literal["form", "rounds", "url", "progress"]
 NOTE_FIELD = "annotation"
 
 
@@ -51,19 +57,25 @@ PageFactory = Callable[[dict[str, Any]], AbstractAsyncContextManager[AnswerPage]
 
 @dataclass(frozen=True)
 class Outcome:
-    """How the question ended: `reply` is None for a timeout."""
+    """How the question ended (`reply` None: the deadline passed), or, in the 2026-07-28
+    era, the `pending` form the client must fill before calling again."""
 
+    question: dict[str, Any]
     reply: UserReply | None
+    pending: InputRequiredResult | None = None
 
 
 def channel_for(ctx: ServerRequestContext[Any], page: PageFactory | None) -> Channel | None:
     """Which way to ask this client (None: no way at all)."""
     caps = ctx.session.client_capabilities
     elicitation = caps.elicitation if caps is not None else None
-    can_ask = ctx.session.can_send_request and elicitation is not None
-    if can_ask and elicitation is not None:
-        # An empty elicitation capability means form mode (clients from before URL mode).
-        if elicitation.form is not None or elicitation.url is None:
+    # An empty elicitation capability means form mode (clients from before URL mode).
+    form = elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if form:
+            return "rounds"
+    elif ctx.session.can_send_request and elicitation is not None:
+        if form:
             return "form"
         if page is not None:
             return "url"
@@ -76,11 +88,11 @@ class Asker:
     def __init__(self, questions: QuestionLog, page: PageFactory | None) -> None:
         self.questions = questions
         self.page = page
+        self.rounds = Rounds(questions)
 
     async def provide_choice(
-        self, ctx: ServerRequestContext[Any], args: ProvideChoiceInput
-    ) -> dict[str, Any]:
-        labels = [option.label for option in args.options]
+        self, ctx: ServerRequestContext[Any], args: ProvideChoiceInput, call: CallToolRequestParams
+    ) -> dict[str, Any] | InputRequiredResult:
         question: dict[str, Any] = {
             "question": args.prompt,
             "kind": args.type,
@@ -96,6 +108,7 @@ class Asker:
             message += "\n\nA choice is needed to continue."
         outcome = await self._ask(
             ctx,
+            call,
             "provide_choice",
             args.title,
             question,
@@ -103,6 +116,9 @@ class Asker:
             choice_schema(args),
             args.timeout_seconds,
         )
+        if outcome.pending is not None:
+            return outcome.pending
+        labels = [option["label"] for option in outcome.question["options"]]
         reply = outcome.reply
         if reply is None:
             return {"action_status": "timeout", "selected": [], "selected_indices": [],
@@ -118,7 +134,9 @@ class Asker:
             "annotation": reply.note,
         }
 
-    async def ask_user(self, ctx: ServerRequestContext[Any], args: AskUserInput) -> dict[str, Any]:
+    async def ask_user(
+        self, ctx: ServerRequestContext[Any], args: AskUserInput, call: CallToolRequestParams
+    ) -> dict[str, Any] | InputRequiredResult:
         question: dict[str, Any] = {
             "question": args.question,
             "kind": "free_text",
@@ -138,8 +156,10 @@ class Asker:
             "required": ["answer"],
         }
         outcome = await self._ask(
-            ctx, "ask_user", args.question, question, message, schema, args.timeout_seconds
+            ctx, call, "ask_user", args.question, question, message, schema, args.timeout_seconds
         )
+        if outcome.pending is not None:
+            return outcome.pending
         reply = outcome.reply
         if reply is None:
             return {"action_status": "timeout", "answer": None}
@@ -151,6 +171,7 @@ class Asker:
     async def _ask(
         self,
         ctx: ServerRequestContext[Any],
+        call: CallToolRequestParams,
         tool: str,
         task: str,
         question: dict[str, Any],
@@ -158,6 +179,8 @@ class Asker:
         schema: dict[str, Any],
         timeout: float,
     ) -> Outcome:
+        if call.request_state is not None:
+            return await self._second_round(call.request_state, call.input_responses)
         channel = channel_for(ctx, self.page)
         if channel is None:
             raise ToolFailure(
@@ -167,6 +190,8 @@ class Asker:
             )
         asked = await anyio.to_thread.run_sync(self.questions.open, tool, task, question, timeout)
         log.info("%s: asking through %s (session %s)", tool, channel, asked.session_id)
+        if channel == "rounds":
+            return Outcome(question, None, self.rounds.ask(asked, message, schema, timeout))
         try:
             reply = await self._held(asked, timeout, ctx, channel, question, message, schema)
         except ToolFailure as exc:
@@ -184,7 +209,22 @@ class Asker:
                 )
             raise
         await self._finish(asked, reply)
-        return Outcome(reply)
+        return Outcome(question, reply)
+
+    async def _second_round(self, token: str, responses: Any) -> Outcome:
+        """The client's call with the person's response to the form of the first call."""
+        got = await anyio.to_thread.run_sync(self.rounds.answered, token, responses)
+        if got is None:
+            # Timed out (and recorded); the options are not needed for a timeout.
+            return Outcome({"options": []}, None)
+        asked, result = got
+        try:
+            reply = _from_result(asked.question, result)
+        except ToolFailure as exc:
+            await anyio.to_thread.run_sync(self.questions.failed, asked, exc.message)
+            raise
+        await self._finish(asked, reply)
+        return Outcome(asked.question, reply)
 
     async def _finish(self, asked: Asked, reply: UserReply | None) -> None:
         if reply is None:
@@ -228,9 +268,7 @@ class Asker:
     ) -> UserReply | None:
         if channel == "form":
             result = await ctx.session.elicit_form(message, schema, ctx.request_id)
-            if result.action != "accept":
-                return UserReply(action=result.action)
-            return _from_form(question, result.content or {})
+            return _from_result(question, result)
         assert self.page is not None
         async with self.page(question) as page:
             if channel == "url":
@@ -279,6 +317,16 @@ def choice_schema(args: ProvideChoiceInput) -> dict[str, Any]:
         },
         "required": ["choice"],
     }
+
+
+def _from_result(question: dict[str, Any], result: ElicitResult) -> UserReply:
+    """The person's reply from the client's elicitation result (checked against the
+    question: the client's form could return anything)."""
+    if result.action != "accept":
+        return UserReply(action=result.action)
+    reply = _checked(question, _from_form(question, result.content or {}))
+    assert reply is not None
+    return reply
 
 
 def _from_form(question: dict[str, Any], content: dict[str, Any]) -> UserReply:

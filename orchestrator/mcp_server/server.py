@@ -21,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
+    InputRequiredResult,
     ListToolsResult,
     PaginatedRequestParams,
     Tool,
@@ -154,25 +155,25 @@ class Tools:
 
         return await anyio.to_thread.run_sync(run)
 
-    async def provide_choice(self, ctx: Any, args: ProvideChoiceInput) -> Any:
-        return await self.asker.provide_choice(ctx, args)
+    async def provide_choice(self, ctx: Any, args: ProvideChoiceInput, call: Any) -> Any:
+        return await self.asker.provide_choice(ctx, args, call)
 
-    async def ask_user(self, ctx: Any, args: AskUserInput) -> Any:
-        return await self.asker.ask_user(ctx, args)
+    async def ask_user(self, ctx: Any, args: AskUserInput, call: Any) -> Any:
+        return await self.asker.ask_user(ctx, args, call)
 
-    async def start_session(self, ctx: Any, args: StartSessionInput) -> Any:
+    async def start_session(self, ctx: Any, args: StartSessionInput, call: Any) -> Any:
         if args.scenario is not None:
             text = args.scenario
             return await self._in_thread(lambda s: s.start_scenario(text, task=args.task), ctx)
         return await self._in_thread(lambda s: s.start(args.task, models=args.model), ctx)
 
-    async def session_status(self, ctx: Any, args: SessionIdInput) -> Any:
+    async def session_status(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
         return await self._in_thread(lambda s: s.status(args.session_id))
 
-    async def list_sessions(self, ctx: Any, args: ListSessionsInput) -> Any:
+    async def list_sessions(self, ctx: Any, args: ListSessionsInput, call: Any) -> Any:
         return await self._in_thread(lambda s: s.list(args.status))
 
-    async def answer_session(self, ctx: Any, args: AnswerSessionInput) -> Any:
+    async def answer_session(self, ctx: Any, args: AnswerSessionInput, call: Any) -> Any:
         from orchestrator.api import Reply
 
         if args.action is not None:
@@ -183,7 +184,7 @@ class Tools:
             reply = Reply(text=args.answer, note=args.note)
         return await self._in_thread(lambda s: s.resume(args.session_id, reply), ctx)
 
-    async def session_log(self, ctx: Any, args: SessionIdInput) -> Any:
+    async def session_log(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
         return await self._in_thread(lambda s: s.log(args.session_id))
 
 
@@ -241,7 +242,7 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         spec = specs.get(params.name)
         if spec is None:
             known = ", ".join(specs)
@@ -250,11 +251,15 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
             args = spec.model.model_validate(params.arguments or {})
         except ValidationError as exc:
             return from_exception(spec.name, exc)  # invalid_input; nothing has happened
-        body: Callable[[Any, Any], Awaitable[Any]] = getattr(tools, spec.name)
+        body: Callable[[Any, Any, CallToolRequestParams], Awaitable[Any]]
+        body = getattr(tools, spec.name)
         try:
-            return ok(await body(ctx, args))
+            data = await body(ctx, args, params)
         except Exception as exc:
             return from_exception(spec.name, exc)
+        if isinstance(data, InputRequiredResult):
+            return data  # 2026-07-28 era: the client asks the person and calls again
+        return ok(data)
 
     server: Server[Any] = Server(
         "orchestrator",
