@@ -28,7 +28,8 @@ from mcp.server.context import ServerRequestContext
 from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from orchestrator.answers import UserReply
+from orchestrator.answers import UserReply, to_gate_event
+from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.models import AskUserInput, ProvideChoiceInput
 from orchestrator.mcp_server.record import Asked, QuestionLog
 from orchestrator.mcp_server.results import ToolFailure
@@ -44,7 +45,8 @@ NOTE_FIELD = "annotation"
 
 
 class AnswerPage(Protocol):
-    """A one-question web page: its URL, and the person's reply (None: closed unanswered)."""
+    """A one-question web page: its URL, and the person's reply (None: the page closed
+    without one, taken as no answer by the deadline)."""
 
     url: str
 
@@ -348,9 +350,6 @@ def _checked(question: dict[str, Any], reply: UserReply | None) -> UserReply | N
     """An accepted reply must fit the question (the client's form could be anything)."""
     if reply is None or reply.action != "answer":
         return reply
-    from orchestrator.answers import to_gate_event
-    from orchestrator.errors import InvalidAnswer
-
     try:
         pending: Any = question  # the question object; to_gate_event reads kind and options
         _, choices = to_gate_event(pending, reply)
