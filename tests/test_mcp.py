@@ -561,3 +561,53 @@ def test_modern_era_a_forged_request_state_is_invalid_input(db: Path) -> None:
     assert doc["error"]["code"] == "invalid_input"
     assert "request_state" in doc["error"]["message"]
     assert only_sessions(db) == []
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ("SessionNotFound", "not_found"),
+        ("SessionNotWaiting", "not_waiting"),
+        ("SessionBusy", "conflict"),
+        ("InvalidAnswer", "invalid_input"),
+        ("ScenarioError", "invalid_input"),
+        ("ConfigError", "invalid_input"),
+        ("RunError", "internal"),
+    ],
+)
+def test_our_errors_map_to_the_contract_codes(
+    db: Path, monkeypatch: pytest.MonkeyPatch, error: str, code: str
+) -> None:
+    import orchestrator.errors as errors
+    from orchestrator.api import Sessions
+
+    kind = getattr(errors, error)
+    exc = kind("abc") if kind is errors.SessionNotFound else kind(f"a {error} happened")
+
+    def raising(self: Any, session_id: str) -> Any:
+        raise exc
+
+    monkeypatch.setattr(Sessions, "status", raising)
+    (doc,) = run(db, None, ("session_status", {"session_id": "abc"}))
+    assert doc["error"] == {"code": code, "message": exc.message}
+
+
+def test_a_bug_is_internal_with_its_traceback_on_the_log_only(
+    db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from orchestrator.api import Sessions
+
+    def broken(self: Any, status: str | None = None) -> Any:
+        raise KeyError("secret internals")
+
+    monkeypatch.setattr(Sessions, "list", broken)
+    with caplog.at_level("ERROR", logger="orchestrator.mcp"):
+        (doc,) = run(db, None, ("list_sessions", {}))
+    assert doc["error"]["code"] == "internal"
+    assert "secret internals" not in doc["error"]["message"]
+    assert "KeyError" in doc["error"]["message"]
+    (record,) = [r for r in caplog.records if r.name == "orchestrator.mcp"]
+    assert record.exc_info is not None and "secret internals" in str(record.exc_info[1])
