@@ -13,9 +13,10 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import EXAMPLES, ROOT, argv, cli
-from tests.mcp_client import Person, call, over_stdio, shaped, snapshot
+from tests.mcp_client import Person, Session, call, over_stdio, shaped, snapshot
 from tests.test_mcp import ASK, CHOICE, MALFORMED, MULTI
 
 
@@ -208,24 +209,33 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
             except OSError:
                 assert server.poll() is None and time.monotonic() < deadline, "no server"
                 time.sleep(0.1)
-        person = Person([("accept", {"choice": "JSON"})])
+        person = Person([("accept", {"choice": "JSON"}), ("accept", {"answer": "main"})])
+        url = f"http://127.0.0.1:{port}/mcp"
 
-        async def main() -> tuple[str, dict[str, Any], dict[str, Any]]:
-            url = f"http://127.0.0.1:{port}/mcp"
-            async with Client(url, elicitation_callback=person) as client:
+        async def main() -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+            async with Client(url, elicitation_callback=person) as client:  # 2026-07-28
                 foreign = await anyio.to_thread.run_sync(post_with_foreign_host, port)
                 assert foreign in (400, 403, 421), foreign  # DNS-rebinding protection
                 chosen = shaped(await client.call_tool("provide_choice", CHOICE))
-                listed = shaped(await client.call_tool("list_sessions", {}))
-                return client.protocol_version, chosen, listed
+                version = client.protocol_version
+            # The handshake era: the form is sent while the call waits, on its SSE stream.
+            async with (
+                streamable_http_client(url) as (read, write),
+                Session(read, write, elicitation_callback=person) as session,
+            ):
+                await session.initialize()
+                answered = await call(session, "ask_user", ASK)
+                listed = await call(session, "list_sessions", {})
+            return version, chosen, answered, listed
 
-        version, chosen, listed = anyio.run(main)
+        version, chosen, answered, listed = anyio.run(main)
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=30)
     assert version == "2026-07-28"
     assert chosen["data"]["selected"] == ["JSON"]
-    assert [s["task"] for s in listed["data"]] == ["Export format"]
+    assert answered["data"] == {"action_status": "answered", "answer": "main"}
+    assert [s["task"] for s in listed["data"]] == ["Which branch should I deploy?", "Export format"]
     assert f"serving http://127.0.0.1:{port}/mcp" in stderr
 
 
