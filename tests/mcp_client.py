@@ -137,8 +137,8 @@ class FakePage:
     closed: int = 0
 
     @asynccontextmanager
-    async def __call__(self, question: dict[str, Any]) -> AsyncIterator[FakePage]:
-        self.opened.append(question)
+    async def __call__(self, question: dict[str, Any], deadline: float) -> AsyncIterator[FakePage]:
+        self.opened.append({**question, "_deadline": deadline})
         try:
             yield self
         finally:

@@ -7,6 +7,8 @@ real stdio subprocess in test_mcp_stdio.py.
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -256,10 +258,10 @@ def test_url_elicitation_opens_the_page(db: Path) -> None:
     (asked,) = person.seen
     assert asked.mode == "url"
     assert asked.url == page.url
-    assert page.opened[0]["options"][0] == {
-        "label": "CSV",
-        "description": "opens in any spreadsheet",
-    }
+    opened = page.opened[0]
+    assert opened["options"][0] == {"label": "CSV", "description": "opens in any spreadsheet"}
+    assert opened["asked_by"] == "mcp-client" and opened["deadline"].endswith("Z")
+    assert opened["_deadline"] > time.time()
     assert page.closed == 1
     assert only_session(db)["status"] == "completed"
 
@@ -611,3 +613,89 @@ def test_a_bug_is_internal_with_its_traceback_on_the_log_only(
     assert "KeyError" in doc["error"]["message"]
     (record,) = [r for r in caplog.records if r.name == "orchestrator.mcp"]
     assert record.exc_info is not None and "secret internals" in str(record.exc_info[1])
+
+
+# -- the web answer page (orchestrator.web.oneshot) behind the fallback ---------------------
+
+
+def test_the_page_factory_adapts_serve_question(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The glue to `orchestrator.web.oneshot.serve_question`, with a stand-in for it."""
+    import types as pytypes
+
+    calls: list[dict[str, Any]] = []
+
+    def serve_question(question: Any, deadline: Any, **options: Any) -> Any:
+        calls.append({"question": question, "deadline": deadline, **options})
+        return "http://127.0.0.1:9/choice/abc", lambda: UserReply(choices=("JSON",), note="n")
+
+    fake = pytypes.ModuleType("orchestrator.web.oneshot")
+    fake.serve_question = serve_question  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "orchestrator.web.oneshot", fake)
+    from orchestrator.mcp_server.webpage import page_factory
+
+    messages: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    page = page_factory()
+    (doc,) = run(db, None, ("provide_choice", CHOICE), page=page, progress_callback=progress)
+    assert doc["data"]["selected"] == ["JSON"] and doc["data"]["annotation"] == "n"
+    assert any("http://127.0.0.1:9/choice/abc" in m for m in messages)
+    (call_,) = calls
+    assert call_["allow_cancel"] is True and call_["title"] == "Export format"
+    assert call_["question"]["kind"] == "single_select"
+    assert call_["deadline"] > time.time()
+
+
+@pytest.mark.parametrize("modes", [(), ("url",)], ids=["progress", "url-elicitation"])
+def test_the_real_web_page_answers_a_client_without_form_elicitation(
+    db: Path, modes: tuple[str, ...]
+) -> None:
+    """Needs the web answer page (branch web); the person answers on the real page."""
+    pytest.importorskip("orchestrator.web.oneshot")
+    import http.cookiejar
+    import re
+    import urllib.parse
+    import urllib.request
+
+    import mcp_types
+
+    from orchestrator.mcp_server.server import default_page
+
+    urls: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        urls.extend(re.findall(r"http://127\.0\.0\.1:\d+/\S+", message or ""))
+
+    async def opens_the_link(context: Any, params: Any) -> Any:
+        urls.append(params.url)
+        return mcp_types.ElicitResult(action="accept")
+
+    def person_on_the_page() -> None:
+        while not urls:
+            time.sleep(0.05)
+        jar = http.cookiejar.CookieJar()
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        page = browser.open(urls[0], timeout=10).read().decode()
+        assert "Which format should it offer?" in page
+        csrf = next(c.value for c in jar if c.name == "orchestrator_csrf")
+        form = urllib.parse.urlencode(
+            {"csrf": csrf, "action": "answer", "choice": "Excel", "note": "from the page"}
+        ).encode()
+        browser.open(urls[0], data=form, timeout=10).read()
+
+    async def main() -> dict[str, Any]:
+        server = build_server(str(db), page=default_page())
+        person = opens_the_link if modes else None
+        async with in_memory(server, person, modes) as session, anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, person_on_the_page)
+            return await call(
+                session, "provide_choice", {**CHOICE, "timeout_seconds": 30},
+                progress_callback=progress,
+            )  # fmt: skip
+
+    doc = anyio.run(main)
+    assert doc["data"]["selected"] == ["Excel"]
+    assert doc["data"]["annotation"] == "from the page"
+    assert only_session(db)["orchestrator_state"]["answer_note"] == "from the page"

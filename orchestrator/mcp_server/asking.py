@@ -31,10 +31,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from orchestrator.answers import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.models import AskUserInput, ProvideChoiceInput
-from orchestrator.mcp_server.record import Asked, QuestionLog
+from orchestrator.mcp_server.record import ASKED_BY, Asked, QuestionLog
 from orchestrator.mcp_server.results import ToolFailure
 from orchestrator.mcp_server.rounds import Rounds
 from orchestrator.store.owner import lease_seconds
+from orchestrator.store.views import iso_epoch
 
 __all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for"]
 
@@ -53,8 +54,9 @@ class AnswerPage(Protocol):
     async def wait(self) -> UserReply | None: ...
 
 
-# Opens the page for a question object until the context exits.
-PageFactory = Callable[[dict[str, Any]], AbstractAsyncContextManager[AnswerPage]]
+# Opens the page for a question (the pending-question document) until the context exits;
+# the page takes no answer after the deadline (epoch seconds).
+PageFactory = Callable[[dict[str, Any], float], AbstractAsyncContextManager[AnswerPage]]
 
 
 @dataclass(frozen=True)
@@ -247,7 +249,7 @@ class Asker:
             beats.start_soon(self._heartbeat, asked)
             try:
                 with anyio.move_on_after(timeout):
-                    reply = _checked(asked.question, await self._through(*how))
+                    reply = _checked(asked.question, await self._through(asked, *how))
             except Exception as exc:  # re-raised below, outside the task group's wrapping
                 failed.append(exc)
             beats.cancel_scope.cancel()
@@ -262,6 +264,7 @@ class Asker:
 
     async def _through(
         self,
+        asked: Asked,
         ctx: ServerRequestContext[Any],
         channel: Channel,
         question: dict[str, Any],
@@ -272,7 +275,7 @@ class Asker:
             result = await ctx.session.elicit_form(message, schema, ctx.request_id)
             return _from_result(question, result)
         assert self.page is not None
-        async with self.page(question) as page:
+        async with self.page(_page_question(asked), asked.deadline) as page:
             if channel == "url":
                 elicitation_id = uuid.uuid4().hex
                 result = await ctx.session.elicit_url(
@@ -319,6 +322,12 @@ def choice_schema(args: ProvideChoiceInput) -> dict[str, Any]:
         },
         "required": ["choice"],
     }
+
+
+def _page_question(asked: Asked) -> dict[str, Any]:
+    """The question as the web page shows it: the pending-question document."""
+    deadline = iso_epoch(asked.deadline)
+    return {**asked.question, "asked_by": ASKED_BY, "deadline": deadline, "timed_out": False}
 
 
 def _from_result(question: dict[str, Any], result: ElicitResult) -> UserReply:

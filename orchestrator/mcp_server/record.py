@@ -41,6 +41,7 @@ STOPPED = "the MCP server stopped before the person answered"
 class Asked:
     question: dict[str, Any]
     claim: Claim
+    deadline: float  # epoch seconds
 
     @property
     def session_id(self) -> str:
@@ -61,6 +62,7 @@ class QuestionLog:
             "on_timeout": "proceed",
             "max_fallbacks": 0,
         }
+        deadline = time.time() + timeout
         claim = self.store.start_session(
             task, agents={"kind": "mcp", "tool": tool}, settings=settings, owner=Owner()
         )
@@ -73,7 +75,7 @@ class QuestionLog:
             timeout=timeout,
         )
         assert isinstance(decision, gate.Surface), "a new session always surfaces its question"
-        return Asked(question, claim)
+        return Asked(question, claim, deadline)
 
     def heartbeat(self, asked: Asked) -> bool:
         return self.store.heartbeat(asked.claim)

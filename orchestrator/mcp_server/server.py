@@ -274,9 +274,12 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
 
 
 def default_page() -> PageFactory | None:
-    """The web answer page's one-question server, when this installation has it."""
+    """The web answer page's one-question server, when this installation has it (the
+    `web` extra); None otherwise."""
+    from orchestrator.mcp_server.webpage import page_factory
+
     try:
-        from orchestrator.mcp_server.webpage import page_factory
-    except ImportError:
+        return page_factory()
+    except ImportError as exc:
+        log.debug("no web answer page: %s", exc)
         return None
-    return page_factory()
