@@ -229,6 +229,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
             return version, chosen, answered, listed
 
         version, chosen, answered, listed = anyio.run(main)
+        taken = cli("mcp", "--http", "--port", str(port), db=str(tmp_path / "h.db"))
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=30)
@@ -237,6 +238,8 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     assert answered["data"] == {"action_status": "answered", "answer": "main"}
     assert [s["task"] for s in listed["data"]] == ["Which branch should I deploy?", "Export format"]
     assert f"serving http://127.0.0.1:{port}/mcp" in stderr
+    assert taken.returncode == 2
+    assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in taken.stderr
 
 
 def post_with_foreign_host(port: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 
 import anyio
@@ -41,6 +42,16 @@ def serve_http(db: str | None, *, host: str = "127.0.0.1", port: int = 8766) -> 
     in both protocol eras as over stdio."""
     import uvicorn
 
+    from orchestrator.errors import ConfigError
+
     app = build_server(db).streamable_http_app(host=host)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart right after a stop
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({why})") from None
     print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
