@@ -699,3 +699,47 @@ def test_the_real_web_page_answers_a_client_without_form_elicitation(
     assert doc["data"]["selected"] == ["Excel"]
     assert doc["data"]["annotation"] == "from the page"
     assert only_session(db)["orchestrator_state"]["answer_note"] == "from the page"
+
+
+# -- `orchestrator cancel` on an open question ----------------------------------------------
+
+
+@pytest.mark.parametrize("era", ["handshake", "2026-07-28"])
+def test_cancelling_the_session_withdraws_an_open_question(
+    db: Path, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    from mcp import Client
+
+    from orchestrator.api import Sessions
+    from orchestrator.mcp_server.record import WITHDRAWN
+
+    monkeypatch.setenv("ORCHESTRATOR_LEASE_SECONDS", "0.6")  # the keeper looks every 0.2 s
+    person = Person([("slow", 3.0, {"answer": "too late"})])
+
+    def cancel_once_open() -> None:
+        while only_session_status(db) != "running":
+            time.sleep(0.05)
+        with Sessions(f"sqlite:///{db}") as sessions:
+            (open_,) = sessions.list("running")
+            assert sessions.cancel(open_["session_id"])["cancel_requested"]
+
+    async def main() -> dict[str, Any]:
+        server = build_server(str(db))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, cancel_once_open)
+            if era == "handshake":
+                async with in_memory(server, person) as session:
+                    return await call(session, "ask_user", {**ASK, "timeout_seconds": 30})
+            async with Client(server, mode=era, elicitation_callback=person) as client:
+                return shaped(await client.call_tool("ask_user", {**ASK, "timeout_seconds": 30}))
+
+    started = time.monotonic()
+    doc = anyio.run(main)
+    assert doc["data"] == {"action_status": "cancelled", "answer": None}
+    session = only_session(db)
+    assert session["status"] == "cancelled"
+    assert session["orchestrator_state"]["answer_note"] == WITHDRAWN
+    kinds = log_kinds(db, session["session_id"])
+    assert "cancel_requested" in kinds and "cancel" in kinds
+    if era == "handshake":
+        assert time.monotonic() - started < 2.5  # withdrawn, not waited out

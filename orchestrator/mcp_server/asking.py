@@ -31,9 +31,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from orchestrator.answers import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.models import AskUserInput, ProvideChoiceInput
-from orchestrator.mcp_server.record import ASKED_BY, Asked, QuestionLog
+from orchestrator.mcp_server.record import ASKED_BY, WITHDRAWN, Asked, QuestionLog
 from orchestrator.mcp_server.results import ToolFailure
-from orchestrator.mcp_server.rounds import Rounds
+from orchestrator.mcp_server.rounds import Ended, Rounds
 from orchestrator.store.owner import lease_seconds
 from orchestrator.store.views import iso_epoch
 
@@ -218,9 +218,9 @@ class Asker:
     async def _second_round(self, token: str, responses: Any) -> Outcome:
         """The client's call with the person's response to the form of the first call."""
         got = await anyio.to_thread.run_sync(self.rounds.answered, token, responses)
-        if got is None:
-            # Timed out (and recorded); the options are not needed for a timeout.
-            return Outcome({"options": []}, None)
+        if isinstance(got, Ended):  # recorded already, at the deadline or the cancel
+            withdrawn = UserReply(action="cancel", note=WITHDRAWN)
+            return Outcome(got.question, withdrawn if got.cancelled else None)
         asked, result = got
         try:
             reply = _from_result(asked.question, result)
@@ -242,25 +242,32 @@ class Asker:
         await anyio.to_thread.run_sync(self.questions.reply, asked, reply, summary)
 
     async def _held(self, asked: Asked, timeout: float, *how: Any) -> UserReply | None:
-        """Wait for the reply until the deadline (None), renewing the claim meanwhile."""
+        """Wait for the reply until the deadline (None), renewing the claim meanwhile; a
+        cancel requested meanwhile withdraws the question (a cancel reply)."""
         reply: UserReply | None = None
         failed: list[Exception] = []
+        waiting = anyio.CancelScope()
+        withdrawn: list[UserReply] = []
+
+        async def keep() -> None:
+            while True:
+                await anyio.sleep(lease_seconds() / 3)
+                if await anyio.to_thread.run_sync(self.questions.keep, asked):
+                    withdrawn.append(UserReply(action="cancel", note=WITHDRAWN))
+                    waiting.cancel()
+                    return
+
         async with anyio.create_task_group() as beats:
-            beats.start_soon(self._heartbeat, asked)
+            beats.start_soon(keep)
             try:
-                with anyio.move_on_after(timeout):
+                with waiting, anyio.move_on_after(timeout):
                     reply = _checked(asked.question, await self._through(asked, *how))
             except Exception as exc:  # re-raised below, outside the task group's wrapping
                 failed.append(exc)
             beats.cancel_scope.cancel()
         if failed:
             raise failed[0]
-        return reply
-
-    async def _heartbeat(self, asked: Asked) -> None:
-        while True:
-            await anyio.sleep(lease_seconds() / 3)
-            await anyio.to_thread.run_sync(self.questions.heartbeat, asked)
+        return withdrawn[0] if withdrawn else reply
 
     async def _through(
         self,

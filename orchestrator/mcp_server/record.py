@@ -3,11 +3,13 @@ its own, so it shows in `list`, `status` and `log` like any other question.
 
 Written only through the store's public methods, in this order:
 
-    create_session   task = the title (provide_choice) or the question (ask_user);
+    start_session    task = the title (provide_choice) or the question (ask_user);
                      agents {"kind": "mcp", "tool": ...}: no agent ever runs for it
     gate_ask         case A: the question is surfaced (`question_surfaced` event, the
                      question object, its deadline); the session is held by this process
-    heartbeat        while the person answers (the claim's lease, as at a terminal prompt)
+    heartbeat,       while the person answers (the claim's lease, as at a terminal prompt);
+    check_call       a cancel requested meanwhile (`orchestrator cancel`) withdraws the
+                     question, which then ends as a cancel
     resolve          the answer, decline or cancel (`answer` / `decline` / `cancel` event)
     expire           or, at the deadline, the timeout (`timeout` event; on_timeout=proceed)
     release          the final status: completed (answered, declined, timed out), failed
@@ -27,14 +29,15 @@ from typing import Any
 
 from orchestrator import gate
 from orchestrator.answers import UserReply, to_gate_event
-from orchestrator.errors import UserError
+from orchestrator.errors import CancelRequested, UserError
 from orchestrator.store import Owner, Store
 from orchestrator.store.owner import Claim
 
-__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED"]
+__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN"]
 
 ASKED_BY = "mcp-client"
 STOPPED = "the MCP server stopped before the person answered"
+WITHDRAWN = "cancel requested while the person was asked"
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,15 @@ class QuestionLog:
         assert isinstance(decision, gate.Surface), "a new session always surfaces its question"
         return Asked(question, claim, deadline)
 
-    def heartbeat(self, asked: Asked) -> bool:
-        return self.store.heartbeat(asked.claim)
+    def keep(self, asked: Asked) -> bool:
+        """Renew the claim while the person answers; True once someone asked to cancel
+        the session (`orchestrator cancel`): the question is then withdrawn."""
+        self.store.heartbeat(asked.claim)
+        try:
+            self.store.check_call(asked.claim)
+        except CancelRequested:
+            return True
+        return False
 
     def reply(self, asked: Asked, reply: UserReply, summary: str) -> None:
         """The person's answer, decline or cancel (validated against the question)."""

@@ -3,8 +3,9 @@ the question goes back as an `InputRequiredResult` (a form elicitation inside it
 client calls the tool again with the person's response and our `request_state`.
 
 Between the two calls nothing of ours runs for that question, so a keeper thread renews
-the claims of the open questions and records `timeout` for any whose deadline passes; a
-response that arrives after that gets `timeout` too. `request_state` is an unguessable
+the claims of the open questions, records `timeout` for any whose deadline passes and
+withdraws any whose session someone asked to cancel; a response that arrives after that
+gets `timeout` (or `cancelled`). `request_state` is an unguessable
 token for an open question of this process (a restarted server does not know it).
 """
 
@@ -19,16 +20,25 @@ from typing import Any
 
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
-from orchestrator.mcp_server.record import Asked, QuestionLog
+from orchestrator.answers import UserReply
+from orchestrator.mcp_server.record import WITHDRAWN, Asked, QuestionLog
 from orchestrator.mcp_server.results import ToolFailure
 from orchestrator.store.owner import lease_seconds
 
-__all__ = ["Rounds", "ANSWER_KEY"]
+__all__ = ["Rounds", "Ended", "ANSWER_KEY"]
 
 log = logging.getLogger("orchestrator.mcp")
 
 ANSWER_KEY = "answer"
-ENDED_KEPT = 1000  # tokens of timed-out questions remembered, to answer `timeout`
+ENDED_KEPT = 1000  # tokens of ended questions remembered, to answer the late response
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A question that ended between the calls: at its deadline, or withdrawn (cancel)."""
+
+    question: dict[str, Any]
+    cancelled: bool
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,7 @@ class Rounds:
     def __init__(self, questions: QuestionLog) -> None:
         self.questions = questions
         self._open: dict[str, _Open] = {}
-        self._ended: dict[str, None] = {}
+        self._ended: dict[str, Ended] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._keeper: threading.Thread | None = None
@@ -64,23 +74,24 @@ class Rounds:
             input_requests={ANSWER_KEY: ElicitRequest(params=form)}, request_state=token
         )
 
-    def answered(self, token: str, responses: dict[str, Any] | None) -> tuple[Asked, Any] | None:
-        """The second call: the open question and the client's response for it, or None
-        when its deadline has passed (the timeout is recorded)."""
+    def answered(
+        self, token: str, responses: dict[str, Any] | None
+    ) -> tuple[Asked, ElicitResult] | Ended:
+        """The second call: the open question and the client's response for it, or how it
+        ended meanwhile (recorded already)."""
         with self._lock:
             opened = self._open.pop(token, None)
-            ended = token in self._ended
+            ended = self._ended.get(token)
         if opened is None:
-            if ended:
-                return None
+            if ended is not None:
+                return ended
             raise ToolFailure(
                 "invalid_input",
                 "request_state does not name an open question of this server (it was "
                 "answered already, or the server restarted); ask again",
             )
         if time.time() >= opened.deadline:
-            self._time_out(token, opened)
-            return None
+            return self._end(token, opened, cancelled=False)
         response = (responses or {}).get(ANSWER_KEY)
         if isinstance(response, dict):
             response = ElicitResult.model_validate(response)
@@ -92,38 +103,53 @@ class Rounds:
             )
         return opened.asked, response
 
-    def _time_out(self, token: str, opened: _Open) -> None:
+    def _end(self, token: str, opened: _Open, *, cancelled: bool) -> Ended:
+        """Record how a question ended between the calls (its token is no longer open)."""
+        ended = Ended(opened.asked.question, cancelled)
         with self._lock:
-            self._ended[token] = None
+            self._ended[token] = ended
             while len(self._ended) > ENDED_KEPT:
                 del self._ended[next(iter(self._ended))]
-        self.questions.timed_out(opened.asked)
+        if cancelled:
+            withdrawn = UserReply(action="cancel", note=WITHDRAWN)
+            self.questions.reply(opened.asked, withdrawn, "cancelled")
+        else:
+            self.questions.timed_out(opened.asked)
+        return ended
 
     def _keep(self) -> None:
-        """Renew the open questions' claims; record the timeouts when deadlines pass."""
+        """Renew the open questions' claims, record the timeouts when deadlines pass, and
+        withdraw the questions whose sessions someone asked to cancel."""
         beat = lease_seconds() / 3
         next_beat = time.time() + beat
         while True:
             with self._lock:
                 deadlines = [o.deadline for o in self._open.values()]
-            now = time.time()
-            self._wake.wait(max(0.0, min([next_beat, *deadlines]) - now))
+            if deadlines:
+                self._wake.wait(max(0.0, min([next_beat, *deadlines]) - time.time()))
+            else:
+                self._wake.wait()  # nothing open: sleep until `ask` opens a question
+                next_beat = time.time() + beat
             self._wake.clear()
             now = time.time()
             with self._lock:
                 due = [(t, o) for t, o in self._open.items() if o.deadline <= now]
                 for token, _ in due:
                     del self._open[token]
-                alive = list(self._open.values())
+                alive = list(self._open.items())
             for token, opened in due:
                 try:
-                    self._time_out(token, opened)
+                    self._end(token, opened, cancelled=False)
                 except Exception:
                     log.exception("recording the timeout of session %s", opened.asked.session_id)
             if now >= next_beat:
                 next_beat = now + beat
-                for opened in alive:
+                for token, opened in alive:
                     try:
-                        self.questions.heartbeat(opened.asked)
+                        if self.questions.keep(opened.asked):
+                            with self._lock:
+                                still_open = self._open.pop(token, None) is not None
+                            if still_open:
+                                self._end(token, opened, cancelled=True)
                     except Exception:
-                        log.exception("renewing the claim of session %s", opened.asked.session_id)
+                        log.exception("keeping session %s", opened.asked.session_id)
