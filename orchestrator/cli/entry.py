@@ -6,10 +6,12 @@ from __future__ import annotations
 import gc
 import sys
 
-from orchestrator.cli.commands import app
+from orchestrator.cli import cancel as _cancel  # noqa: F401  (registers `cancel`)
+from orchestrator.cli import worker as _worker  # noqa: F401  (registers `worker`)
+from orchestrator.cli.commands import EXIT_CODES, app
 from orchestrator.cli.output import EXIT_BAD_INPUT, error_document, pipe_safe
 
-__all__ = ["main", "run_cli"]
+__all__ = ["main", "run_cli", "app", "EXIT_CODES"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,7 +36,7 @@ def run_cli(args: list[str]) -> int:
     try:  # Typer >= 0.24 carries its own copy of Click
         from typer._click.exceptions import ClickException, NoArgsIsHelpError
     except ImportError:  # pragma: no cover  (older Typer on Click)
-        from click.exceptions import (  # type: ignore[no-redef]
+        from click.exceptions import (  # type: ignore[no-redef,assignment]
             ClickException,
             NoArgsIsHelpError,
         )
