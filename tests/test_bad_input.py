@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from orchestrator.cli import run_cli
 from tests.conftest import EXAMPLES
+from tests.conftest import invoke as run_in_process
 
 PAUSE = str(EXAMPLES / "pause-and-resume.yaml")
 CHOOSE = str(EXAMPLES / "choose-at-the-terminal.yaml")
@@ -40,13 +39,8 @@ class Outcome:
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Outcome:
     """Run one command line in this process, as `orchestrator ARGS` would (stdin: no tty)."""
-    with CliRunner().isolation(env=env) as (out, err, _):
-        code = run_cli(list(args))
-        import sys
-
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return Outcome(code, out.getvalue().decode(), err.getvalue().decode())
+    result = run_in_process(*args, env=env)
+    return Outcome(result.returncode, result.stdout, result.stderr)
 
 
 def checkpointed(db: Path) -> None:

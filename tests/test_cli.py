@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, argv, cli
+from tests.conftest import EXAMPLES, ROOT, argv, invoke
 
 TABLES = ("sessions", "orchestrator_state", "events", "checkpoints", "writes")
 
@@ -39,13 +39,15 @@ def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> str:
 
 @pytest.fixture
 def paused(db_url: str) -> str:
-    result = cli("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url)
+    result = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url)
     assert result.returncode == 3, result.stderr
     return as_json(result)["session_id"]
 
 
 def test_run_completed_exit_0_with_one_json_document(db_url: str) -> None:
-    result = cli("run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db_url)
+    result = invoke(
+        "run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db_url
+    )
     assert result.returncode == 0, result.stderr
     view = as_json(result)
     assert view["status"] == "completed"
@@ -80,7 +82,7 @@ def test_run_completed_exit_0_with_one_json_document(db_url: str) -> None:
 
 
 def test_paused_exit_3_prints_the_question_and_the_exact_resume_command(db_url: str) -> None:
-    result = cli("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), db=db_url)
+    result = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), db=db_url)
     assert result.returncode == 3
     session_id = result.stdout.split()[1].rstrip(":")
     assert "How often should the digest be sent?" in result.stderr  # once, as it is surfaced
@@ -89,14 +91,14 @@ def test_paused_exit_3_prints_the_question_and_the_exact_resume_command(db_url: 
 
 
 def test_resume_answer_completes_and_status_list_log_answer(db_url: str, paused: str) -> None:
-    result = cli("resume", paused, "--answer", "Weekly", "--json", db=db_url)
+    result = invoke("resume", paused, "--answer", "Weekly", "--json", db=db_url)
     assert result.returncode == 0, result.stderr
     assert as_json(result)["orchestrator_state"]["user_clarification_response"] == "Weekly"
-    status = cli("status", paused, "--json", db=db_url)
+    status = invoke("status", paused, "--json", db=db_url)
     assert status.returncode == 0 and as_json(status)["status"] == "completed"
-    listed = cli("list", "--status", "completed", "--json", db=db_url)
+    listed = invoke("list", "--status", "completed", "--json", db=db_url)
     assert [s["session_id"] for s in as_json(listed)] == [paused]
-    log = as_json(cli("log", paused, "--json", db=db_url))
+    log = as_json(invoke("log", paused, "--json", db=db_url))
     kinds = [e["kind"] for e in log]
     assert kinds.count("question_surfaced") == 1 and kinds.count("answer") == 1
     assert kinds.index("question_surfaced") < kinds.index("answer")
@@ -106,7 +108,7 @@ def test_resume_without_answer_under_ui_none_exits_3_and_changes_nothing(
     db_url: str, paused: str
 ) -> None:
     before = dump(db_url)
-    result = cli("resume", paused, "--ui", "none", "--json", db=db_url)
+    result = invoke("resume", paused, "--ui", "none", "--json", db=db_url)
     assert result.returncode == 3
     assert as_json(result)["pending_question"]["question"] == "How often should the digest be sent?"
     assert "How often should the digest be sent?" in result.stderr
@@ -117,11 +119,11 @@ def test_failed_session_exits_1(db_url: str, tmp_path: Path) -> None:
     scenario = write(
         tmp_path, "task: t\nagents:\n  pm:\n    - status: PLANNED\n      tasks: [{title: a}]\n"
     )
-    result = cli("run", "--script", scenario, "--json", db=db_url)
+    result = invoke("run", "--script", scenario, "--json", db=db_url)
     assert result.returncode == 1
     assert "ran out of replies for developer-1" in as_json(result)["error"]
     # status answers (exit 0) whatever the session's status
-    assert cli("status", as_json(result)["session_id"], db=db_url).returncode == 0
+    assert invoke("status", as_json(result)["session_id"], db=db_url).returncode == 0
 
 
 def test_unmet_expect_exits_1_with_a_readable_difference(db_url: str, tmp_path: Path) -> None:
@@ -130,21 +132,21 @@ def test_unmet_expect_exits_1_with_a_readable_difference(db_url: str, tmp_path: 
         .read_text()
         .replace("fallbacks_injected: 1", "fallbacks_injected: 0")
     )
-    result = cli("run", "--script", write(tmp_path, text), "--json", db=db_url)
+    result = invoke("run", "--script", write(tmp_path, text), "--json", db=db_url)
     assert result.returncode == 1
     assert "expect.fallbacks_injected: expected 0, got 1" in result.stderr
     assert as_json(result)["status"] == "completed"
 
 
 def test_cancel_exits_4(db_url: str, paused: str) -> None:
-    result = cli("resume", paused, "--cancel", "--json", db=db_url)
+    result = invoke("resume", paused, "--cancel", "--json", db=db_url)
     assert result.returncode == 4
     assert as_json(result)["status"] == "cancelled"
 
 
 def test_scripted_cancel_exits_4(db_url: str, tmp_path: Path) -> None:
     text = (EXAMPLES / "pause-and-resume.yaml").read_text() + "answers:\n  - {action: cancel}\n"
-    assert cli("run", "--script", write(tmp_path, text), db=db_url).returncode == 4
+    assert invoke("run", "--script", write(tmp_path, text), db=db_url).returncode == 4
 
 
 @pytest.mark.parametrize(
@@ -172,7 +174,7 @@ def test_bad_input_exits_2_names_the_problem_and_changes_nothing(
     db_url: str, paused: str, args: tuple[str, ...], message: str
 ) -> None:
     before = dump(db_url)
-    result = cli(*(a.format(paused=paused) for a in args), "--json", db=db_url)
+    result = invoke(*(a.format(paused=paused) for a in args), "--json", db=db_url)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert message in as_json(result)["error"]
@@ -216,7 +218,7 @@ def test_malformed_scenario_exits_2_with_file_path_and_expectation(
 ) -> None:
     before = dump(db_url)
     scenario = write(tmp_path, text)
-    result = cli("run", "--script", scenario, db=db_url)
+    result = invoke("run", "--script", scenario, db=db_url)
     assert result.returncode == 2, result.stderr
     assert f"{scenario}: " in result.stderr and message in result.stderr
     assert "Traceback" not in result.stderr
@@ -224,22 +226,22 @@ def test_malformed_scenario_exits_2_with_file_path_and_expectation(
 
 
 def test_answer_to_a_session_that_is_not_waiting_exits_2(db_url: str, paused: str) -> None:
-    assert cli("resume", paused, "--answer", "Weekly", db=db_url).returncode == 0
+    assert invoke("resume", paused, "--answer", "Weekly", db=db_url).returncode == 0
     before = dump(db_url)
-    result = cli("resume", paused, "--answer", "Daily", db=db_url)
+    result = invoke("resume", paused, "--answer", "Daily", db=db_url)
     assert result.returncode == 2
     assert "completed" in result.stderr and "not waiting" in result.stderr
     assert dump(db_url) == before
 
 
 def test_list_on_an_empty_database_prints_an_empty_list(db_url: str) -> None:
-    result = cli("list", "--json", db=db_url)
+    result = invoke("list", "--json", db=db_url)
     assert result.returncode == 0 and as_json(result) == []
 
 
 def test_list_is_newest_first(db_url: str, paused: str) -> None:
-    second = cli("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", db=db_url)
-    listed = as_json(cli("list", "--json", db=db_url))
+    second = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", db=db_url)
+    listed = as_json(invoke("list", "--json", db=db_url))
     assert [s["session_id"] for s in listed] == [as_json(second)["session_id"], paused]
 
 
@@ -247,25 +249,25 @@ def test_environment_variable_and_default_database(isolated_home: Path, tmp_path
     import os
 
     env = {**os.environ, "ORCHESTRATOR_DB": str(tmp_path / "env.db")}
-    result = cli("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", env=env)
+    result = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", env=env)
     assert result.returncode == 0 and (tmp_path / "env.db").exists()
-    default = cli("list", "--json")  # no --db, no env: the user data dir under our fake HOME
+    default = invoke("list", "--json")  # no --db, no env: the user data dir under our fake HOME
     assert default.returncode == 0 and as_json(default) == []
     assert not list(isolated_home.rglob("orchestrator.db"))  # reading creates nothing
-    started = cli("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json")
+    started = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json")
     assert started.returncode == 0, started.stderr
     assert list(isolated_home.rglob("orchestrator.db"))  # run creates the default, folders too
 
 
 def test_db_upgrade(db_url: str) -> None:
-    result = cli("db", "upgrade", "--json", db=db_url)
+    result = invoke("db", "upgrade", "--json", db=db_url)
     from orchestrator.store.schema import HEAD_REVISION
 
     assert result.returncode == 0 and as_json(result)["revision"] == HEAD_REVISION
 
 
 def test_bad_database_url_exits_2(tmp_path: Path) -> None:
-    result = cli("list", db="nosuchdialect://x")
+    result = invoke("list", db="nosuchdialect://x")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "nosuchdialect" in result.stderr
 
@@ -296,7 +298,7 @@ def test_read_commands_do_not_import_langgraph(db_url: str, paused: str) -> None
 
 
 def test_help_lists_every_command() -> None:
-    result = cli("--help")
+    result = invoke("--help")
     assert result.returncode == 0
     for command in ("run", "resume", "status", "list", "log", "db"):
         assert command in result.stdout
@@ -348,7 +350,7 @@ PAUSING_EXAMPLES = {"pause-and-resume.yaml", "choose-at-the-terminal.yaml"}
 def test_every_shipped_example_runs_as_documented(db_url: str, example: str) -> None:
     """The examples (the contract's own among them) keep working; those that ask with no
     scripted answer pause (exit 3) under --ui none, the others meet their `expect`."""
-    result = cli("run", "--script", str(EXAMPLES / example), "--ui", "none", "--json", db=db_url)
+    result = invoke("run", "--script", str(EXAMPLES / example), "--ui", "none", "--json", db=db_url)
     expected = 3 if example in PAUSING_EXAMPLES else 0
     assert result.returncode == expected, result.stderr
     assert as_json(result)["status"] == ("paused" if expected == 3 else "completed")
@@ -373,7 +375,7 @@ def test_a_closed_pipe_never_stops_the_session(db_url: str) -> None:
     proc.stdout.close()  # like `head -2` exiting
     assert proc.wait(timeout=120) == 0
     assert first[0].startswith(b"session started")
-    listed = as_json(cli("list", "--json", db=db_url))
+    listed = as_json(invoke("list", "--json", db=db_url))
     assert [s["status"] for s in listed] == ["completed"]
 
 
@@ -389,7 +391,7 @@ def test_a_closed_stdout_under_json_keeps_the_exit_code(db_url: str) -> None:
     proc.stdout.close()
     proc.stderr.close()
     assert proc.wait(timeout=120) == 3  # paused, as without the pipe
-    assert [s["status"] for s in as_json(cli("list", "--json", db=db_url))] == ["paused"]
+    assert [s["status"] for s in as_json(invoke("list", "--json", db=db_url))] == ["paused"]
 
 
 def test_arguments_that_are_not_utf8_exit_2(db_url: str, paused: str) -> None:
@@ -424,14 +426,14 @@ def test_a_users_own_agents_package_does_not_break_the_cli(tmp_path: Path, db_ur
 def test_version_help_and_plain_orchestrator_exit_0() -> None:
     from orchestrator import __version__
 
-    version = cli("--version")
+    version = invoke("--version")
     assert version.returncode == 0 and __version__ in version.stdout
-    plain = cli()
+    plain = invoke()
     assert plain.returncode == 0 and "Commands" in plain.stdout and plain.stderr == ""
-    short = cli("run", "-h")
+    short = invoke("run", "-h")
     assert short.returncode == 0 and "--script" in short.stdout
     assert "[default: 5]" in short.stdout  # the Settings defaults, shown one way
-    assert cli("db").returncode == 0
+    assert invoke("db").returncode == 0
 
 
 def test_shell_completion_completes_commands() -> None:
@@ -444,7 +446,7 @@ def test_shell_completion_completes_commands() -> None:
     script = str(Path(sys.executable).parent / "orchestrator")
     result = subprocess.run([script], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0 and result.stdout.split() == ["list"]
-    assert "--install-completion" in cli("--help").stdout
+    assert "--install-completion" in invoke("--help").stdout
 
 
 # -- sharp edges, in-process (tests.test_bad_input.invoke: the entry point, no process) ------

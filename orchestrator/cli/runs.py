@@ -44,7 +44,7 @@ class Status(StrEnum):
     waiting = "waiting"  # a synonym for paused
 
 
-# Sessions whose question this process printed in full (so the closing lines need not).
+# Sessions whose question this command printed in full (so the closing lines need not).
 _SHOWN: set[str] = set()
 
 
@@ -86,6 +86,7 @@ def sessions_for(
     happen and a spinner runs on a terminal; `ui` decides how the user is asked. Only
     `create` (run) makes a new database file; otherwise `session_id` is unknown in one
     that does not exist."""
+    _SHOWN.clear()  # one command at a time: what an earlier one printed is not on screen
     from orchestrator.api import Sessions
     from orchestrator.errors import SessionNotFound
 
