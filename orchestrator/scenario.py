@@ -7,7 +7,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.errors import ScenarioError
 from orchestrator.questions import repair
@@ -18,6 +25,9 @@ __all__ = [
     "Scenario",
     "ScriptedAnswer",
     "Expect",
+    "Step",
+    "TaskExpect",
+    "EventExpect",
     "load_scenario",
     "parse_scenario",
     "format_validation_error",
@@ -48,12 +58,87 @@ class ActionAnswer(_Model):
 ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer
 
 
+class TaskExpect(_Model):
+    """One planned task as expected (only the keys given are compared)."""
+
+    number: int | None = None
+    title: str | None = None
+    status: Literal["pending", "done", "blocked", "needs_clarification"] | None = None
+
+
+class EventExpect(_Model):
+    """An event in the session's log: its kind, who wrote it, a text in its payload."""
+
+    kind: Annotated[str, Field(min_length=1)]
+    agent: str | None = None
+    text: str | None = None
+
+
+EventMatch = Annotated[str, Field(min_length=1)] | EventExpect
+
+
 class Expect(_Model):
+    """How the session should stand (at the end, or after a step). Unset keys are not
+    checked; texts (`question`, `error`, `assumptions`, events' `text`) must appear."""
+
     status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = None
     questions_surfaced: int | None = None
     fallbacks_injected: int | None = None
     summary: str | None = None
     error_contains: str | None = None
+    error: str | None = None
+    asked_by: Annotated[str, Field(pattern=AGENT_KEY.pattern)] | None = None
+    question: str | None = None
+    question_kind: Literal["free_text", "single_select", "multi_select"] | None = None
+    answer: str | None = None
+    answer_status: (
+        Literal["answered", "selected", "declined", "timeout", "cancelled", "none"] | None
+    ) = None
+    assumptions: Annotated[int, Field(ge=0)] | str | list[str] | None = None
+    tasks: Annotated[int, Field(ge=0)] | list[TaskExpect] | None = None
+    events: list[EventMatch] | None = None
+    no_events: list[EventMatch] | None = None
+
+
+STEP_ACTIONS = ("answer", "choices", "action")
+
+
+class Step(_Model):
+    """What happens next once a scenario's answers ran out (run by `orchestrator test`).
+
+    In order: the virtual clock moves `after` on; the reply is given (`answer`, `choices`,
+    or `action`: decline, cancel, or resume with no answer; none of them: the status is
+    read, which applies a passed deadline); `refused` says the reply must be refused with
+    that text in the message; then `expect` is checked.
+    """
+
+    after: float | None = None
+    answer: Annotated[str, Field(min_length=1)] | None = None
+    choices: Annotated[list[str], Field(min_length=1)] | None = None
+    action: Literal["decline", "cancel", "resume"] | None = None
+    note: str | None = None
+    refused: str | None = None
+    expect: Expect | None = None
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, value: Any) -> float | None:
+        from orchestrator.clock import parse_duration
+
+        return None if value is None else parse_duration(value)
+
+    @model_validator(mode="after")
+    def _one_reply(self) -> Step:
+        given = [name for name in STEP_ACTIONS if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of answer, choices, action; got {given}")
+        if not given and self.after is None and self.expect is None:
+            raise ValueError("an empty step; give after, answer, choices, action or expect")
+        if self.refused is not None and not given:
+            raise ValueError("'refused' goes with answer, choices or action")
+        if self.note is not None and (not given or self.action == "resume"):
+            raise ValueError("'note' goes with answer, choices, decline or cancel")
+        return self
 
 
 class Scenario(_Model):
@@ -62,6 +147,7 @@ class Scenario(_Model):
     answers: list[ScriptedAnswer] = Field(default_factory=list)
     expect: Expect | None = None
     settings: Settings = Field(default_factory=Settings)
+    steps: list[Step] = Field(default_factory=list)
 
     @field_validator("agents")
     @classmethod
@@ -121,25 +207,38 @@ def _path(parts: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+# For `expect` keys that take one of several shapes: what to say when none fits.
+_SHAPES = {
+    "assumptions": "expected a count (0 or more), a text that must appear, or a list of texts",
+    "tasks": "expected a count (0 or more) or a list of {number, title, status}",
+    "events": "expected an event kind or {kind, agent, text}",
+    "no_events": "expected an event kind or {kind, agent, text}",
+}
+_MEMBER_NAMES = {"str", "int", "float", "bool", "ChoicesAnswer", "TextAnswer", "ActionAnswer"}
+
+
+def _is_tag(part: Any) -> bool:
+    """A pydantic union-member tag in an error's location (e.g. 'NEEDS_CLARIFICATION',
+    'str', 'list[str]', 'EventExpect'), not a key of the document."""
+    return isinstance(part, str) and (
+        part.isupper()
+        or part in _MEMBER_NAMES
+        or part[:1].isupper()
+        or part.startswith(("function-", "constrained-", "list[", "dict["))
+    )
+
+
 def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = ()) -> str:
     """One line per problem: the path inside the document, what was wrong, what was expected."""
-    lines = []
+    found: list[tuple[tuple[Any, ...], bool, str]] = []  # (path, from a union member, message)
     for error in exc.errors(include_url=False):
-        # Drop pydantic's union-member tags (e.g. 'NEEDS_CLARIFICATION', 'str') from paths.
-        loc = tuple(
-            p
-            for p in error["loc"]
-            if isinstance(p, int)
-            or not (
-                p.isupper()
-                or p in {"str", "ChoicesAnswer", "TextAnswer", "ActionAnswer"}
-                or p.startswith("function-")
-            )
-        )
+        loc = tuple(p for p in error["loc"] if not _is_tag(p))
+        tagged = len(loc) != len(error["loc"])
         message = error["msg"]
         if len(loc) >= 2 and loc[0] == "answers" and isinstance(loc[1], int):
-            loc, message = (
+            loc, tagged, message = (
                 loc[:2],
+                False,
                 ("expected an answer text, {choices: [label, ...]} or {action: decline | cancel}"),
             )
         elif error["type"] == "extra_forbidden":
@@ -154,6 +253,21 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
             )
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
+        found.append((loc, tagged, message))
+    # A value that fits none of a union's shapes fails once per shape: keep the errors of
+    # the shape that got furthest (a deeper path), and say once what was expected.
+    deeper = [loc for loc, _, _ in found]
+    kept = [
+        (loc, tagged, message)
+        for loc, tagged, message in found
+        if not (tagged and any(len(o) > len(loc) and o[: len(loc)] == loc for o in deeper))
+    ]
+    lines = []
+    for loc, tagged, message in kept:
+        rivals = [m for lc, t, m in kept if lc == loc and t]
+        if tagged and len(rivals) > 1:
+            named = [p for p in loc if isinstance(p, str)]
+            message = _SHAPES.get(named[-1] if named else "", " or ".join(rivals))
         lines.append(f"{_path(prefix + loc)}: {message}")
     return "\n".join(dict.fromkeys(lines))
 
@@ -221,8 +335,16 @@ def _parse(path: Path, text: str) -> Any:
 def _check_answers(path: Path, scenario: Scenario) -> None:
     """A scripted select answer must be an option of some question the script can ask."""
     questions = scenario.questions()
-    for index, answer in enumerate(scenario.answers):
-        where = f"{path}: answers[{index}]"
+    given: list[tuple[str, ScriptedAnswer]] = [
+        (f"answers[{index}]", answer) for index, answer in enumerate(scenario.answers)
+    ]
+    for index, step in enumerate(scenario.steps):
+        if step.answer is not None:
+            given.append((f"steps[{index}].answer", step.answer))
+        elif step.choices is not None:
+            given.append((f"steps[{index}].choices", ChoicesAnswer(choices=step.choices)))
+    for place, answer in given:
+        where = f"{path}: {place}"
         if isinstance(answer, ActionAnswer):
             continue
         if isinstance(answer, TextAnswer):

@@ -7,13 +7,12 @@ racing commands exactly one wins.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from orchestrator import gate
+from orchestrator import clock, gate
 from orchestrator.errors import SessionBusy, SessionNotWaiting
 from orchestrator.store._base import FINAL_STATUSES, StoreBase, utcnow
 from orchestrator.store.owner import Owner, is_dead
@@ -177,7 +176,7 @@ class ClaimsMixin(StoreBase):
                     _T.c.session_id == session_id, _T.c.timed_out.is_(False)
                 )
             ).scalar()
-        if deadline is None or deadline > time.time():
+        if deadline is None or deadline > clock.now():
             return None
         with self._write(durable=True) as conn:
             row = self._session(conn, session_id, lock=True)
@@ -191,7 +190,7 @@ class ClaimsMixin(StoreBase):
                 not waiting
                 or state.timed_out
                 or state.deadline is None
-                or state.deadline > time.time()
+                or state.deadline > clock.now()
                 or row.status in FINAL_STATUSES
             ):
                 return None

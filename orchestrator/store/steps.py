@@ -6,13 +6,12 @@ run wrote instead of calling an agent again or counting twice.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from orchestrator import gate
+from orchestrator import clock, gate
 from orchestrator.store._base import StoreBase, utcnow
 from orchestrator.store.schema import events as _E
 from orchestrator.store.schema import sessions as _S
@@ -106,7 +105,7 @@ class StepsMixin(StoreBase):
                 uncertainty_threshold=uncertainty_threshold,
             )
             if isinstance(decision, gate.Surface):
-                deadline = None if timeout is None else time.time() + timeout
+                deadline = None if timeout is None else clock.now() + timeout
                 self._surface(conn, session_id, ask, question, decision, deadline, repaired)
             elif isinstance(decision, gate.Wait):
                 if ask.key != state.request_key:
