@@ -342,7 +342,7 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
         if step.answer is not None:
             given.append((f"steps[{index}].answer", step.answer))
         elif step.choices is not None:
-            given.append((f"steps[{index}].choices", ChoicesAnswer(choices=step.choices)))
+            _check_step_choices(f"{path}: steps[{index}].choices", step.choices, questions)
     for place, answer in given:
         where = f"{path}: {place}"
         if isinstance(answer, ActionAnswer):
@@ -370,3 +370,23 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             raise ScenarioError(
                 f"{where}: {answer!r} is not one of the options; expected one of {labels}"
             )
+
+
+def _check_step_choices(where: str, choices: list[str], questions: list[Question]) -> None:
+    """A step's `choices` (like `resume --choice`) picks options of a select question."""
+    selects = [q for q in questions if q.kind != "free_text"]
+    if not selects:
+        raise ScenarioError(f"{where}: 'choices' answers a select question, and no agent asks one")
+    fits = [
+        q
+        for q in selects
+        if (q.kind == "multi_select" or len(choices) == 1)
+        and (q.allow_other or set(choices) <= set(q.labels))
+    ]
+    if not fits:
+        labels = sorted({label for q in selects for label in q.labels})
+        raise ScenarioError(
+            f"{where}: {choices} do not fit the question; expected "
+            f"{'one label' if all(q.kind == 'single_select' for q in selects) else 'labels'} "
+            f"from {labels}"
+        )

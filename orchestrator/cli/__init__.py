@@ -6,6 +6,7 @@ ask, the progress line), `output` prints documents and turns errors into exit co
 spinner line.
 """
 
+from orchestrator.cli import graph, suite  # noqa: F401  (register `graph` and `test`)
 from orchestrator.cli.commands import EXIT_CODES, app, main
 
 __all__ = ["app", "main", "EXIT_CODES"]

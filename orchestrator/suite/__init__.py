@@ -8,7 +8,16 @@ clock, expectations); `run_suite` runs many, each in a child process.
 from orchestrator.suite.collect import collect, looks_like_scenario
 from orchestrator.suite.results import Item, Malformed, Report, Result
 
-__all__ = ["collect", "looks_like_scenario", "run_suite", "play", "Item", "Malformed", "Report", "Result"]
+__all__ = [
+    "collect",
+    "looks_like_scenario",
+    "run_suite",
+    "play",
+    "Item",
+    "Malformed",
+    "Report",
+    "Result",
+]
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
