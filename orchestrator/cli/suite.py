@@ -48,7 +48,8 @@ def run_tests(
         typer.Option(
             "-k",
             metavar="PATTERN",
-            help="Only scenarios whose name contains PATTERN (a glob when it has * ? [).",
+            help="Only scenarios whose path inside the folder given contains PATTERN "
+            "(a glob when it has * ? [).",
         ),
     ] = None,
     exitfirst: Annotated[
@@ -65,8 +66,8 @@ def run_tests(
         from orchestrator.errors import ConfigError
 
         items, malformed = collect(paths)
-        items = [i for i in items if selected(i.name, keyword)]
-        malformed = [m for m in malformed if selected(m.name, keyword)]
+        items = [i for i in items if selected(i.key, keyword)]
+        malformed = [m for m in malformed if selected(m.key, keyword)]
         if not items and not malformed:
             raise ConfigError(f"no scenario matches -k {keyword!r}")
         if junit_xml is not None and junit_xml.is_dir():

@@ -64,7 +64,7 @@ def collect(paths: Iterable[Path | str]) -> tuple[list[Item], list[Malformed]]:
     A path that does not exist, or a folder with no scenario at all, is a ConfigError."""
     from orchestrator.scenario import load_scenario
 
-    found: dict[Path, Path] = {}
+    found: dict[Path, tuple[Path, str]] = {}
     for given in paths:
         path = Path(given)
         if path.is_dir():
@@ -74,26 +74,28 @@ def collect(paths: Iterable[Path | str]) -> tuple[list[Item], list[Malformed]]:
                     f"{path}: no scenario files in this folder (expected .yaml, .yml or "
                     ".json files with a top-level 'task' or 'agents' key)"
                 )
+            keyed = [(file, file.relative_to(path).as_posix()) for file in files]
         elif path.is_file():
-            files = [path]
+            keyed = [(path, path.name)]
         else:
             raise ConfigError(f"{path}: no such file or folder")
-        for file in files:
-            found.setdefault(file.resolve(), file)
+        for file, key in keyed:
+            found.setdefault(file.resolve(), (file, key))
     items, malformed = [], []
-    for file in found.values():
+    for file, key in found.values():
         name = _name(file)
         try:
             load_scenario(file)
         except ScenarioError as exc:
-            malformed.append(Malformed(path=str(file), name=name, message=exc.message))
+            malformed.append(Malformed(path=str(file), name=name, message=exc.message, key=key))
         else:
-            items.append(Item(path=str(file), name=name))
+            items.append(Item(path=str(file), name=name, key=key))
     return items, malformed
 
 
 def selected(name: str, pattern: str | None) -> bool:
-    """`-k PATTERN`: a glob when it has * ? or [, else a substring (case-insensitive)."""
+    """`-k PATTERN` against a scenario's key (its path inside the folder given): a glob
+    when it has * ? or [, else a substring (case-insensitive)."""
     if not pattern:
         return True
     name, pattern = name.lower(), pattern.lower()

@@ -12,10 +12,12 @@ Outcome = Literal["passed", "failed", "error", "skipped"]
 
 @dataclass(frozen=True)
 class Item:
-    """A scenario file to run; `name` is how reports call it (its path as given)."""
+    """A scenario file to run; `name` is how reports call it (its path from the current
+    folder), `key` what `-k` matches (its path inside the folder that was given)."""
 
     path: str
     name: str
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class Malformed:
     path: str
     name: str
     message: str
+    key: str = ""
 
 
 @dataclass(frozen=True)
