@@ -37,8 +37,9 @@ def _context() -> Any:
     once start warm. Elsewhere a fork server that preloads it (spawn as a last resort)."""
     methods = multiprocessing.get_all_start_methods()
     if sys.platform.startswith("linux") and "fork" in methods:
-        import orchestrator.suite.worker  # noqa: F401  (LangGraph and the store, once)
+        from orchestrator.suite.worker import warm_up  # LangGraph and the store, once
 
+        warm_up()
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")

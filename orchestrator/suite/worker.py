@@ -21,7 +21,19 @@ import orchestrator.graph  # noqa: F401
 from orchestrator.errors import UserError
 from orchestrator.suite.results import Result
 
-__all__ = ["run_file", "child"]
+__all__ = ["run_file", "child", "warm_up"]
+
+
+def warm_up() -> None:
+    """Do once, before forking, what every child would do first: load the migrations
+    (on a throwaway database) and compile the graph. Starts no thread, so forking after
+    it stays safe."""
+    from orchestrator.graph import compiled
+    from orchestrator.store import open_engine
+
+    with tempfile.TemporaryDirectory(prefix="orchestrator-warm-") as folder:
+        open_engine(f"sqlite:///{Path(folder) / 'warm.db'}").dispose()
+    compiled(None)
 
 
 def run_file(path: str, name: str, *, keep_on_failure: bool = True) -> Result:
