@@ -21,6 +21,12 @@ def as_json(result) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.fixture(autouse=True)
+def own_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The databases of scenarios that fail are kept under TMPDIR: keep them in tmp_path."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
     """A folder with a passing, a failing and a malformed scenario, and a CI file."""
@@ -58,6 +64,9 @@ def test_a_failing_scenario_exits_1_with_its_unmet_expect(suite: Path, tmp_path:
     assert "FAIL  " in result.stdout and "failing.yaml" in result.stdout
     assert "expect.fallbacks_injected: expected 0, got 1" in result.stdout
     assert "1 scenario: 0 passed, 1 failed" in result.stdout
+    # The failed scenario's database is kept for `orchestrator log`, and named.
+    [kept] = tmp_path.glob("orchestrator-test-*/orchestrator.db")
+    assert f"database kept: {kept}" in result.stdout
     case = ET.parse(xml).getroot().find("testsuite/testcase")
     assert case is not None and case.get("name") == "failing.yaml"
     failure = case.find("failure")

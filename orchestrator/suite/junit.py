@@ -52,14 +52,16 @@ def junit_xml(report: Report) -> str:
         "skipped": str(skipped),
         "time": f"{report.seconds:.3f}",
     }
-    root = ET.Element("testsuites", name="orchestrator test", **counts)
+    root = ET.Element("testsuites", {"name": "orchestrator test", **counts})
     suite = ET.SubElement(
         root,
         "testsuite",
-        name="orchestrator",
-        timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
-        hostname=socket.gethostname(),
-        **counts,
+        {
+            "name": "orchestrator",
+            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            "hostname": socket.gethostname(),
+            **counts,
+        },
     )
     for malformed in report.malformed:
         case = _case(suite, malformed.name, 0.0)

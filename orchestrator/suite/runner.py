@@ -70,27 +70,35 @@ def run_suite(
     running: dict[Connection, tuple[Item, Any, float]] = {}
     done: dict[str, Result] = {}
     stop = False
-    while waiting or running:
-        while waiting and not stop and len(running) < jobs:
-            item = waiting.popleft()
-            reader, writer = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=child, args=(item.path, item.name, writer), daemon=True)
-            process.start()
-            writer.close()  # ours; the child holds its own copy
-            running[reader] = (item, process, time.perf_counter())
-            if on_start is not None:
-                on_start(item)
-        if not running:
-            break
-        for reader in wait(list(running)):
-            assert isinstance(reader, Connection)
-            item, process, began = running.pop(reader)
-            result = _receive(reader, item, process, time.perf_counter() - began)
-            done[item.path] = result
-            if on_result is not None:
-                on_result(result)
-            if exitfirst and result.outcome in ("failed", "error"):
-                stop = True
+    try:
+        while waiting or running:
+            while waiting and not stop and len(running) < jobs:
+                item = waiting.popleft()
+                reader, writer = ctx.Pipe(duplex=False)
+                process = ctx.Process(
+                    target=child, args=(item.path, item.name, writer), daemon=True
+                )
+                process.start()
+                writer.close()  # ours; the child holds its own copy
+                running[reader] = (item, process, time.perf_counter())
+                if on_start is not None:
+                    on_start(item)
+            if not running:
+                break
+            for reader in wait(list(running)):
+                assert isinstance(reader, Connection)
+                item, process, began = running.pop(reader)
+                result = _receive(reader, item, process, time.perf_counter() - began)
+                done[item.path] = result
+                if on_result is not None:
+                    on_result(result)
+                if exitfirst and result.outcome in ("failed", "error"):
+                    stop = True
+    finally:
+        # Interrupted (Ctrl+C) or a bug here: no scenario process outlives the suite.
+        for _, process, _ in running.values():
+            process.terminate()
+            process.join()
     results = [
         done.get(item.path)
         or Result(
