@@ -14,7 +14,8 @@ import yaml
 
 from tests.conftest import EXAMPLES, ROOT, argv, cli
 
-SHIPPED = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+# Every shipped scenario: the examples, and examples/suite/ (steps, deadlines, policies).
+SHIPPED = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.glob("**/*.yaml"))
 
 
 def as_json(result) -> dict:
@@ -48,6 +49,7 @@ def test_the_shipped_examples_all_pass() -> None:
     report = as_json(result)
     names = [s["name"] for s in report["scenarios"]]
     assert names == [f"examples/{name}" for name in SHIPPED]  # examples/ci/ left alone
+    assert any(name.startswith("suite/") for name in SHIPPED)
     assert {s["outcome"] for s in report["scenarios"]} == {"passed"}
     assert report["total"] == report["passed"] == len(SHIPPED)
     assert report["jobs"] == 2
@@ -111,7 +113,7 @@ def test_a_malformed_scenario_exits_2_and_the_report_has_everything(
 def test_j1_and_j4_give_the_same_results(suite: Path) -> None:
     (suite / "broken.yaml").unlink()
     for example in SHIPPED:
-        (suite / example).write_text((EXAMPLES / example).read_text())
+        (suite / example.replace("/", "-")).write_text((EXAMPLES / example).read_text())
 
     def outcome(jobs: str) -> list[tuple[str, str, str, list[str]]]:
         result = cli("test", str(suite), "-j", jobs, "--json")

@@ -46,6 +46,13 @@ def test_scenario_files_become_test_items_with_the_ini_option(
     )
 
 
+def test_the_shipped_suite_examples_pass_as_pytest_items(pytester: pytest.Pytester) -> None:
+    for path in sorted((EXAMPLES / "suite").glob("*.scenario.yaml")):
+        (pytester.path / path.name).write_text(path.read_text())
+    result = pytester.runpytest_subprocess("--orchestrator-scenarios")
+    result.assert_outcomes(passed=4)
+
+
 def test_the_command_line_flag_enables_collection_too(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess("--orchestrator-scenarios", "-k", "digest")
     result.assert_outcomes(passed=1, deselected=1)
