@@ -186,3 +186,17 @@ def test_the_ci_examples_parse_and_their_command_works(name: str, tmp_path: Path
     root = ET.parse(tmp_path / "report.xml").getroot()
     assert root.find("testsuite").get("tests") == str(len(SHIPPED))  # type: ignore[union-attr]
     assert not root.findall(".//failure") and not root.findall(".//error")
+
+
+def test_the_fork_server_path_used_off_linux_gives_the_same_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """macOS and others start scenario children from a fork server (no plain fork)."""
+    from orchestrator.suite import collect
+    from orchestrator.suite.runner import run_suite
+
+    items, malformed = collect([EXAMPLES / "hard-cap.yaml", EXAMPLES / "pause-and-resume.yaml"])
+    monkeypatch.setattr("sys.platform", "darwin")
+    report = run_suite(items, jobs=2, malformed=malformed)
+    assert [(r.outcome, r.status) for r in report.results] == [("passed", "completed")] * 2
+    assert report.exit_code == 0

@@ -24,7 +24,7 @@ def run_tests(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            metavar="PATH...",
+            metavar="PATH",
             help="Scenario files, and folders searched for them (.yaml, .yml, .json files "
             "with a top-level 'task' or 'agents' key, or named *.scenario.yaml).",
         ),
@@ -60,7 +60,7 @@ def run_tests(
     """Run scenario files, each in a fresh database, and report (exit 0, 1 or 2)."""
     from orchestrator.suite.collect import collect, selected
     from orchestrator.suite.console import SuiteConsole
-    from orchestrator.suite.runner import run_suite
+    from orchestrator.suite.runner import default_jobs, run_suite
 
     with user_errors(as_json):
         from orchestrator.errors import ConfigError
@@ -72,7 +72,13 @@ def run_tests(
             raise ConfigError(f"no scenario matches -k {keyword!r}")
         if junit_xml is not None and junit_xml.is_dir():
             raise ConfigError(f"--junit-xml {junit_xml}: is a folder; give a file name")
+    jobs = jobs or default_jobs()
     shown = SuiteConsole(stderr=as_json)
+    shown.console.print(
+        f"{len(items)} scenario{'s' if len(items) != 1 else ''} to run"
+        + (f", {len(malformed)} malformed" if malformed else "")
+        + f" (-j {jobs}: each in its own process and database)"
+    )
     shown.malformed(malformed)
     report = run_suite(
         items, jobs=jobs, malformed=malformed, exitfirst=exitfirst, on_result=shown.result
