@@ -22,6 +22,7 @@ from orchestrator.suite.results import Item, Malformed
 __all__ = ["collect", "looks_like_scenario", "SUFFIXES", "selected"]
 
 SUFFIXES = (".yaml", ".yml", ".json")
+NAMED = tuple(f".scenario{suffix}" for suffix in SUFFIXES)
 _YAML_KEY = re.compile(r"^(task|agents)\s*:", re.MULTILINE)
 _JSON_KEY = re.compile(r'"(task|agents)"\s*:')
 _SKIP_DIRS = {"node_modules", "__pycache__"}
@@ -32,7 +33,7 @@ def looks_like_scenario(path: Path) -> bool:
     name = path.name.lower()
     if not name.endswith(SUFFIXES):
         return False
-    if name.rsplit(".", 2)[-2:-1] == ["scenario"]:
+    if name.endswith(NAMED):
         return True
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
