@@ -6,6 +6,7 @@ before it forks the children, so every child starts warm, sharing nothing but co
 
 from __future__ import annotations
 
+import atexit
 import gc
 import shutil
 import tempfile
@@ -24,16 +25,29 @@ from orchestrator.suite.results import Result
 __all__ = ["run_file", "child", "warm_up"]
 
 
+_template: Path | None = None  # a migrated, empty database that children copy
+
+
 def warm_up() -> None:
-    """Do once, before forking, what every child would do first: load the migrations
-    (on a throwaway database) and compile the graph. Starts no thread, so forking after
-    it stays safe."""
+    """Do once, before forking, what every child would do first: load the migrations,
+    compile the graph, and make an empty migrated database (with LangGraph's tables) for
+    the children to copy instead of migrating their own. Leaves no thread running, so
+    forking after it stays safe."""
+    global _template
+    if _template is not None and _template.exists():
+        return
+    from orchestrator.checkpoints import checkpointer
     from orchestrator.graph import compiled
     from orchestrator.store import open_engine
 
-    with tempfile.TemporaryDirectory(prefix="orchestrator-warm-") as folder:
-        open_engine(f"sqlite:///{Path(folder) / 'warm.db'}").dispose()
+    folder = Path(tempfile.mkdtemp(prefix="orchestrator-template-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    url = f"sqlite:///{folder / 'template.db'}"
+    open_engine(url).dispose()
+    with checkpointer(url):
+        pass
     compiled(None)
+    _template = folder / "template.db"
 
 
 def run_file(path: str, name: str, *, keep_on_failure: bool = True) -> Result:
@@ -46,6 +60,8 @@ def run_file(path: str, name: str, *, keep_on_failure: bool = True) -> Result:
     started = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="orchestrator-test-"))
     db = folder / "orchestrator.db"
+    if _template is not None:
+        shutil.copyfile(_template, db)  # a fresh database, already migrated
     sessions = Sessions(f"sqlite:///{db}")
     keep = False
     try:
@@ -81,7 +97,11 @@ def run_file(path: str, name: str, *, keep_on_failure: bool = True) -> Result:
 def child(path: str, name: str, out: Connection) -> None:
     """The child process's entry point: play, send the result, exit. A bug in the run is
     reported as an `error` result with its traceback instead of stopping the suite."""
-    gc.enable()  # the CLI starts with the collector off (see orchestrator.cli.main)
+    # What the parent imported is never garbage: keep the collector off it (it would also
+    # copy every inherited page), and on for what this run allocates. The CLI starts with
+    # the collector off (see orchestrator.cli.main).
+    gc.freeze()
+    gc.enable()
     result: Any
     try:
         result = run_file(path, name)
