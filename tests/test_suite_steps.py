@@ -230,3 +230,16 @@ def test_malformed_steps_name_the_path(steps: str, message: str) -> None:
     with pytest.raises(ScenarioError) as caught:
         parse_scenario(PAUSING + "steps:\n" + steps, Path("s.yaml"))
     assert f"s.yaml: {message}" in caught.value.message
+
+
+def test_run_script_checks_the_richer_expect_too(sessions: Sessions) -> None:
+    """`orchestrator run --script` (Sessions.start_scenario) reports log-based keys too."""
+    text = (EXAMPLES / "hard-cap.yaml").read_text() + (
+        "  asked_by: developer-1\n  events: [{kind: fallback, agent: pm}]\n"
+    )
+    doc = sessions.start_scenario(text)
+    assert doc["status"] == "completed"
+    assert doc["expect"] == {
+        "held": False,
+        "unmet": ["expect.asked_by: expected 'developer-1', got 'pm'"],
+    }
