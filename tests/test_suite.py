@@ -200,3 +200,34 @@ def test_the_fork_server_path_used_off_linux_gives_the_same_results(
     report = run_suite(items, jobs=2, malformed=malformed)
     assert [(r.outcome, r.status) for r in report.results] == [("passed", "completed")] * 2
     assert report.exit_code == 0
+
+
+def test_a_scenario_process_that_dies_is_an_error_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child that ends without a result (killed, a crash in C code) is reported as an
+    error with its exit code; the other scenarios still run and the suite exits 1."""
+    import os
+
+    from orchestrator.suite import collect, worker
+    from orchestrator.suite.junit import junit_xml
+    from orchestrator.suite.runner import run_suite
+
+    real = worker.run_file
+
+    def dies_on_hard_cap(path: str, name: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        if "hard-cap" in path:
+            os._exit(7)
+        return real(path, name)
+
+    monkeypatch.setattr(worker, "run_file", dies_on_hard_cap)  # the forked children see it
+    items, _ = collect([EXAMPLES / "hard-cap.yaml", EXAMPLES / "answered-question.yaml"])
+    report = run_suite(items, jobs=2)
+    by_name = {Path(r.path).name: r for r in report.results}
+    assert by_name["answered-question.yaml"].outcome == "passed"
+    died = by_name["hard-cap.yaml"]
+    assert died.outcome == "error"
+    assert died.message == "the scenario's process ended without a result (exit code 7)"
+    assert report.exit_code == 1
+    error = ET.fromstring(junit_xml(report)).find(".//error")
+    assert error is not None and "exit code 7" in (error.get("message") or "")

@@ -14,6 +14,7 @@ Loaded whenever the package is installed, so this module imports only pytest up 
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,8 @@ class ScenarioItem(pytest.Item):
             scenario = load_scenario(self.path)
         except ScenarioError as exc:
             raise ScenarioFailed(["malformed scenario:", *exc.message.splitlines()]) from None
-        folder = self.config._tmp_path_factory.mktemp("scenario")  # type: ignore[attr-defined]
+        factory = getattr(self.config, "_tmp_path_factory", None)  # pytest's tmp_path root
+        folder = factory.mktemp("scenario") if factory else Path(tempfile.mkdtemp())
         runner = ScenarioRunner(folder / "orchestrator.db")
         try:
             played = runner.play(scenario, source=str(self.path))
