@@ -231,3 +231,12 @@ def test_a_scenario_process_that_dies_is_an_error_not_a_hang(
     assert report.exit_code == 1
     error = ET.fromstring(junit_xml(report)).find(".//error")
     assert error is not None and "exit code 7" in (error.get("message") or "")
+
+
+def test_an_unwritable_junit_path_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = cli("test", "examples/", "--junit-xml", str(blocker / "report.xml"), "--json")
+    assert result.returncode == 2
+    assert "cannot write it" in as_json(result)["error"]
+    assert "PASS" not in result.stderr  # nothing ran

@@ -70,8 +70,14 @@ def run_tests(
         malformed = [m for m in malformed if selected(m.key, keyword)]
         if not items and not malformed:
             raise ConfigError(f"no scenario matches -k {keyword!r}")
-        if junit_xml is not None and junit_xml.is_dir():
-            raise ConfigError(f"--junit-xml {junit_xml}: is a folder; give a file name")
+        if junit_xml is not None:
+            if junit_xml.is_dir():
+                raise ConfigError(f"--junit-xml {junit_xml}: is a folder; give a file name")
+            try:  # before the run, not after it
+                junit_xml.parent.mkdir(parents=True, exist_ok=True)
+                junit_xml.touch()
+            except OSError as exc:
+                raise ConfigError(f"--junit-xml {junit_xml}: cannot write it ({exc})") from None
     jobs = jobs or default_jobs()
     shown = SuiteConsole(stderr=as_json)
     shown.console.print(

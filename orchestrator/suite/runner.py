@@ -65,6 +65,8 @@ def run_suite(
 
     jobs = jobs or default_jobs()
     started_at = time.perf_counter()
+    if not items:
+        return Report(results=(), malformed=tuple(malformed), jobs=jobs)
     ctx = _context()
     waiting = deque(items)
     running: dict[Connection, tuple[Item, Any, float]] = {}
