@@ -7,7 +7,13 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from orchestrator.errors import ScenarioError
 from orchestrator.limits import (
@@ -19,18 +25,20 @@ from orchestrator.limits import (
 )
 from orchestrator.questions import repair
 from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
+from orchestrator.scenario_steps import AGENT_KEY, EventExpect, Expect, Step, TaskExpect
 from orchestrator.settings import Settings
 
 __all__ = [
     "Scenario",
     "ScriptedAnswer",
     "Expect",
+    "Step",
+    "TaskExpect",
+    "EventExpect",
     "load_scenario",
     "parse_scenario",
     "format_validation_error",
 ]
-
-AGENT_KEY = re.compile(r"^(pm|developer|developer-[1-9][0-9]*)$")
 
 
 class _Model(BaseModel):
@@ -55,20 +63,13 @@ class ActionAnswer(_Model):
 ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer
 
 
-class Expect(_Model):
-    status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = None
-    questions_surfaced: int | None = None
-    fallbacks_injected: int | None = None
-    summary: str | None = None
-    error_contains: str | None = None
-
-
 class Scenario(_Model):
     task: Annotated[str, Field(min_length=1)]
     agents: dict[str, list[dict[str, Any]]]
     answers: list[ScriptedAnswer] = Field(default_factory=list)
     expect: Expect | None = None
     settings: Settings = Field(default_factory=Settings)
+    steps: list[Step] = Field(default_factory=list)
 
     @field_validator("agents")
     @classmethod
@@ -128,25 +129,38 @@ def _path(parts: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+# For `expect` keys that take one of several shapes: what to say when none fits.
+_SHAPES = {
+    "assumptions": "expected a count (0 or more), a text that must appear, or a list of texts",
+    "tasks": "expected a count (0 or more) or a list of {number, title, status}",
+    "events": "expected an event kind or {kind, agent, text}",
+    "no_events": "expected an event kind or {kind, agent, text}",
+}
+_MEMBER_NAMES = {"str", "int", "float", "bool", "ChoicesAnswer", "TextAnswer", "ActionAnswer"}
+
+
+def _is_tag(part: Any) -> bool:
+    """A pydantic union-member tag in an error's location (e.g. 'NEEDS_CLARIFICATION',
+    'str', 'list[str]', 'EventExpect'), not a key of the document."""
+    return isinstance(part, str) and (
+        part.isupper()
+        or part in _MEMBER_NAMES
+        or part[:1].isupper()
+        or part.startswith(("function-", "constrained-", "list[", "dict["))
+    )
+
+
 def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = ()) -> str:
     """One line per problem: the path inside the document, what was wrong, what was expected."""
-    lines = []
+    found: list[tuple[tuple[Any, ...], bool, str]] = []  # (path, from a union member, message)
     for error in exc.errors(include_url=False):
-        # Drop pydantic's union-member tags (e.g. 'NEEDS_CLARIFICATION', 'str') from paths.
-        loc = tuple(
-            p
-            for p in error["loc"]
-            if isinstance(p, int)
-            or not (
-                p.isupper()
-                or p in {"str", "ChoicesAnswer", "TextAnswer", "ActionAnswer"}
-                or p.startswith("function-")
-            )
-        )
+        loc = tuple(p for p in error["loc"] if not _is_tag(p))
+        tagged = len(loc) != len(error["loc"])
         message = _plain(error)
         if len(loc) >= 2 and loc[0] == "answers" and isinstance(loc[1], int):
-            loc, message = (
+            loc, tagged, message = (
                 loc[:2],
+                False,
                 ("expected an answer text, {choices: [label, ...]} or {action: decline | cancel}"),
             )
         elif error["type"] == "extra_forbidden":
@@ -161,6 +175,21 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
             )
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
+        found.append((loc, tagged, message))
+    # A value that fits none of a union's shapes fails once per shape: keep the errors of
+    # the shape that got furthest (a deeper path), and say once what was expected.
+    deeper = [loc for loc, _, _ in found]
+    kept = [
+        (loc, tagged, message)
+        for loc, tagged, message in found
+        if not (tagged and any(len(o) > len(loc) and o[: len(loc)] == loc for o in deeper))
+    ]
+    lines = []
+    for loc, tagged, message in kept:
+        rivals = [m for lc, t, m in kept if lc == loc and t]
+        if tagged and len(rivals) > 1:
+            named = [p for p in loc if isinstance(p, str)]
+            message = _SHAPES.get(named[-1] if named else "", " or ".join(rivals))
         lines.append(f"{_path(prefix + loc)}: {message}")
     return "\n".join(dict.fromkeys(lines))
 
@@ -330,8 +359,16 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
     """A scripted select answer must be an option of some question the script can ask."""
     _check_sizes(path, scenario)
     questions = scenario.questions()
-    for index, answer in enumerate(scenario.answers):
-        where = f"{path}: answers[{index}]"
+    given: list[tuple[str, ScriptedAnswer]] = [
+        (f"answers[{index}]", answer) for index, answer in enumerate(scenario.answers)
+    ]
+    for index, step in enumerate(scenario.steps):
+        if step.answer is not None:
+            given.append((f"steps[{index}].answer", step.answer))
+        elif step.choices is not None:
+            _check_step_choices(f"{path}: steps[{index}].choices", step.choices, questions)
+    for place, answer in given:
+        where = f"{path}: {place}"
         if isinstance(answer, ActionAnswer):
             continue
         if isinstance(answer, TextAnswer):
@@ -357,3 +394,23 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             raise ScenarioError(
                 f"{where}: {answer!r} is not one of the options; expected one of {labels}"
             )
+
+
+def _check_step_choices(where: str, choices: list[str], questions: list[Question]) -> None:
+    """A step's `choices` (like `resume --choice`) picks options of a select question."""
+    selects = [q for q in questions if q.kind != "free_text"]
+    if not selects:
+        raise ScenarioError(f"{where}: 'choices' answers a select question, and no agent asks one")
+    fits = [
+        q
+        for q in selects
+        if (q.kind == "multi_select" or len(choices) == 1)
+        and (q.allow_other or set(choices) <= set(q.labels))
+    ]
+    if not fits:
+        labels = sorted({label for q in selects for label in q.labels})
+        raise ScenarioError(
+            f"{where}: {choices} do not fit the question; expected "
+            f"{'one label' if all(q.kind == 'single_select' for q in selects) else 'labels'} "
+            f"from {labels}"
+        )
