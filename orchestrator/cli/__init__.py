@@ -6,6 +6,7 @@ ask, the progress line), `output` prints documents and turns errors into exit co
 spinner line.
 """
 
+from orchestrator.cli import serve as _serve  # noqa: F401  (registers `serve`)
 from orchestrator.cli.commands import EXIT_CODES, app, main
 
 __all__ = ["app", "main", "EXIT_CODES"]
