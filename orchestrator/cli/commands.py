@@ -54,8 +54,29 @@ UiOption = Annotated[
     Ui | None,
     typer.Option(
         "--ui",
-        help="How to ask when scripted answers run out: 'terminal' prompts, 'none' pauses "
-        "(exit 3). Default: terminal when stdin is a terminal, else none.",
+        help="How to ask when scripted answers run out: 'terminal' prompts, 'web' opens a "
+        "one-question page in the browser, 'none' pauses (exit 3). Default: terminal when "
+        "stdin is a terminal, else none.",
+    ),
+]
+NoBrowserOption = Annotated[
+    bool, typer.Option("--no-browser", help="With --ui web: print the URL, open no browser.")
+]
+NotifyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--notify",
+        metavar="URL",
+        help="Tell people when a question waits: an Apprise URL (json://, slack://, "
+        "mailto://, ntfy://, ...). Repeatable. Default: $ORCHESTRATOR_NOTIFY.",
+    ),
+]
+PublicUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--public-url",
+        metavar="URL",
+        help="Where `orchestrator serve` is reached: notifications carry the answer link.",
     ),
 ]
 
@@ -170,6 +191,9 @@ def run(
         ),
     ] = None,
     ui: UiOption = None,
+    no_browser: NoBrowserOption = False,
+    notify: NotifyOption = None,
+    public_url: PublicUrlOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -187,7 +211,9 @@ def run(
         if script is not None:
             if model or pm_model or developer_model:
                 raise ConfigError("give either --script or a model, not both")
-            view = _run_script(script, task, limits, ui, db)
+            view = _run_script(
+                script, task, limits, ui, db, _asking(no_browser, notify, public_url)
+            )
         else:
             from agents.models import resolve_models
 
@@ -202,7 +228,8 @@ def run(
             import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
 
             collect_from_here_on()
-            view = sessions_for(db, progress=True, ui=ui).start(
+            asking = _asking(no_browser, notify, public_url)
+            view = sessions_for(db, progress=True, ui=ui, **asking).start(
                 task,
                 models=models,
                 settings=limits,
@@ -213,15 +240,27 @@ def run(
     finish(as_json, view, db)
 
 
+def _asking(no_browser: bool, notify: list[str] | None, public_url: str | None) -> dict:
+    """--no-browser, --notify (else $ORCHESTRATOR_NOTIFY) and --public-url, for sessions_for."""
+    from orchestrator.cli.serve import notify_urls
+
+    return {"no_browser": no_browser, "notify": notify_urls(notify), "public_url": public_url}
+
+
 def _run_script(
-    script: Path, task: str | None, limits: Mapping[str, object], ui: Ui | None, db: str | None
+    script: Path,
+    task: str | None,
+    limits: Mapping[str, object],
+    ui: Ui | None,
+    db: str | None,
+    asking: dict,
 ) -> dict[str, object]:
     import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
     from orchestrator.scenario import load_scenario
 
     collect_from_here_on()
     scenario = load_scenario(script)  # before the database is touched
-    sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers))
+    sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers), **asking)
     doc: dict[str, object] = sessions.start_scenario(  # type: ignore[assignment]
         scenario, task=task, settings=limits, source=str(script)
     )
@@ -251,6 +290,9 @@ def resume(
         typer.Option("--note", metavar="TEXT", help="A remark kept with your answer."),
     ] = None,
     ui: UiOption = None,
+    no_browser: NoBrowserOption = False,
+    notify: NotifyOption = None,
+    public_url: PublicUrlOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -285,7 +327,8 @@ def resume(
             reply = UserReply(action="cancel", note=note)
         elif note is not None:
             raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
-        view = sessions_for(db, progress=True, ui=ui).resume(session_id, reply)
+        asking = _asking(no_browser, notify, public_url)
+        view = sessions_for(db, progress=True, ui=ui, **asking).resume(session_id, reply)
     finish(as_json, view, db)
 
 

@@ -17,6 +17,7 @@ __all__ = ["Ui", "OnTimeout", "Status", "sessions_for", "collect_from_here_on", 
 class Ui(StrEnum):
     terminal = "terminal"
     none = "none"
+    web = "web"
 
 
 class OnTimeout(StrEnum):
@@ -34,18 +35,30 @@ class Status(StrEnum):
 
 
 def sessions_for(
-    db: str | None, *, progress: bool = False, ui: Ui | None = None, scripted: bool = False
+    db: str | None,
+    *,
+    progress: bool = False,
+    ui: Ui | None = None,
+    scripted: bool = False,
+    no_browser: bool = False,
+    notify: tuple[str, ...] = (),
+    public_url: str | None = None,
 ) -> Any:
     """The session API for one command. With `progress`, events go to stderr as they
-    happen and a spinner runs on a terminal; `ui` decides how the user is asked."""
+    happen and a spinner runs on a terminal; `ui` decides how the user is asked; `notify`
+    (Apprise URLs) tells people when a question is surfaced."""
     from orchestrator.api import Sessions
 
     # When the interactive prompt will draw the question, it is not logged above it too.
     quiet = {"question_surfaced"} if _interactive(ui) and not scripted else set()
 
-    def show(_session_id: str, event: dict[str, Any]) -> None:
+    notifier = _notifier(db, notify, public_url)
+
+    def show(session_id: str, event: dict[str, Any]) -> None:
         if event["kind"] not in quiet:
             err(event_line(event))
+        if notifier is not None:
+            notifier.on_event(session_id, event)
 
     activity = None
     if progress and sys.stderr.isatty():
@@ -55,7 +68,7 @@ def sessions_for(
         atexit.register(activity.close)
     return Sessions(
         db,
-        ask=_ask_user(ui) if progress else None,
+        ask=_ask_user(ui, no_browser=no_browser) if progress else None,
         on_event=show if progress else None,
         activity=activity,
     )
@@ -70,7 +83,24 @@ def _interactive(ui: Ui | None) -> bool:
     return _chosen(ui) is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
 
 
-def _ask_user(ui: Ui | None) -> Any:
+def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> Any:
+    """Apprise notifications for surfaced questions (delivered before the process exits)."""
+    if not urls:
+        return None
+    from orchestrator.web.notify import Notifier
+
+    notifier = Notifier(urls, public_url=public_url, db=db)
+    atexit.register(notifier.close)
+    return notifier
+
+
+def _ask_user(ui: Ui | None, *, no_browser: bool = False) -> Any:
+    if _chosen(ui) is Ui.web:
+        from functools import partial
+
+        from orchestrator.web.oneshot import ask_in_browser  # FastAPI only when asked
+
+        return partial(ask_in_browser, open_browser=not no_browser)
     if _chosen(ui) is not Ui.terminal:
         return None
     from orchestrator.cli.terminal import ask  # questionary and rich only when asking

@@ -8,20 +8,10 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.commands import DbOption, app
+from orchestrator.cli.commands import DbOption, NotifyOption, app
 from orchestrator.cli.output import err, user_errors
 
-__all__ = ["serve", "NotifyOption"]
-
-NotifyOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--notify",
-        metavar="URL",
-        help="Tell people when a question waits: an Apprise URL (json://, slack://, "
-        "mailto://, ntfy://, ...). Repeatable. Default: $ORCHESTRATOR_NOTIFY (space-separated).",
-    ),
-]
+__all__ = ["serve", "notify_urls"]
 
 
 def notify_urls(given: list[str] | None) -> tuple[str, ...]:
