@@ -59,7 +59,8 @@ def test_inbox_lists_waiting_sessions_first(page: TestClient, sessions: Sessions
             {
                 "task": "newer, completed",
                 "agents": {"pm": [{"status": "COMPLETE", "summary": "nothing to do"}]},
-            }
+            },
+            indent=2,
         )
     )["session_id"]
     html = page.get("/").text

@@ -38,7 +38,7 @@ def scenario(question: dict[str, Any] | None = None, *, task: str = "Add a CSV e
             "developer": [{"status": "DONE", "summary": "endpoint added"}],
         },
     }
-    return json.dumps(doc)
+    return json.dumps(doc, indent=2)  # several lines: the text itself, not a path
 
 
 def paused(sessions: Any, question: dict[str, Any] | None = None, **kw: Any) -> str:

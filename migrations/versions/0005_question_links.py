@@ -1,7 +1,7 @@
 """Answer links: one unguessable token per surfaced question (the web inbox's /q/{token}).
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-22
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

@@ -91,9 +91,6 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
-# -- plumbing ---------------------------------------------------------------------------
-
-
 @app.command()
 def run(
     task: Annotated[
@@ -261,10 +258,7 @@ def _run_script(
     collect_from_here_on()
     scenario = load_scenario(script)  # before the database is touched
     sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers), **asking)
-    doc: dict[str, object] = sessions.start_scenario(  # type: ignore[assignment]
-        scenario, task=task, settings=limits, source=str(script)
-    )
-    return doc
+    return dict(sessions.start_scenario(scenario, task=task, settings=limits, source=str(script)))
 
 
 @app.command()

@@ -5,7 +5,7 @@ run on this alone.
 """
 
 from orchestrator.store.db import open_engine, resolve_url
-from orchestrator.store.owner import Owner
+from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sessions import Store
 
-__all__ = ["Store", "Owner", "open_engine", "resolve_url"]
+__all__ = ["Store", "Owner", "Claim", "open_engine", "resolve_url"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -61,6 +62,15 @@ sessions = Table(
     Column("answers_used", Integer, nullable=False),
     Column("summary", Text),
     Column("error", Text),
+    # 0003: the fence (grows on every claim; a driver's writes check it), the owner's
+    # identity beyond pid + host name, a cancel asked of a live driver, and the last
+    # failed agent call of a stalled session.
+    Column("claim_generation", Integer, nullable=False, server_default=text("0")),
+    Column("owner_boot", String(64)),
+    Column("owner_pidns", String(64)),
+    Column("owner_started", BigInteger),
+    Column("cancel_requested_at", DateTime(timezone=True)),
+    Column("last_error", Text),
     Index("ix_sessions_status", "status"),
     Index("ix_sessions_created_at", "created_at"),
 )

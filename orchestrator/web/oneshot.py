@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -153,7 +153,7 @@ def _app(
                 reply = UserReply(action="cancel")
             else:
                 reply = reply_from_form(question, form)
-                to_gate_event(question, reply)  # the same validation as `resume`
+                to_gate_event(cast(Any, question), reply)  # the same validation as `resume`
         except InvalidAnswer as exc:
             return page(request, status=422, error=exc.message)
         with lock:

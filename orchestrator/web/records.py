@@ -14,12 +14,11 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, case, func, insert, or_, select, update
 
-from orchestrator.store.owner import is_dead
 from orchestrator.store.schema import events as _E
 from orchestrator.store.schema import question_links as _L
 from orchestrator.store.schema import sessions as _S
 from orchestrator.store.schema import state as _T
-from orchestrator.store.views import event_view, session_view
+from orchestrator.store.views import event_view, owner_alive, session_view
 
 __all__ = [
     "inbox_page",
@@ -112,7 +111,7 @@ def answered_not_run_on(engine: Engine) -> list[str]:
     (status running, clarification resolved and not cancelled, the owning process dead or
     its lease expired.)"""
     query = (
-        select(_S.c.id, _S.c.owner_pid, _S.c.owner_host, _S.c.lease_expires_at)
+        select(_S)
         .join(_T, _T.c.session_id == _S.c.id)
         .where(
             _S.c.status == "running",
@@ -124,7 +123,7 @@ def answered_not_run_on(engine: Engine) -> list[str]:
     )
     with engine.connect() as conn:
         rows = conn.execute(query).all()
-    return [r.id for r in rows if is_dead(r.owner_pid, r.owner_host, r.lease_expires_at)]
+    return [row.id for row in rows if not owner_alive(row)]
 
 
 def waiting_sessions(engine: Engine, *, asked_since: float | None = None) -> list[dict[str, Any]]:
