@@ -66,12 +66,38 @@ def sessions_for(
 
         activity = Activity()
         atexit.register(activity.close)
-    return Sessions(
+    sessions = Sessions(
         db,
         ask=_ask_user(ui, no_browser=no_browser) if progress else None,
         on_event=show if progress else None,
         activity=activity,
     )
+    return sessions if notifier is None else _Notifying(sessions, notifier)
+
+
+class _Notifying:
+    """The session API, and once a command's run returns, its notifications delivered.
+
+    They go out from a background thread while the session runs; a process that is about
+    to exit waits for them here (bounded by the retry schedule), because once the
+    interpreter shuts down no new HTTP work can start."""
+
+    def __init__(self, sessions: Any, notifier: Any) -> None:
+        self._sessions = sessions
+        self._notifier = notifier
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._sessions, name)
+        if name not in ("start", "start_scenario", "resume", "run_on"):
+            return method
+
+        def then_flush(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._notifier.close()
+
+        return then_flush
 
 
 def _chosen(ui: Ui | None) -> Ui:
@@ -89,9 +115,7 @@ def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> 
         return None
     from orchestrator.web.notify import Notifier
 
-    notifier = Notifier(urls, public_url=public_url, db=db)
-    atexit.register(notifier.close)
-    return notifier
+    return Notifier(urls, public_url=public_url, db=db)
 
 
 def _ask_user(ui: Ui | None, *, no_browser: bool = False) -> Any:

@@ -78,6 +78,7 @@ class Web:
                 public_url=config.public_url,
                 db=config.db,
                 retry_delays=config.retry_delays,
+                reminder_seconds=config.reminder_seconds,
             )
         on_event = self.notifier.on_event if self.notifier is not None else None
         self.sessions = sessions or Sessions(config.db, on_event=on_event)

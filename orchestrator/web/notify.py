@@ -213,7 +213,9 @@ class Notifier:
             if delay and self._stop.wait(delay):
                 break
             attempts += 1
-            sender = apprise.Apprise()
+            # async_mode off: sent from this thread, not a pool that refuses new work once
+            # the interpreter starts exiting (a CLI flushes its messages at exit).
+            sender = apprise.Apprise(asset=apprise.AppriseAsset(async_mode=False))
             if not sender.add(url):
                 return False, "not a notification URL Apprise understands", attempts
             with apprise.LogCapture(level=logging.WARNING) as output:
