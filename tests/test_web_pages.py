@@ -106,6 +106,10 @@ def test_session_page_shows_every_part_of_a_single_select(
     assert "high urgency" in html and "Without an answer" in html
     assert 'class="timeline"' in html and "QUESTION" in html
     assert "Assumptions" in html and f"/sessions/{sid}/cancel" in html
+    from orchestrator.web.records import link_for
+
+    token = link_for(sessions.store.engine, sid)
+    assert f'<code class="answer-link">http://127.0.0.1:8765/q/{token}</code>' in html
 
 
 def test_multi_select_and_free_text_forms(page: TestClient, sessions: Sessions) -> None:

@@ -80,6 +80,19 @@ def test_server_prints_the_start_url_with_the_token(db_url: str) -> None:
     assert f"orchestrator inbox: {base}/?token={TOKEN}" in err
 
 
+def test_a_port_in_use_is_bad_input(db_url: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = cli("serve", "--port", str(port), "--token", TOKEN, db=db_url, timeout=60)
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_server_killed_after_accepting_an_answer_loses_nothing(
     tmp_path: Path, db_url: str
 ) -> None:

@@ -161,6 +161,12 @@ def _session_page(
     web = request.app.state.web
     doc = web.sessions.status(session_id)
     events = events_after(web.engine, session_id, 0)
+    share = None
+    if doc["pending_question"] is not None:
+        from orchestrator.web.links import answer_url
+        from orchestrator.web.records import link_for
+
+        share = answer_url(web.config.base_url(), link_for(web.engine, session_id))
     return render(
         request,
         "session.html",
@@ -172,6 +178,7 @@ def _session_page(
         error=error,
         action=f"/sessions/{session_id}/answer",
         ended=doc["status"] in ENDED,
+        share=share,
     )
 
 
