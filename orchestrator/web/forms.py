@@ -31,7 +31,12 @@ def reply_from_form(question: Mapping[str, Any], form: Any) -> Any:
         if not other:
             raise InvalidAnswer("you chose an answer of your own: write it in the text field")
         picks.append(other)
-    elif other and question.get("allow_other") and (kind == "multi_select" or not picks):
+    elif other and question.get("allow_other"):
+        if kind == "single_select" and picks:
+            raise InvalidAnswer(
+                f"you chose {picks[0]!r} and also wrote an answer of your own: choose "
+                "'Something else' to send your own, or clear the text"
+            )
         picks.append(other)
     if not picks:
         labels = ", ".join(repr(o["label"]) for o in question.get("options") or [])
