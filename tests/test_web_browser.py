@@ -8,6 +8,7 @@ only when that install fails.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -243,8 +244,12 @@ def test_answering_in_a_real_browser(
         cancelled: "cancelled",
         evil: "paused",
     }
+    # The README's pictures: written when missing, or renewed on request, so that a test
+    # run does not leave the work tree changed (ORCHESTRATOR_UPDATE_SCREENSHOTS=1).
     docs = ROOT / "docs" / "images"
     docs.mkdir(parents=True, exist_ok=True)
+    renew = os.environ.get("ORCHESTRATOR_UPDATE_SCREENSHOTS") == "1"
     for name in ("inbox.png", "question.png"):
         assert (tmp_path / name).stat().st_size > 10_000
-        shutil.copyfile(tmp_path / name, docs / name)
+        if renew or not (docs / name).exists():
+            shutil.copyfile(tmp_path / name, docs / name)
