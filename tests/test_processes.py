@@ -838,7 +838,9 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
     owner = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc",
          *harness.argv("run", "--script", str(harness.script))],
-        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="5"),
+        env=harness.env(
+            HARNESS_SLOW="developer", HARNESS_DELAY="6", ORCHESTRATOR_LEASE_SECONDS="4"
+        ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
     )  # fmt: skip
@@ -852,7 +854,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
             assert refused.returncode == 2, describe(refused)
             assert "being resumed elsewhere" in refused.stderr
             assert "takeover is possible in" in refused.stderr
-            time.sleep(2.5)
+            time.sleep(4.5)
         stdout, stderr = owner.communicate(timeout=120)
     finally:
         if owner.poll() is None:  # pragma: no cover - only if an assertion fired above
