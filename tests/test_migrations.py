@@ -15,6 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from dbcheck import query
 
 from orchestrator.store.db import MIGRATIONS, open_engine
 from orchestrator.store.schema import HEAD_REVISION, OUR_TABLES, metadata
@@ -26,8 +27,9 @@ def test_head_revision_constant_matches_the_migrations() -> None:
     assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION
 
 
-def test_empty_database_is_migrated_to_head_and_matches_the_models(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+@pytest.mark.backends()
+def test_empty_database_is_migrated_to_head_and_matches_the_models(empty_db_url: str) -> None:
+    url = empty_db_url
     engine = open_engine(url)
     with engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
@@ -66,13 +68,18 @@ def test_langgraph_tables_share_the_file_but_not_the_migrations(tmp_path: Path) 
     assert again == tables
 
 
-def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
+@pytest.mark.backends()
+def test_concurrent_first_use_of_a_fresh_file(empty_db_url: str) -> None:
     """Two processes creating the same database at once both end up at head."""
     import subprocess
     import sys
 
-    url = f"sqlite:///{tmp_path / 'race.db'}"
-    code = "import sys; from orchestrator.store.db import open_engine; open_engine(sys.argv[1])"
+    url = empty_db_url
+    code = (
+        "import sys\nfrom orchestrator.store.db import open_engine\n"
+        "from orchestrator.checkpoints import checkpointer\n"
+        "open_engine(sys.argv[1])\nwith checkpointer(sys.argv[1]):\n    pass\n"
+    )  # our migrations and LangGraph's, as every first command on a new database runs them
     procs = [
         subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE, text=True)
         for _ in range(3)
@@ -80,13 +87,11 @@ def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-    with sqlite3.connect(tmp_path / "race.db") as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
-            (HEAD_REVISION,)
-        ]
+    assert query(url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
 
 
-def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
+@pytest.mark.backends()
+def test_the_database_itself_refuses_a_second_question(db_url: str) -> None:
     from sqlalchemy.exc import IntegrityError
 
     from agents.scripted import ScriptedBackend
@@ -94,7 +99,7 @@ def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
     from orchestrator.store import Store
     from orchestrator.store.schema import events
 
-    url = f"sqlite:///{tmp_path / 'one.db'}"
+    url = db_url
     store = Store(open_engine(url))
     backend = ScriptedBackend(
         {"pm": [{"status": "NEEDS_CLARIFICATION", "question": "q?"}]}, replies_so_far={}
@@ -112,33 +117,41 @@ def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
         )
 
 
-def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(tmp_path: Path) -> None:
+@pytest.mark.backends()
+def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(empty_db_url: str) -> None:
     """An older database is migrated on first use and its sessions go on working."""
-    from sqlalchemy import create_engine
+    from sqlalchemy import create_engine, inspect, text
 
     from orchestrator.answers import UserReply
     from orchestrator.engine import Engine
     from orchestrator.store import Store
     from orchestrator.store.db import upgrade
 
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    upgrade(create_engine(url), "0001")
-    with sqlite3.connect(tmp_path / "old.db") as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(orchestrator_state)")}
+    url = empty_db_url
+    old = create_engine(url)
+    upgrade(old, "0001")
+    with old.begin() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).one() == ("0001",)
+        columns = {c["name"] for c in inspect(conn).get_columns("orchestrator_state")}
         assert "deadline" not in columns
         conn.execute(
-            "INSERT INTO sessions VALUES ('old1', 'legacy task', 'paused', '2026-01-01', "
-            "'2026-01-01', NULL, NULL, NULL, NULL, ?, '{}', '[]', 0, 0, NULL, NULL)",
-            ('{"kind": "script", "agents": {"pm": [{"status": "COMPLETE", "summary": "ok"}]}}',),
-        )
+            text(
+                "INSERT INTO sessions VALUES ('old1', 'legacy task', 'paused', '2026-01-01', "
+                "'2026-01-01', NULL, NULL, NULL, NULL, :agents, '{}', '[]', 0, 0, NULL, NULL)"
+            ),
+            {"agents": '{"kind": "script", "agents": {"pm": [{"status": "COMPLETE", '
+             '"summary": "ok"}]}}'},
+        )  # fmt: skip
         conn.execute(
-            "INSERT INTO orchestrator_state (session_id, clarification_used, "
-            "clarification_resolved, clarification_question, question_object, asked_by, "
-            "request_key, questions_surfaced, fallbacks_injected, fallback_counts) VALUES "
-            "('old1', 1, 0, 'Old question?', '{\"question\": \"Old question?\"}', 'pm', 'pm#1', "
-            "1, 0, '{}')"
+            text(
+                "INSERT INTO orchestrator_state (session_id, clarification_used, "
+                "clarification_resolved, clarification_question, question_object, asked_by, "
+                "request_key, questions_surfaced, fallbacks_injected, fallback_counts) VALUES "
+                "('old1', true, false, 'Old question?', '{\"question\": \"Old question?\"}', "
+                "'pm', 'pm#1', 1, 0, '{}')"
+            )
         )
+    old.dispose()
     store = Store(open_engine(url))  # migrates to head
     view = store.view("old1")
     assert view["pending_question"]["question"] == "Old question?"

@@ -1,4 +1,5 @@
-"""Sessions end to end, in-process, on a real SQLite file: every gate case through the graph."""
+"""Sessions end to end, in-process, on a real SQLite file and a real PostgreSQL database:
+every gate case through the graph."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ PLAN2 = {"status": "PLANNED", "tasks": [{"title": "one"}, {"title": "two"}]}
 PLAN1 = {"status": "PLANNED", "tasks": [{"title": "one"}]}
 COMPLETE = {"status": "COMPLETE", "summary": "shipped"}
 DONE = {"status": "DONE", "summary": "done"}
+
+pytestmark = pytest.mark.backends()
 
 
 class Recorder:
