@@ -10,6 +10,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import ScenarioError
+from orchestrator.limits import (
+    MAX_ANSWER_CHARS,
+    MAX_SCENARIO_BYTES,
+    MAX_SCENARIO_DEPTH,
+    MAX_SCENARIO_NODES,
+    MAX_TASK_CHARS,
+)
 from orchestrator.questions import repair
 from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
 from orchestrator.settings import Settings
@@ -136,7 +143,7 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
                 or p.startswith("function-")
             )
         )
-        message = error["msg"]
+        message = _plain(error)
         if len(loc) >= 2 and loc[0] == "answers" and isinstance(loc[1], int):
             loc, message = (
                 loc[:2],
@@ -158,23 +165,64 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
     return "\n".join(dict.fromkeys(lines))
 
 
+# pydantic names its own model classes in some messages ("a valid dictionary or instance
+# of TaskSpec"); users wrote YAML, not classes.
+_INSTANCE_OF = re.compile(r" or (an )?instance of \w+")
+_TYPE_WORDS = {
+    "model_type": "expected a mapping (key: value)",
+    "model_attributes_type": "expected a mapping (key: value)",
+    "dict_type": "expected a mapping (key: value)",
+    "list_type": "expected a list",
+}
+
+
+def _plain(error: Any) -> str:
+    """pydantic's message for one error, in the scenario's terms."""
+    if error["type"] in _TYPE_WORDS:
+        got = type(error.get("input")).__name__
+        got = {"str": "text", "dict": "a mapping", "list": "a list", "NoneType": "nothing"}.get(
+            got, got
+        )
+        return f"{_TYPE_WORDS[error['type']]}, got {got}"
+    return _INSTANCE_OF.sub("", str(error["msg"]))
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a YAML or JSON scenario; any problem is a ScenarioError (exit 2)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_SCENARIO_BYTES + 1)
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read the scenario file: {exc}") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror}") from None
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(_too_big(path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the scenario as UTF-8"
+        ) from None
     return parse_scenario(text, path)
+
+
+def _too_big(path: Path) -> str:
+    return (
+        f"{path}: the scenario file is larger than {MAX_SCENARIO_BYTES:,} bytes, the limit "
+        "for scenario files"
+    )
 
 
 def parse_scenario(text: str, path: str | Path = "<scenario>") -> Scenario:
     """Validate a scenario given as YAML or JSON text; `path` names it in messages (a
     `.json` suffix parses it as JSON, anything else as YAML, which JSON also is)."""
     path = Path(path)
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(_too_big(path))
     data = _parse(path, text)
+    _check_shape(path, data)
     if not isinstance(data, dict):
         raise ScenarioError(
             f"{path}: (top level): expected a mapping with 'task' and 'agents', "
@@ -200,6 +248,9 @@ def _prefix_lines(path: Path, message: str) -> str:
 
 
 def _parse(path: Path, text: str) -> Any:
+    too_deep = ScenarioError(
+        f"{path}: nested more than {MAX_SCENARIO_DEPTH} levels deep; a scenario needs fewer than 10"
+    )
     if path.suffix.lower() == ".json":
         try:
             return json.loads(text)
@@ -207,10 +258,16 @@ def _parse(path: Path, text: str) -> Any:
             raise ScenarioError(
                 f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
             ) from None
+        except RecursionError:
+            raise too_deep from None
     import yaml
 
+    # The C parser when PyYAML has it: the pure-Python one takes minutes on large input.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader)
+    except RecursionError:
+        raise too_deep from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -218,8 +275,60 @@ def _parse(path: Path, text: str) -> Any:
         raise ScenarioError(f"{path}: {where}invalid YAML: {problem}") from None
 
 
+def _check_shape(path: Path, data: Any) -> None:
+    """Refuse documents nested deeper, or with more values, than any scenario needs (an
+    alias used many times counts each time: the checks below would walk it each time)."""
+    stack = [(data, 1)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_SCENARIO_NODES:
+            raise ScenarioError(
+                f"{path}: more than {MAX_SCENARIO_NODES:,} values; a scenario needs far fewer"
+            )
+        if isinstance(value, dict | list):
+            if depth > MAX_SCENARIO_DEPTH:
+                raise ScenarioError(
+                    f"{path}: nested more than {MAX_SCENARIO_DEPTH} levels deep; "
+                    "a scenario needs fewer than 10"
+                )
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+
+
+def _check_sizes(path: Path, scenario: Scenario) -> None:
+    if len(scenario.task) > MAX_TASK_CHARS:
+        raise ScenarioError(
+            f"{path}: task: {len(scenario.task):,} characters; at most {MAX_TASK_CHARS:,}"
+        )
+    for index, answer in enumerate(scenario.answers):
+        texts = (
+            [answer]
+            if isinstance(answer, str)
+            else [answer.answer]
+            if isinstance(answer, TextAnswer)
+            else list(answer.choices)
+            if isinstance(answer, ChoicesAnswer)
+            else []
+        )
+        note = None if isinstance(answer, str) else answer.note
+        for text in [*texts, *([note] if note else [])]:
+            if len(text) > MAX_ANSWER_CHARS:
+                raise ScenarioError(
+                    f"{path}: answers[{index}]: {len(text):,} characters; "
+                    f"at most {MAX_ANSWER_CHARS:,}"
+                )
+        if any(not text.strip() for text in texts):
+            raise ScenarioError(
+                f"{path}: answers[{index}]: the answer is empty; expected the answer text, "
+                "an option's label, {choices: [label, ...]} or {action: decline}"
+            )
+
+
 def _check_answers(path: Path, scenario: Scenario) -> None:
     """A scripted select answer must be an option of some question the script can ask."""
+    _check_sizes(path, scenario)
     questions = scenario.questions()
     for index, answer in enumerate(scenario.answers):
         where = f"{path}: answers[{index}]"

@@ -782,7 +782,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
         ["unshare", "--pid", "--fork", "--mount-proc",
          *harness.argv("run", "--script", str(harness.script))],
         env=harness.env(
-            HARNESS_SLOW="developer", HARNESS_DELAY="6", ORCHESTRATOR_LEASE_SECONDS="4"
+            HARNESS_SLOW="developer", HARNESS_DELAY="12", ORCHESTRATOR_LEASE_SECONDS="4"
         ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
