@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pgcluster
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
@@ -195,27 +193,11 @@ def test_upgrading_to_0003_keeps_every_sessions_state_and_events(tmp_path: Path)
     assert store.session("s2").claim_generation == 0
 
 
-PG_URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
-
-
 @pytest.fixture
-def fresh_postgres() -> Iterator[str]:
-    """A new, empty PostgreSQL database on the opt-in server, dropped afterwards."""
-    if not PG_URL or importlib.util.find_spec("psycopg") is None:
-        pytest.skip("set ORCHESTRATOR_TEST_POSTGRES_URL and install the postgres extra")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"orch_first_use_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+def fresh_postgres(pg_cluster: pgcluster.Cluster) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the suite's server, dropped afterwards."""
+    with pg_cluster.fresh("empty") as url:
+        yield url
 
 
 def test_eight_concurrent_first_uses_of_a_fresh_postgres_database(fresh_postgres: str) -> None:

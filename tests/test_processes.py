@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -898,30 +897,10 @@ def test_plain_resume_racing_an_answer_exits_2_or_3_never_1(
     assert session_row(db_url, session_id)["status"] == "completed"
 
 
-PG_URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def any_db(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
-    """The test's SQLite file, or a new database on the opt-in PostgreSQL server."""
-    if request.param == "sqlite":
-        yield db_url
-        return
-    if not PG_URL:
-        pytest.skip("set ORCHESTRATOR_TEST_POSTGRES_URL to run this on PostgreSQL too")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"orch_race_{os.getpid()}_{int(time.time() * 1000) % 10**8}"
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+@pytest.fixture
+def any_db(db_url: str) -> str:
+    """The test's database: SQLite, then PostgreSQL (the module's `backends` marker)."""
+    return db_url
 
 
 def test_plain_resumes_racing_an_answer_never_exit_1(any_db: str) -> None:
