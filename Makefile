@@ -31,6 +31,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/workers.py
 
 # Regenerate requirements.lock after changing dependencies in pyproject.toml.
 lock:
