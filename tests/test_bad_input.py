@@ -215,6 +215,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("note-too-long", ["resume", "{paused}", "--decline", "--note", "z" * 10_001], "--note"),
     ("task-too-long", ["run", "t" * 2001, "--model", "openai:x"], "at most 2,000"),
     ("choice-too-long", ["resume", "{choose}", "--choice", "c" * 10_001], "at most 10,000"),
+    ("id-very-long", ["status", "i" * 100_000], "no session"),
+    ("option-value-very-long", ["run", "--script", DONE, "--max-rounds", "9" * 100_000], "rounds"),
     # options: usage errors are JSON too
     ("timeout-negative", ["run", "--script", DONE, "--timeout", "-1"], "--timeout"),
     ("timeout-inf", ["run", "--script", DONE, "--timeout", "inf"], "finite"),
@@ -266,6 +268,8 @@ def test_bad_input_exits_2_says_what_and_changes_nothing(
     assert fragment in document["error"], document["error"]
     assert fragment in result.stderr
     assert len(document["error"]) < 2_000  # never the whole of a long value
+    assert len(result.stderr) < 3_000
+    assert "instance of" not in document["error"]  # no internal class names
     assert snapshot(world.root, world.db) == before
 
 

@@ -20,6 +20,7 @@ import typer
 
 from orchestrator.cli.render import question_text, resume_hint, session_text
 from orchestrator.errors import OrchestratorError, UserError
+from orchestrator.limits import clip
 
 __all__ = [
     "EXIT_CODES",
@@ -31,10 +32,12 @@ __all__ = [
     "fail",
     "error_document",
     "pipe_safe",
+    "MAX_MESSAGE_CHARS",
 ]
 
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running": 1}
 EXIT_BAD_INPUT = 2
+MAX_MESSAGE_CHARS = 1_500  # an error message, whatever it quotes
 
 
 class _PipeSafe:
@@ -117,6 +120,7 @@ def user_errors(as_json: bool) -> Iterator[None]:
 
 
 def fail(as_json: bool, message: str, code: int) -> NoReturn:
+    message = clip(message, MAX_MESSAGE_CHARS)  # it may quote what the user gave
     err(f"error: {message}")
     if as_json:
         typer.echo(error_document(message, code))
