@@ -428,3 +428,12 @@ def db_upgrade(db: DbOption = None, as_json: JsonOption = False) -> None:
     emit(
         as_json, {"database": url, "revision": HEAD_REVISION}, f"{url}: at revision {HEAD_REVISION}"
     )
+
+
+def _add_worker() -> None:
+    from orchestrator.cli.worker import worker  # needs DbOption/JsonOption from above
+
+    app.command()(worker)
+
+
+_add_worker()

@@ -64,9 +64,12 @@ def resolve_url(db: str | None) -> str:
     _check_url_shape(url, origin)
     if "://" not in url:
         url = f"sqlite:///{Path(url).expanduser().resolve()}"
+    for plain in ("postgresql://", "postgres://"):  # the driver we ship, not psycopg2
+        if url.startswith(plain):
+            url = "postgresql+psycopg://" + url.removeprefix(plain)
     try:
         make_url(url)
-    except (ArgumentError, ValueError) as exc:
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
         raise ConfigError(
             f"{origin} {url!r} is not a database URL ({exc}); expected e.g. "
             "sqlite:///path/to/file.db or postgresql+psycopg://user:password@host:5432/db"
@@ -214,6 +217,8 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
         path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
         _configure_sqlite(engine)
+    elif make_url(url).get_backend_name() == "postgresql":
+        engine = _postgres_engine(url)
     else:
         try:
             engine = create_engine(url, pool_pre_ping=True)
@@ -233,6 +238,24 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
         except OperationalError as exc:
             raise ConfigError(f"cannot open the database {engine.url!r}: {exc.orig}") from exc
     return engine
+
+
+def _postgres_engine(url: str) -> Engine:
+    """Pooled, with timeouts and readable connection errors (orchestrator/store/_pg.py)."""
+    try:
+        from orchestrator.store._pg import postgres_engine
+
+        return postgres_engine(url)
+    except ArgumentError as exc:
+        raise ConfigError(
+            f"--db {url!r}: unknown PostgreSQL driver ({exc}); expected "
+            "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
+        ) from exc
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"the PostgreSQL driver is not installed ({exc.name}); install the extra: "
+            + install_extra("postgres")
+        ) from exc
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -35,7 +35,7 @@ def snapshot(conn: Connection, session_id: str) -> Snapshot:
     row = session_row(conn, session_id)
     state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
     return Snapshot(
-        row, state_from_row(state), pending_question(row, state), session_view(row, state)
+        row, state_from_row(state), pending_question(row, state), _view(conn, row, state)
     )
 
 
@@ -43,6 +43,11 @@ def view(conn: Connection, session_id: str) -> dict[str, Any]:
     """The contract's session object, with the assumptions ledger."""
     row = session_row(conn, session_id)
     state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+    return _view(conn, row, state)
+
+
+def _view(conn: Connection, row: Any, state: Any) -> dict[str, Any]:
+    session_id = row.id
     ledger = conn.execute(
         select(_E).where(_E.c.session_id == session_id, _E.c.kind == "assumption").order_by(_E.c.id)
     )
