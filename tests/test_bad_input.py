@@ -147,6 +147,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     }
     for name, text in scenarios.items():
         (root / name).write_text(text)
+    (root / "latin1.yaml").write_bytes("task: café\nagents: {pm: []}\n".encode("latin-1"))
+    (root / "empty.yaml").write_text("  \n")
     with (root / "huge.yaml").open("w") as file:  # 50 MB: refused before it is read
         file.write("task: t\nagents:\n  pm: []\n")
         chunk = "# " + "x" * 1022 + "\n"
@@ -208,6 +210,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("scenario-long-task", ["run", "--script", "{root}/long-task.yaml"], "at most 2,000"),
     ("scenario-long-answer", ["run", "--script", "{root}/long-answer.yaml"], "at most 10,000"),
     ("scenario-missing", ["run", "--script", "{root}/nope.yaml"], "no such scenario file"),
+    ("scenario-not-utf8", ["run", "--script", "{root}/latin1.yaml"], "not UTF-8"),
+    ("scenario-empty", ["run", "--script", "{root}/empty.yaml"], "an empty file"),
     ("scenario-is-a-folder", ["run", "--script", "{root}"], "cannot read"),
     ("scenario-with-task", ["run", "other task", "--script", DONE], "not both"),
     # very large values
