@@ -134,6 +134,15 @@ def finish(
 
     `question_shown`: the progress lines already printed the question in full, so the
     closing lines only point at it and give the command that answers it."""
+    if view["status"] == "running" and not view.get("stalled"):
+        # Another live process took the session on meanwhile (it was answered elsewhere):
+        # nothing of ours ran, as when the claim is refused.
+        fail(
+            as_json,
+            f"session {view['session_id']} is being run on by another process; "
+            f"see orchestrator status {view['session_id']}",
+            EXIT_BAD_INPUT,
+        )
     code = EXIT_CODES.get(view["status"], 1)
     text = session_text(view)
     if view["status"] == "paused" and view["pending_question"]:
