@@ -6,7 +6,6 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pgcluster
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config

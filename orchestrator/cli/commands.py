@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli.output import EXIT_CODES, answer_hint, emit, finish, user_errors
-from orchestrator.cli.render import event_line, list_table, session_text
+from orchestrator.cli.render import event_line, list_table, relative, session_text
 from orchestrator.cli.runs import (
     NO_AGENTS,
     OnTimeout,
@@ -420,7 +420,9 @@ def status(
     """Show one session."""
     with user_errors(as_json):
         view = read_sessions(db, session_id).status(session_id)
-    text = session_text(view)
+    first, _, rest = session_text(view).partition("\n")
+    started, changed = relative(view.get("created_at")), relative(view.get("updated_at"))
+    text = f"{first}\n  started {started}, last change {changed}\n{rest}"
     if view["pending_question"]:
         text += "\n" + answer_hint(dict(view), db)
     emit(as_json, view, text)
@@ -452,8 +454,11 @@ def log(
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
     with user_errors(as_json):
         events = read_sessions(db, session_id).log(session_id)
-    text = "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
-    emit(as_json, events, text)
+    # Each event at its UTC clock time (seconds matter within a run); the day, relatively.
+    first = events[0]["time"] if events else None
+    header = f"session {session_id}, started {relative(first)} ({first}); times in UTC"
+    lines = [f"{(e['time'] or '')[11:19]}  {event_line(e)}" for e in events]
+    emit(as_json, events, "\n".join([header, *lines]))
 
 
 @db_app.command("upgrade")
