@@ -202,7 +202,7 @@ class Sessions:
         doc = cast(SessionDoc, store.view(session_id))
         expect = store.session(session_id).settings.get("expect")
         if expect and doc["status"] in ENDED:
-            doc["expect"] = check_expect(expect, doc)
+            doc["expect"] = check_expect(expect, doc, lambda: self.log(session_id))
         return doc
 
     def list(self, status: str | None = None) -> builtins.list[SessionDoc]:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pgcluster
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
@@ -191,48 +189,3 @@ def test_upgrading_to_0003_keeps_every_sessions_state_and_events(tmp_path: Path)
     view = store.view("s2")
     assert view["status"] == "paused" and view["stalled"] is False and view["owner"] is None
     assert store.session("s2").claim_generation == 0
-
-
-@pytest.fixture
-def fresh_postgres(pg_cluster: pgcluster.Cluster) -> Iterator[str]:
-    """A new, empty PostgreSQL database on the suite's server, dropped afterwards."""
-    with pg_cluster.fresh("empty") as url:
-        yield url
-
-
-def test_eight_concurrent_first_uses_of_a_fresh_postgres_database(fresh_postgres: str) -> None:
-    """Migrations (advisory lock) and LangGraph's checkpoint setup (once per database per
-    process, under a second advisory lock) no longer race on a new database."""
-    import json
-    import subprocess
-
-    from conftest import EXAMPLES, ROOT, argv
-
-    procs = [
-        subprocess.Popen(
-            argv(
-                "run",
-                "--script",
-                str(EXAMPLES / "answered-question.yaml"),
-                "--json",
-                db=fresh_postgres,
-            ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )  # fmt: skip
-        for _ in range(8)
-    ]
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"exit {proc.returncode}\n{stdout}\n{stderr}"
-        assert json.loads(stdout)["status"] == "completed"
-    from orchestrator.store import Store
-
-    store = Store(open_engine(fresh_postgres))
-    try:
-        assert [v["status"] for v in store.list_views()] == ["completed"] * 8
-    finally:
-        store.engine.dispose()
