@@ -205,9 +205,13 @@ class Sessions:
             doc["expect"] = check_expect(expect, doc)
         return doc  # type: ignore[return-value]
 
-    def list(self, status: str | None = None) -> builtins.list[SessionDoc]:
-        """Sessions, newest first (optionally only those with `status`)."""
-        return self.store.list_views(status)  # type: ignore[return-value]
+    def list(
+        self, status: str | None = None, *, limit: int | None = None, after: str | None = None
+    ) -> builtins.list[SessionDoc]:
+        """Sessions, newest first (optionally only those with `status`): at most `limit`
+        (None: all), starting after the session with id `after` (the last of the previous
+        page; an unknown id raises SessionNotFound)."""
+        return self.store.list_views(status, limit=limit, after=after)  # type: ignore[return-value]
 
     def log(self, session_id: str) -> builtins.list[EventDoc]:
         """The session's events in order."""

@@ -249,7 +249,7 @@ def test_environment_variable_and_default_database(isolated_home: Path, tmp_path
     assert result.returncode == 0 and (tmp_path / "env.db").exists()
     default = cli("list", "--json")  # no --db, no env: the user data dir under our fake HOME
     assert default.returncode == 0 and as_json(default) == []
-    assert list(isolated_home.rglob("orchestrator.db"))
+    assert not list(isolated_home.rglob("orchestrator.db"))  # read commands create nothing
 
 
 def test_db_upgrade(db_url: str) -> None:

@@ -14,8 +14,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.output import EXIT_CODES, emit, finish, user_errors
-from orchestrator.cli.render import event_line, question_text, session_text
+from orchestrator.cli.output import EXIT_CODES, emit, err, finish, user_errors
 from orchestrator.cli.runs import (
     NO_AGENTS,
     OnTimeout,
@@ -24,6 +23,7 @@ from orchestrator.cli.runs import (
     collect_from_here_on,
     sessions_for,
 )
+from orchestrator.reads import DEFAULT_LIMIT, list_text, log_text, next_page_hint, status_text
 
 __all__ = ["app", "main", "EXIT_CODES"]
 
@@ -298,10 +298,7 @@ def status(
     """Show one session."""
     with user_errors(as_json):
         view = sessions_for(db).status(session_id)
-    text = session_text(view)
-    if view["pending_question"]:
-        text += "\n  waiting: " + question_text(view["pending_question"])
-    emit(as_json, view, text)
+    emit(as_json, view, status_text(view))
 
 
 @app.command("list")
@@ -309,19 +306,37 @@ def list_(
     status_: Annotated[
         Status | None, typer.Option("--status", help="Only sessions with this status.")
     ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, metavar="N", help=f"At most N sessions [{DEFAULT_LIMIT}]."),
+    ] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every session, no paging.")] = False,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after",
+            metavar="ID",
+            help="The page after this session (the command for the next page is printed "
+            "on stderr when there is one).",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List sessions, newest first."""
+    """List sessions, newest first, a page at a time."""
     with user_errors(as_json):
-        views = sessions_for(db).list(status_.value if status_ else None)
-    text = (
-        "\n".join(
-            f"{v['session_id']}  {v['status']:<9}  {v['created_at']}  {v['task']}" for v in views
-        )
-        or "no sessions"
-    )
-    emit(as_json, views, text)
+        from orchestrator.errors import ConfigError
+
+        if all_ and limit is not None:
+            raise ConfigError("give either --limit or --all, not both")
+        page = None if all_ else (limit or DEFAULT_LIMIT)
+        status = status_.value if status_ else None
+        # One more than the page: it tells whether a next page exists.
+        views = sessions_for(db).list(status, limit=None if page is None else page + 1, after=after)
+        if page is not None and len(views) > page:
+            del views[page:]
+            err(next_page_hint(views[-1]["session_id"], status=status, limit=page, db=db))
+    emit(as_json, views, list_text(views))
 
 
 @app.command()
@@ -333,8 +348,7 @@ def log(
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
     with user_errors(as_json):
         events = sessions_for(db).log(session_id)
-    text = "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
-    emit(as_json, events, text)
+    emit(as_json, events, log_text(events))
 
 
 @db_app.command("upgrade")

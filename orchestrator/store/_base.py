@@ -203,13 +203,29 @@ class StoreBase:
             state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
             return row, session_view(row, state)["pending_question"]
 
-    def list_views(self, status: str | None = None) -> list[dict[str, Any]]:
-        query = select(_S, _T).join(_T, _T.c.session_id == _S.c.id)
-        if status is not None:
-            query = query.where(_S.c.status == status)
-        query = query.order_by(_S.c.created_at.desc(), _S.c.id.desc())
+    def list_views(
+        self, status: str | None = None, *, limit: int | None = None, after: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Sessions, newest first: at most `limit`, those listed after session `after`.
+
+        The SQL is the fast read path's too (orchestrator.reads), typed here per column."""
+        from sqlalchemy import text
+
+        from orchestrator.reads import CURSOR_SQL, LISTED, page_sql
+
+        columns = [{"s": _S, "t": _T}[table].c[column] for table, column, _ in LISTED]
+        params: dict[str, Any] = {"status": status, "limit": limit}
         with self._read() as conn:
-            return [session_view(row, row) for row in conn.execute(query)]
+            if after is not None:
+                cursor = conn.execute(text(CURSOR_SQL), {"after": after}).first()
+                if cursor is None:
+                    raise SessionNotFound(after)
+                params.update(after_created=cursor[0], after_id=after)
+            sql = page_sql(
+                status=status is not None, after=after is not None, limit=limit is not None
+            )
+            rows = conn.execute(text(sql).columns(*columns), params)
+            return [session_view(row, row) for row in rows]
 
     def reply_counts(self, session_id: str) -> dict[str, int]:
         """How many replies each agent has recorded (scripted backends resume from this)."""

@@ -125,8 +125,11 @@ class ClaimsMixin(StoreBase):
         source: str = "user",
         choices: list[str] | None = None,
     ) -> gate.Resolve:
-        """Accept the user's answer, decline or cancel: claim and record in one transaction."""
-        with self._write(durable=True) as conn:
+        """Accept the user's answer, decline or cancel: claim and record in one transaction.
+
+        A person's answer is fsynced (durable=True); a scripted one is not: the scenario
+        file replays it if a power loss takes the commit."""
+        with self._write(durable=source != "script") as conn:
             row = self._session(conn, session_id, lock=True)
             if row.status in FINAL_STATUSES:
                 raise SessionNotWaiting(

@@ -28,7 +28,7 @@ from sqlalchemy import (
 __all__ = ["metadata", "sessions", "state", "events", "HEAD_REVISION", "OUR_TABLES"]
 
 # The newest Alembic revision; tests/test_migrations.py checks it matches migrations/.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0004"
 
 metadata = MetaData()
 
@@ -53,9 +53,16 @@ sessions = Table(
     Column("answers_used", Integer, nullable=False),
     Column("summary", Text),
     Column("error", Text),
-    Index("ix_sessions_status", "status"),
-    Index("ix_sessions_created_at", "created_at"),
 )
+# 0004: `list` pages, newest first, with or without a status filter, straight off an index
+# (orchestrator.reads.page_sql). They replace the single-column (status) and (created_at).
+Index(
+    "ix_sessions_status_created_at_id",
+    sessions.c.status,
+    sessions.c.created_at.desc(),
+    sessions.c.id.desc(),
+)
+Index("ix_sessions_created_at_id", sessions.c.created_at.desc(), sessions.c.id.desc())
 
 # The persisted orchestrator state the gate decides on (one row per session).
 state = Table(
