@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/orchestrator run --script $(SCENARIO)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,7 +1,9 @@
-"""Agent backends: the scripted one (scenario files) now; LLM backends plug in beside it.
+"""Agent backends: scripted (scenario files) and LLM (any LangChain chat model).
 
 A backend is rebuilt in every process from the description the store keeps
-(`AgentBackend.describe()`), so `orchestrator resume` continues with the same agents.
+(`AgentBackend.describe()`), so `orchestrator resume` continues with the same agents. The
+two kinds here are registered with `orchestrator.backends` (the `orchestrator.backends`
+entry points in pyproject.toml, and on import of this package).
 """
 
 from __future__ import annotations
@@ -10,23 +12,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.agent import AgentBackend
-from orchestrator.errors import ConfigError
+from orchestrator.backends import register_backend
 
-__all__ = ["load_backend"]
+__all__ = ["load_backend", "load_script", "load_llm"]
+
+
+def load_script(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
+    from agents.scripted import ScriptedBackend
+
+    return ScriptedBackend(description["agents"], replies_so_far=replies_so_far)
+
+
+def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
+    from agents.llm import LLMBackend
+
+    options = {k: v for k, v in description.items() if k not in ("kind", "models")}
+    return LLMBackend(description["models"], **options)
+
+
+register_backend("script", load_script)
+register_backend("llm", load_llm)
 
 
 def load_backend(
     description: Mapping[str, Any], *, replies_so_far: Mapping[str, int]
 ) -> AgentBackend:
-    """Rebuild a backend from its stored description; `replies_so_far` counts recorded replies."""
-    kind = description.get("kind")
-    if kind == "script":
-        from agents.scripted import ScriptedBackend
+    """Rebuild a backend from its stored description (kept for callers of the old name)."""
+    from orchestrator.backends import load_backend as load
 
-        return ScriptedBackend(description["agents"], replies_so_far=replies_so_far)
-    if kind == "llm":
-        from agents.llm import LLMBackend
-
-        options = {k: v for k, v in description.items() if k not in ("kind", "models")}
-        return LLMBackend(description["models"], **options)
-    raise ConfigError(f"this session uses agents of kind {kind!r}, which this version cannot run")
+    return load(description, replies_so_far)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator import gate
 from orchestrator.errors import InvalidAnswer
+from orchestrator.records import PendingQuestion
 
 __all__ = ["UserReply", "to_gate_event", "from_scripted"]
 
@@ -33,7 +33,7 @@ def from_scripted(answer: Any) -> UserReply:
 
 
 def to_gate_event(
-    question: Mapping[str, Any], reply: UserReply
+    question: PendingQuestion, reply: UserReply
 ) -> tuple[gate.Answer | gate.Decline | gate.Cancel, list[str] | None]:
     """Validate `reply` against `question`; raise InvalidAnswer naming what was expected."""
     if reply.action == "decline":

@@ -20,11 +20,11 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.answers import UserReply
 from orchestrator.documents import EventDoc, SessionDoc
-from orchestrator.errors import ConfigError, SessionNotWaiting
+from orchestrator.errors import ConfigError
 from orchestrator.expect import ENDED, check_expect
 
 if TYPE_CHECKING:
@@ -138,11 +138,14 @@ class Sessions:
     ) -> SessionDoc:
         """Start a scripted session (contract section 4) and run it until it ends or pauses.
 
-        `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself. `settings`
+        `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself (a string of
+        one line is a path). `settings`
         override the scenario's own (None values are ignored); `source` names the file."""
         from agents.scripted import ScriptedBackend
         from orchestrator.scenario import Scenario, load_scenario, parse_scenario
 
+        if isinstance(scenario, str) and "\n" not in scenario:
+            scenario = Path(scenario)  # one line: a file name (a scenario's text has several)
         if isinstance(scenario, Path):
             source = source or str(scenario)
             scenario = load_scenario(scenario)
@@ -158,29 +161,16 @@ class Sessions:
 
     def answer(self, session_id: str, reply: UserReply) -> SessionDoc:
         """Commit the user's reply to the open question (validated first, durable when this
-        returns) without running any agent; `run_on` continues the session."""
-        from orchestrator.answers import to_gate_event
-
-        store = self.store
-        store.expire(session_id, owner=self.owner)
-        question = store.view(session_id)["pending_question"]
-        if question is None:
-            row = store.session(session_id)
-            state = store.gate_state(session_id)
-            why = (
-                "its question was already answered" if state.resolved else "it has no open question"
-            )
-            raise SessionNotWaiting(
-                f"session {session_id} is {row.status}, not waiting for an answer: {why}"
-            )
-        event, choices = to_gate_event(question, reply)
-        store.resolve(session_id, self.owner, event, choices=choices)
+        returns) without running any agent; `run_on` continues the session. The session is
+        claimed for this process until then: if it goes away first, `run_on` (or
+        `orchestrator resume`) anywhere takes over."""
+        self._engine().answer(session_id, reply)
         return self.status(session_id)
 
     def run_on(self, session_id: str) -> SessionDoc:
         """Drive a session whose answer is committed, or whose driver is gone, until it ends
         or pauses. A session still waiting for an answer is asked through `ask` again."""
-        self._engine().resume(session_id, None)
+        self._engine().run_on(session_id)
         return self.status(session_id)
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
@@ -188,9 +178,11 @@ class Sessions:
         self._engine().resume(session_id, reply)
         return self.status(session_id)
 
-    def cancel(self, session_id: str, *, note: str | None = None) -> SessionDoc:
-        """Stop a session that has not ended."""
-        self._engine().resume(session_id, UserReply(action="cancel", note=note))
+    def cancel(self, session_id: str) -> SessionDoc:
+        """Stop a session that has not ended: at once when it waits or its process is gone;
+        a live driver stops before its next agent call (the document then still says
+        `running`, with `cancel_requested`). Ended sessions raise SessionNotWaiting."""
+        self.store.cancel(session_id)
         return self.status(session_id)
 
     # -- reading --------------------------------------------------------------------------
@@ -199,11 +191,11 @@ class Sessions:
         """The session object; a deadline that passed while nothing ran is applied first."""
         store = self.store
         store.expire(session_id)
-        doc: Any = store.view(session_id)
+        doc = cast(SessionDoc, store.view(session_id))
         expect = store.session(session_id).settings.get("expect")
         if expect and doc["status"] in ENDED:
             doc["expect"] = check_expect(expect, doc)
-        return doc  # type: ignore[return-value]
+        return doc
 
     def list(
         self, status: str | None = None, *, limit: int | None = None, after: str | None = None

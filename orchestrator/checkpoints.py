@@ -1,16 +1,27 @@
-"""LangGraph's checkpointer for a database URL, in the same database as our tables."""
+"""LangGraph's checkpointer for a database URL, in the same database as our tables.
+
+Two rules beyond opening it:
+- its tables are set up once per database per process, serialised across processes (an
+  advisory lock on PostgreSQL; SQLite's own write lock), never once per drive;
+- a driver's checkpointer is fenced: before every `put` and `put_writes` the claim is
+  checked, so a process that lost its session writes no checkpoint (no forked history).
+"""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from orchestrator.store.db import SQLITE_BUSY_TIMEOUT, sqlite_path
+from orchestrator.store.db import MIGRATION_LOCK_KEY, SQLITE_BUSY_TIMEOUT, sqlite_path
 
-__all__ = ["checkpointer"]
+__all__ = ["checkpointer", "fenced"]
+
+_setup_lock = threading.Lock()
+_set_up: set[str] = set()  # URLs whose checkpoint tables this process has set up
 
 
 @contextmanager
@@ -28,7 +39,11 @@ def checkpointer(url: str) -> Iterator[Any]:
         conn.execute("PRAGMA synchronous = NORMAL")
         try:
             saver = SqliteSaver(conn)
-            saver.setup()
+            with _setup_lock:
+                if url not in _set_up:
+                    saver.setup()  # CREATE TABLE IF NOT EXISTS, under SQLite's write lock
+                    _set_up.add(url)
+                saver.is_setup = True
             yield saver
         finally:
             conn.close()
@@ -47,7 +62,43 @@ def checkpointer(url: str) -> Iterator[Any]:
             ) from exc
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
         with PostgresSaver.from_conn_string(conninfo) as saver:
-            saver.setup()
+            with _setup_lock:
+                if url not in _set_up:
+                    _setup_postgres(saver)
+                    _set_up.add(url)
             yield saver
         return
     raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")
+
+
+def _setup_postgres(saver: Any) -> None:
+    """PostgresSaver.setup() under a session advisory lock: concurrent first uses of one
+    database otherwise race on its migrations table."""
+    with saver.conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY + 1,))
+    try:
+        saver.setup()
+    finally:
+        with saver.conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY + 1,))
+
+
+def fenced(saver: Any, check: Callable[[], None]) -> Any:
+    """`saver`, with `check()` (which raises when the claim is lost) before every write.
+
+    Per drive the saver is a fresh object, so its write methods are wrapped on the
+    instance. Reads go through untouched.
+    """
+    put, put_writes = saver.put, saver.put_writes
+
+    def guarded_put(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return put(*args, **kwargs)
+
+    def guarded_put_writes(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return put_writes(*args, **kwargs)
+
+    saver.put = guarded_put
+    saver.put_writes = guarded_put_writes
+    return saver

@@ -1,9 +1,14 @@
-"""Running sessions: start, resume, and drive the graph between pauses.
+"""Running sessions: start, answer, run on, resume, and drive the graph between pauses.
 
 The store wins over LangGraph's checkpoint for every gate fact: the graph is resumed only
 after the store has committed the user's answer, and the gate re-reads the store when its
 node re-runs. A crash anywhere leaves either an answer in the store (a plain `resume`
 feeds it to the graph) or no accepted answer at all (the question is shown again).
+
+Exactly one driver: a drive holds a fenced claim (orchestrator.store.owner.Claim). Before
+every agent call and every checkpoint write the claim is checked, and every store write
+checks it in its own transaction; a driver that lost it stops with ClaimLost, having
+called no agent and written nothing after the loss.
 """
 
 from __future__ import annotations
@@ -16,22 +21,26 @@ from orchestrator._faults import crash_point
 from orchestrator._lease import held
 from orchestrator.agent import AgentBackend
 from orchestrator.answers import UserReply, from_scripted, to_gate_event
-from orchestrator.errors import AgentCallError, RunError, SessionNotWaiting
-from orchestrator.store import Owner, Store
+from orchestrator.backends import load_backend
+from orchestrator.errors import (
+    AgentCallError,
+    CancelRequested,
+    ClaimLost,
+    RunError,
+    SessionBusy,
+    SessionNotWaiting,
+)
+from orchestrator.records import PendingQuestion
+from orchestrator.settings import Settings
+from orchestrator.store import Claim, Owner, Store
+from orchestrator.store.sessions import FINAL_STATUSES
 
-__all__ = ["Engine", "AskUser", "DEFAULT_SETTINGS"]
+__all__ = ["Engine", "AskUser"]
 
 # Given the pending question (contract section 2 + asked_by), return the user's reply, or
 # None to leave the session paused (`--ui none`).
-AskUser = Callable[[Mapping[str, Any]], UserReply | None]
+AskUser = Callable[[PendingQuestion], UserReply | None]
 
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "max_rounds": 5,
-    "max_fallbacks": 2,
-    "uncertainty_threshold": 70,
-    "timeout": 300.0,
-    "on_timeout": "wait",
-}
 RECURSION_LIMIT = 10_000  # a backstop only: max_rounds and max_fallbacks bound every run
 
 
@@ -55,80 +64,107 @@ class Engine:
 
     def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
         """Create a session and run it until it ends or pauses; return its id."""
-        session_id = self.store.create_session(
+        claim = self.store.start_session(
             task,
             agents=backend.describe(),
-            settings={**DEFAULT_SETTINGS, **settings},
+            settings={**Settings().model_dump(), **settings},  # every limit stored
             owner=self.owner,
         )
         crash_point("session_created")
-        self._drive(session_id, backend, fresh=True)
-        return session_id
+        self._drive(claim, backend, fresh=True)
+        return claim.session_id
 
-    def resume(self, session_id: str, reply: UserReply | None = None) -> None:
-        """Continue a session: with `reply` it answers; without, it re-asks or recovers."""
+    def answer(self, session_id: str, reply: UserReply) -> gate.Resolve:
+        """Validate `reply` against the open question and commit it durably; no agent runs.
+
+        The session is claimed for this engine's owner in the same transaction, so
+        `run_on` (here, or in any process once this one is gone) drives it on.
+        """
+        snap = self.store.snapshot(session_id)
+        if snap.question is None:
+            why = (
+                "its question was already answered"
+                if snap.state.resolved
+                else "it has no open question"
+            )
+            raise SessionNotWaiting(
+                f"session {session_id} is {snap.row.status}, not waiting for an answer: {why}"
+            )
+        event, choices = to_gate_event(snap.question, reply)  # validated before any write
+        decision, _ = self.store.resolve(session_id, self.owner, event, choices=choices)
+        crash_point("answer_committed")
+        return decision
+
+    def run_on(self, session_id: str) -> dict[str, Any]:
+        """Drive a session whose answer is committed, or a stalled one, until it ends or
+        pauses; a session still waiting for its answer is asked again (case B)."""
+        return self.resume(session_id)
+
+    def resume(self, session_id: str, reply: UserReply | None = None) -> dict[str, Any]:
+        """Continue a session: with `reply` it answers; without, it re-asks or recovers.
+
+        Returns the session object this command ended on. A plain resume decides on one
+        snapshot of the session: still waiting (case B, nothing written: that snapshot is
+        returned), answered or stalled (claimed and driven), or held by a live process
+        (SessionBusy).
+        """
         expired = self.store.expire(session_id, owner=self.owner)
         if expired is not None and expired.cancel:
-            return  # the deadline passed and the policy was to cancel
-        row = self.store.session(session_id)
-        if reply is None:
-            state = self.store.gate_state(session_id)
-            waiting = state.used and not state.resolved and state.resolution != "cancelled"
-            if waiting and row.status in ("paused", "running"):
-                if row.status == "running":
-                    self.store.claim(session_id, self.owner)  # raises if its owner lives
-                # Case B: no agent runs; the stored question is surfaced again.
-                if not self._answer_pending(session_id):
-                    return
-            else:
-                # Answered (or timed out to proceed) but not run on, or a dead owner's.
-                self.store.claim(session_id, self.owner)
+            return self.store.view(session_id)  # the deadline passed; the policy cancels
+        claim: Claim | None
+        if reply is not None:
+            if self.answer(session_id, reply).cancel:
+                return self.store.view(session_id)
+            claim = self.store.claim(session_id, self.owner)  # ours since the answer
         else:
-            question = self.store.view(session_id)["pending_question"]
-            if question is None:
-                state = self.store.gate_state(session_id)
-                why = (
-                    "its question was already answered"
-                    if state.resolved
-                    else "it has no open question"
-                )
+            snap = self.store.snapshot(session_id)
+            if snap.row.status in FINAL_STATUSES:
                 raise SessionNotWaiting(
-                    f"session {session_id} is {row.status}, not waiting for an answer: {why}"
+                    f"session {session_id} is {snap.row.status}; there is nothing to resume"
                 )
-            event, choices = to_gate_event(question, reply)  # validated before any write
-            self.store.resolve(session_id, self.owner, event, choices=choices)
-            crash_point("answer_committed")
-            if isinstance(event, gate.Cancel):
-                return
-        row = self.store.session(session_id)
-        from agents import load_backend
+            if snap.question is not None:
+                claim = None
+                if snap.row.status == "running":
+                    claim = self.store.claim(session_id, self.owner)  # raises if owner lives
+                # Case B: no agent runs; the stored question is surfaced again.
+                claim = self._answer_pending(session_id, snap.question, snap.row, claim)
+                if claim is None:
+                    if snap.row.status == "paused" and self.ask_user is None:
+                        return self._still_waiting(session_id)
+                    return self.store.view(session_id)
+            else:
+                # Answered (or timed out to proceed) but not run on, or a gone owner's.
+                claim = self.store.claim(session_id, self.owner)
+        backend = load_backend(
+            self.store.session(session_id).agents, self.store.reply_counts(session_id)
+        )
+        self._drive(claim, backend, fresh=False)
+        return self.store.view(session_id)
 
-        backend = load_backend(row.agents, replies_so_far=self.store.reply_counts(session_id))
-        self._drive(session_id, backend, fresh=False)
+    def _still_waiting(self, session_id: str) -> dict[str, Any]:
+        """Case B changed nothing: the session object, if it is still waiting. An answer
+        that another command committed meanwhile is theirs to run on (SessionBusy: the
+        caller reports "being resumed elsewhere", not this command's outcome)."""
+        now = self.store.snapshot(session_id)
+        if now.row.status == "paused" and now.question is not None:
+            return now.view
+        raise SessionBusy(
+            f"session {session_id} was answered by another command meanwhile; it is "
+            f"{now.row.status} there. See `orchestrator status {session_id}`"
+        )
 
     # -- the loop -----------------------------------------------------------------------
 
-    def _drive(self, session_id: str, backend: AgentBackend, *, fresh: bool) -> None:
+    def _drive(self, claim: Claim, backend: AgentBackend, *, fresh: bool) -> None:
         from langgraph.errors import GraphRecursionError
         from langgraph.types import Command
 
-        from orchestrator.checkpoints import checkpointer
+        from orchestrator.checkpoints import checkpointer, fenced
         from orchestrator.graph import RunContext, compiled, initial_state
 
+        session_id = claim.session_id
         row = self.store.session(session_id)
-        settings = {**DEFAULT_SETTINGS, **row.settings}  # sessions from older versions too
-        ctx = RunContext(
-            session_id=session_id,
-            task=row.task,
-            store=self.store,
-            backend=backend,
-            max_rounds=settings["max_rounds"],
-            max_fallbacks=settings["max_fallbacks"],
-            uncertainty_threshold=settings["uncertainty_threshold"],
-            timeout=settings["timeout"],
-            activity=self.activity,
-            recorded={} if fresh else self.store.recorded_turns(session_id),
-        )
+        settings = {**Settings().model_dump(), **row.settings}  # older sessions too
         config: Any = {
             "configurable": {"thread_id": session_id},
             "recursion_limit": RECURSION_LIMIT,
@@ -139,8 +175,30 @@ class Engine:
             config["max_concurrency"] = 1
         try:
             # The heartbeat covers the whole drive, the user's time at a prompt included.
-            with checkpointer(self.url) as saver, held(self.store, session_id, self.owner):
-                graph = compiled(saver)
+            with checkpointer(self.url) as saver, held(self.store, claim) as lease:
+
+                def still_ours() -> None:
+                    lease.check()
+                    self.store.check_fence(claim)
+
+                def before_call() -> None:
+                    lease.check()
+                    self.store.check_call(claim)
+
+                ctx = RunContext(
+                    claim=claim,
+                    task=row.task,
+                    store=self.store,
+                    backend=backend,
+                    max_rounds=settings["max_rounds"],
+                    max_fallbacks=settings["max_fallbacks"],
+                    uncertainty_threshold=settings["uncertainty_threshold"],
+                    timeout=settings["timeout"],
+                    before_call=before_call,
+                    activity=self.activity,
+                    recorded={} if fresh else self.store.recorded_turns(session_id),
+                )
+                graph = compiled(fenced(saver, still_ours))
                 snapshot = graph.get_state(config)
                 payload: Any = initial_state() if fresh or not snapshot.values else None
                 if snapshot.interrupts:
@@ -149,33 +207,40 @@ class Engine:
                     # Crashed after the last step. (Not `not snapshot.next`: a task whose
                     # writes were saved before its step's checkpoint leaves next == () with
                     # the run unfinished; invoke(None) applies those writes and goes on.)
-                    self._finish(session_id, snapshot.values)
+                    self._finish(claim, snapshot.values)
                     return
                 while True:
                     graph.invoke(payload, config, context=ctx)
                     snapshot = graph.get_state(config)
                     if not snapshot.interrupts:
-                        self._finish(session_id, snapshot.values)
+                        self._finish(claim, snapshot.values)
                         return
-                    if not self._answer_pending(session_id):
+                    pending_row, question = self.store.pending(session_id)
+                    if question is None:
+                        self.store.check_fence(claim)  # only a lost claim explains this
+                        raise RuntimeError(f"session {session_id}: interrupted, no question open")
+                    if self._answer_pending(session_id, question, pending_row, claim) is None:
                         return
                     payload = self._resume_command(snapshot, Command)
+        except ClaimLost:
+            raise  # not ours any more: nothing more is written
+        except CancelRequested:
+            self.store.release(claim, "cancelled")
         except RunError as exc:
-            self.store.release(session_id, self.owner, "failed", error=exc.message)
+            self.store.release(claim, "failed", error=exc.message)
         except AgentCallError as exc:
-            # Nothing of the failed call was recorded: drop the claim, `resume` retries it.
-            self.store.abandon(session_id, self.owner)
+            # Nothing of the failed call was recorded: the session is left stalled (the
+            # failure logged, the claim dropped); `resume` retries it, `cancel` ends it.
+            self.store.record_failure(claim, exc.agent, exc.message)
             raise AgentCallError(
                 f"{exc.message}\nsession {session_id} is kept; try again with: "
                 f"orchestrator resume {session_id}"
             ) from exc
         except GraphRecursionError as exc:
-            self.store.release(
-                session_id, self.owner, "failed", error=f"the run did not converge: {exc}"
-            )
+            self.store.release(claim, "failed", error=f"the run did not converge: {exc}")
         except BaseException:
             # Ctrl+C or a bug: keep everything, drop the claim so `resume` can take over.
-            self.store.abandon(session_id, self.owner)
+            self.store.abandon(claim)
             raise
 
     @staticmethod
@@ -183,14 +248,15 @@ class Engine:
         # The gate re-reads the answer from the store; the value only releases the interrupt.
         return command(resume={i.id: "answered" for i in snapshot.interrupts})
 
-    def _answer_pending(self, session_id: str) -> bool:
+    def _answer_pending(
+        self, session_id: str, question: PendingQuestion, row: Any, claim: Claim | None
+    ) -> Claim | None:
         """Get an answer for the open question: scripted answers first, then the user.
 
-        Returns True when an answer (or decline) was accepted and the run should go on,
-        False when the session stays paused or was cancelled.
+        `claim` is held when this process drives the session (None for a paused one).
+        Returns the claim to drive on once an answer (or decline) was accepted, None when
+        the session stays paused or was cancelled.
         """
-        row, question = self.store.pending(session_id)
-        assert question is not None, "only called while a question is open"
         scripted = row.settings.get("answers") or []
         origin = "user"
         if row.answers_used < len(scripted):
@@ -200,27 +266,29 @@ class Engine:
             reply = self.ask_user(question) if self.ask_user is not None else None
         if reply is None:
             # No answer: the prompt's deadline passed, or nobody is there to ask (--ui none).
-            expired = self.store.expire(session_id, owner=self.owner)
+            expired = self.store.expire(session_id, owner=self.owner, claim=claim)
             if expired is not None and expired.cancel:
-                return False
-            if expired is not None and expired.update.get("resolved"):
-                return True  # on-timeout proceed: the asker gets the fallback and its default
-            if self.store.session(session_id).status == "running":
+                return None
+            if expired is not None and expired.update.named().get("resolved"):
+                # On-timeout proceed: the asker gets the fallback and its default.
+                return claim or self.store.claim(session_id, self.owner)
+            if claim is not None:
                 crash_point("before_pause")
-                self.store.release(session_id, self.owner, "paused")
-            return False
+                self.store.release(claim, "paused")
+            return None
         event, choices = to_gate_event(question, reply)
-        self.store.resolve(session_id, self.owner, event, source=origin, choices=choices)
+        decision, claim = self.store.resolve(
+            session_id, self.owner, event, source=origin, choices=choices
+        )
         crash_point("answer_committed")
-        return not isinstance(event, gate.Cancel)
+        return None if decision.cancel else claim
 
-    def _finish(self, session_id: str, values: Mapping[str, Any]) -> None:
+    def _finish(self, claim: Claim, values: Mapping[str, Any]) -> None:
         outcome = values.get("outcome") or {}
         status = outcome.get("status", "failed")
         crash_point("before_finish")
         self.store.release(
-            session_id,
-            self.owner,
+            claim,
             status,
             summary=outcome.get("summary"),
             error=outcome.get("error")

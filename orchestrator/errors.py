@@ -13,6 +13,7 @@ __all__ = [
     "SessionNotFound",
     "SessionNotWaiting",
     "SessionBusy",
+    "ClaimLost",
     "InvalidAnswer",
     "ScenarioError",
     "ConfigError",
@@ -20,6 +21,7 @@ __all__ = [
     "ScriptExhausted",
     "AgentReplyError",
     "AgentCallError",
+    "CancelRequested",
 ]
 
 
@@ -50,6 +52,20 @@ class SessionNotWaiting(UserError):
 
 class SessionBusy(UserError):
     """Another live process holds the session (or just took it)."""
+
+
+class ClaimLost(SessionBusy):
+    """This process no longer holds the session it was driving (another command took it
+    over, e.g. while this one was frozen past its lease). It stops at once: no agent call,
+    no write, no checkpoint after the loss."""
+
+    def __init__(self, session_id: str, why: str) -> None:
+        super().__init__(
+            f"session {session_id} is no longer driven by this process ({why}); it stopped "
+            f"without calling an agent or writing anything more. See `orchestrator status "
+            f"{session_id}`"
+        )
+        self.session_id = session_id
 
 
 class InvalidAnswer(UserError):
@@ -86,3 +102,11 @@ class AgentReplyError(RunError):
 class AgentCallError(OrchestratorError):
     """Calling an agent's model failed (network, auth, rate limit). Nothing was recorded
     for that call: the session stays resumable and `resume` makes the call again."""
+
+    agent: str | None = None  # which agent's call failed, once the engine knows
+
+
+class CancelRequested(OrchestratorError):
+    """`cancel` was asked of the session this process drives: it stops before the next
+    agent call and ends the session `cancelled` (the engine catches this; it never reaches
+    the user)."""

@@ -4,7 +4,7 @@ Scripts and people poll these three commands; the full command line first import
 SQLAlchemy and pydantic, which is most of its start-up time. `serve(argv)` answers the
 simple, well-formed forms of the three on SQLite with `sqlite3` and prints what the full
 path prints, byte for byte (the documents come from store.views, the texts from
-orchestrator.reads). Anything else returns None and goes to the full path, whose behaviour
+orchestrator.readout). Anything else returns None and goes to the full path, whose behaviour
 and messages stay the only ones: --help, an option it does not know or a value it would
 refuse, a repeated option, another database than a SQLite file, a database that is not
 ours or needs migrating, a status whose question deadline has passed (the full path
@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from orchestrator.errors import SessionNotFound
 from orchestrator.expect import ENDED, check_expect
-from orchestrator.reads import (
+from orchestrator.readout import (
     CURSOR_SQL,
     DEFAULT_LIMIT,
     LISTED,

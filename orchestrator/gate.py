@@ -1,8 +1,9 @@
 """The clarification gate's decision: a pure function of (persisted state, event).
 
 No I/O here. The store loads a `GateState`, calls `decide`, and writes the decision's
-`update` (a merge: only the named fields) and its event in one transaction. Cases follow
-contract section 1:
+`update` (a `GateUpdate`: only the fields it names, merged) and its event in one
+transaction (orchestrator/store/gate_tx.py, the only caller). Cases follow contract
+section 1:
 
     A  used=false                      -> Surface: save used, question; the session pauses
     B  used, not resolved              -> Wait: surface the stored question again, run nothing
@@ -17,14 +18,16 @@ passes is handled by the session's on-timeout policy (Timeout: wait, proceed, ca
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
     "FALLBACK_MESSAGE",
-    "DEFAULT_MAX_FALLBACKS",
     "GateState",
+    "GateUpdate",
     "Ask",
     "Answer",
     "Decline",
@@ -47,8 +50,6 @@ FALLBACK_MESSAGE = (
     "Previous clarification was already provided. You MUST proceed with available information.\n"
     "Make reasonable assumptions and document them. Do not request further clarification."
 )
-DEFAULT_MAX_FALLBACKS = 2
-DEFAULT_UNCERTAINTY_THRESHOLD = 70
 
 Resolution = Literal["answered", "selected", "declined", "timeout", "cancelled"]
 
@@ -67,6 +68,57 @@ class GateState:
     fallback_counts: Mapping[str, int] = field(default_factory=dict)
     default: str | None = None  # the surfaced question's safe default
     timed_out: bool = False
+    note: str | None = None  # the user's remark kept with the answer
+
+    @property
+    def waiting(self) -> bool:
+        """A question is open: surfaced, not yet answered, declined or cancelled."""
+        return self.used and not self.resolved and self.resolution != "cancelled"
+
+
+class _Unset(enum.Enum):
+    UNSET = "UNSET"
+
+
+UNSET = _Unset.UNSET
+
+
+@dataclass(frozen=True)
+class GateUpdate:
+    """What a decision writes: only the fields it names (the others stay UNSET).
+
+    An update never erases a field it does not name: `apply` (and the store, which writes
+    `named()` column by column) merge, they never overwrite the whole state.
+    """
+
+    used: bool | _Unset = UNSET
+    resolved: bool | _Unset = UNSET
+    question: str | None | _Unset = UNSET
+    response: str | None | _Unset = UNSET
+    asked_by: str | None | _Unset = UNSET
+    request_key: str | None | _Unset = UNSET
+    resolution: Resolution | None | _Unset = UNSET
+    fallback_counts: Mapping[str, int] | _Unset = UNSET
+    timed_out: bool | _Unset = UNSET
+    note: str | None | _Unset = UNSET
+
+    def named(self) -> dict[str, Any]:
+        """The fields this update sets, by GateState name."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not UNSET
+        }
+
+    def apply(self, state: GateState) -> GateState:
+        """`state` with the named fields replaced (what the store persists)."""
+        return dataclasses.replace(state, **self.named())
+
+    def __bool__(self) -> bool:
+        return bool(self.named())
+
+
+NO_UPDATE = GateUpdate()
 
 
 # -- events -------------------------------------------------------------------------------
@@ -123,7 +175,7 @@ class Surface:
     """Case A: spend the session's one question on this ask."""
 
     question: str
-    update: Mapping[str, Any]
+    update: GateUpdate
     final: bool = False
 
 
@@ -132,7 +184,7 @@ class Wait:
     """Case B (or another ask while the question is open): run nothing, keep waiting."""
 
     question: str
-    update: Mapping[str, Any] = field(default_factory=dict)
+    update: GateUpdate = NO_UPDATE
     final: bool = False
 
 
@@ -143,7 +195,7 @@ class Rerun:
     agent: str
     question: str
     response: str
-    update: Mapping[str, Any] = field(default_factory=dict)
+    update: GateUpdate = NO_UPDATE
     final: bool = True
 
 
@@ -153,7 +205,7 @@ class Fallback:
 
     agent: str
     why: Literal["hard_cap", "declined", "timeout"]
-    update: Mapping[str, Any]
+    update: GateUpdate
     message: str = FALLBACK_MESSAGE
     final: bool = True
 
@@ -166,7 +218,7 @@ class Proceed:
     agent: str
     message: str
     default: str | None
-    update: Mapping[str, Any]
+    update: GateUpdate
     final: bool = True
 
 
@@ -176,7 +228,7 @@ class Fail:
 
     agent: str
     reason: str
-    update: Mapping[str, Any] = field(default_factory=dict)
+    update: GateUpdate = NO_UPDATE
     final: bool = True
 
 
@@ -184,7 +236,7 @@ class Fail:
 class Resolve:
     """A user event accepted: merge `update` into the state."""
 
-    update: Mapping[str, Any]
+    update: GateUpdate
     cancel: bool = False
 
 
@@ -202,14 +254,18 @@ def decide(
     state: GateState,
     event: Event,
     *,
-    max_fallbacks: int = DEFAULT_MAX_FALLBACKS,
-    uncertainty_threshold: int = DEFAULT_UNCERTAINTY_THRESHOLD,
+    max_fallbacks: int,
+    uncertainty_threshold: int,
 ) -> Decision:
-    """Decide what the gate does with `event` given the persisted `state`."""
+    """Decide what the gate does with `event` given the persisted `state`.
+
+    The limits come from the session's settings (their defaults live in one place, the
+    settings model); they matter only for asks, but are always given so no call site can
+    fall back to a second copy of a default.
+    """
     if isinstance(event, Ask):
         return _decide_ask(state, event, max_fallbacks, uncertainty_threshold)
-    waiting = state.used and not state.resolved and state.resolution != "cancelled"
-    if not waiting:
+    if not state.waiting:
         reason = (
             f"the session's question was already {_PAST[state.resolution or 'answered']}"
             if state.resolved
@@ -218,20 +274,20 @@ def decide(
         return Reject(reason)
     # A note is named only when given: an update never erases what it does not name.
     given_note = None if isinstance(event, Timeout) else event.note
-    note = {"note": given_note} if given_note is not None else {}
+    note: dict[str, Any] = {"note": given_note} if given_note is not None else {}
     if isinstance(event, Answer):
         return Resolve(
-            {"resolved": True, "response": event.response, "resolution": event.kind, **note}
+            GateUpdate(resolved=True, response=event.response, resolution=event.kind, **note)
         )
     if isinstance(event, Decline):
-        return Resolve({"resolved": True, "resolution": "declined", **note})
+        return Resolve(GateUpdate(resolved=True, resolution="declined", **note))
     if isinstance(event, Cancel):
-        return Resolve({"resolution": "cancelled", **note}, cancel=True)
+        return Resolve(GateUpdate(resolution="cancelled", **note), cancel=True)
     if event.policy == "proceed":
-        return Resolve({"resolved": True, "resolution": "timeout", "timed_out": True})
+        return Resolve(GateUpdate(resolved=True, resolution="timeout", timed_out=True))
     if event.policy == "cancel":
-        return Resolve({"resolution": "cancelled", "timed_out": True}, cancel=True)
-    return Resolve({"timed_out": True})
+        return Resolve(GateUpdate(resolution="cancelled", timed_out=True), cancel=True)
+    return Resolve(GateUpdate(timed_out=True))
 
 
 _PAST = {
@@ -247,7 +303,7 @@ def _decide_ask(
     state: GateState, ask: Ask, max_fallbacks: int, uncertainty_threshold: int
 ) -> Decision:
     given = state.fallback_counts.get(ask.agent, 0)
-    bump = {"fallback_counts": {**state.fallback_counts, ask.agent: given + 1}}
+    bump = GateUpdate(fallback_counts={**state.fallback_counts, ask.agent: given + 1})
     same_ask = state.used and ask.key == state.request_key
     if ask.uncertainty is not None and ask.uncertainty < uncertainty_threshold and not same_ask:
         if given >= max_fallbacks:
@@ -264,13 +320,13 @@ def _decide_ask(
     if not state.used:
         return Surface(
             ask.question,
-            {
-                "used": True,
-                "resolved": False,
-                "question": ask.question,
-                "asked_by": ask.agent,
-                "request_key": ask.key,
-            },
+            GateUpdate(
+                used=True,
+                resolved=False,
+                question=ask.question,
+                asked_by=ask.agent,
+                request_key=ask.key,
+            ),
         )
     assert state.question is not None, "a used clarification always has its question"
     if not state.resolved:

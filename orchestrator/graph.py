@@ -142,7 +142,7 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
     asks = sorted(state.get("asks", {}).values(), key=lambda a: gate.ask_order(a["agent"]))
     decisions = [
         store.gate_ask(
-            sid,
+            ctx.claim,
             gate.Ask(
                 a["agent"],
                 a["key"],

@@ -13,11 +13,11 @@ from typing import Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
-from orchestrator import gate
 from orchestrator._faults import crash_point
 from orchestrator.agent import AgentBackend, AgentRequest, Clarification
+from orchestrator.errors import AgentCallError
 from orchestrator.replies import AgentReply, parse_reply
-from orchestrator.store import Store
+from orchestrator.store import Claim, Store
 
 __all__ = ["GraphState", "DeveloperInput", "RunContext", "Call", "initial_state", "task_board"]
 
@@ -93,17 +93,24 @@ class Call(NamedTuple):
 
 @dataclass(frozen=True)
 class RunContext:
-    session_id: str
+    claim: Claim  # the right to drive this session: every write below is fenced by it
     task: str
     store: Store
     backend: AgentBackend
     max_rounds: int
     max_fallbacks: int
-    uncertainty_threshold: int = gate.DEFAULT_UNCERTAINTY_THRESHOLD
-    timeout: float | None = None  # seconds a surfaced question waits for its answer
+    uncertainty_threshold: int
+    timeout: float | None  # seconds a surfaced question waits for its answer
+    # Called before every agent call: raises ClaimLost (the claim is gone) or
+    # CancelRequested (`cancel` was asked), so neither lets another agent call start.
+    before_call: Callable[[], None] | None = None
     activity: Any = None  # start(agent)/stop(agent): the CLI's progress line, if any
     # Turns recorded so far, by key; loaded once per drive (only the claim holder records).
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def session_id(self) -> str:
+        return self.claim.session_id
 
     def call(
         self,
@@ -134,10 +141,15 @@ class RunContext:
                 tasks=tuple(task_board(state)),
                 **extra,
             )
+            if self.before_call is not None:
+                self.before_call()
             if self.activity is not None:
                 self.activity.start(agent)
             try:
                 turn = self.backend.respond(request)
+            except AgentCallError as exc:
+                exc.agent = exc.agent or agent  # for the stalled session's log
+                raise
             finally:
                 if self.activity is not None:
                     self.activity.stop(agent)
@@ -149,7 +161,7 @@ class RunContext:
             if turn.files:
                 record["files"] = sorted(turn.files)
             shown = mirror(turn.reply, list(turn.files)) if mirror else {}
-            stored = self.store.record_reply(self.session_id, key, agent, record, **shown)
+            stored = self.store.record_reply(self.claim, key, agent, record, **shown)
             self.recorded[key] = stored
             crash_point(f"reply_recorded:{key}")
         return Call(

@@ -77,6 +77,7 @@ def both(args: list[str], tmp: Path) -> tuple[tuple[str, str, int], str]:
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """One database with a session in every state the read commands show differently."""
     from orchestrator import Reply, Sessions
+    from orchestrator.store import Owner
 
     path = tmp_path_factory.mktemp("zoo") / "zoo.db"
     ids: dict[str, str] = {"db": str(path)}
@@ -96,13 +97,32 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         ids["failed"] = sessions.start_scenario(FAILING)["session_id"]
         cancelled = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
         ids["cancelled"] = sessions.cancel(cancelled)["session_id"]
+        ids["stalled"] = sessions.store.create_session(
+            "its driver is gone", agents={}, settings={}, owner=Owner()
+        )
+    with sqlite3.connect(path) as conn:  # a running session whose process is gone
+        conn.execute(
+            "UPDATE sessions SET lease_expires_at = 0, owner_pid = 4194303, "
+            "last_error = 'provider down' WHERE id = ?",
+            (ids["stalled"],),
+        )
+    conn.close()
     yield ids
 
 
 def _zoo_cases(zoo: dict[str, str]) -> list[list[str]]:
     db = zoo["db"]
     cases = []
-    for name in ("completed", "fallback", "paused", "select", "assumptions", "failed", "cancelled"):
+    for name in (
+        "completed",
+        "fallback",
+        "paused",
+        "select",
+        "assumptions",
+        "failed",
+        "cancelled",
+        "stalled",
+    ):
         for command in ("status", "log"):
             cases.append([command, zoo[name], "--db", db])
             cases.append([command, zoo[name], "--json", "--db", db])
@@ -161,6 +181,10 @@ def test_the_fast_path_prints_what_the_full_path_prints(
         if args[:1] == ["list"] and "--json" in args and code == 0:
             assert out.startswith("[")  # a JSON list: the next page's command is on stderr
     assert served >= 30
+    stalled = json.loads(
+        _run(ENTRY, ["status", zoo["stalled"], "--json", "--db", zoo["db"]], tmp_path)[0]
+    )
+    assert stalled["stalled"] and stalled["last_error"] == "provider down"
 
 
 def test_unusual_command_lines_fall_through_to_the_full_path(
@@ -263,7 +287,8 @@ def test_pages_walk_every_session_once_in_order_ties_included(tmp_path: Path) ->
         for i in range(7):
             sessions.store.create_session(f"task {i}", agents={}, settings={}, owner=Owner())
         every = [s["session_id"] for s in sessions.list()]
-    with sqlite3.connect(db) as conn:  # three share one created_at
+    with sqlite3.connect(db) as conn:  # ended (no live owner), and three share one created_at
+        conn.execute("UPDATE sessions SET status = 'completed', owner = NULL, owner_pid = NULL")
         conn.execute(
             "UPDATE sessions SET created_at = (SELECT created_at FROM sessions WHERE id = ?) "
             "WHERE id IN (?, ?)",

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator import Reply, Sessions
 from orchestrator.errors import SessionNotFound
-from orchestrator.reads import page_sql
+from orchestrator.readout import page_sql
 from tests.conftest import EXAMPLES
 
 

@@ -268,6 +268,7 @@ def test_concurrent_resumes_exactly_one_wins(db_url: str, attempt: int) -> None:
     assert view["questions_surfaced"] == 1
     assert view["orchestrator_state"]["user_clarification_response"] == answers[winner]
     assert session_row(db_url, session_id)["status"] == "completed"
+    assert checkpoint_forks(db_url, session_id) == []
     assert query(
         db_url,
         "SELECT questions_surfaced, user_clarification_response FROM orchestrator_state "
@@ -642,7 +643,7 @@ def test_session_left_running_by_killed_process_is_taken_over(db_url: str) -> No
 def test_session_held_by_live_process_is_not_taken(db_url: str, store: Store) -> None:
     session_id = start_paused(db_url)["session_id"]
     holder = Owner(pid=os.getpid())  # this test process: alive, same host
-    store.claim(session_id, holder)
+    claim = store.claim(session_id, holder)
     assert session_row(db_url, session_id)["status"] == "running"
     held = dump_db(db_url)
 
@@ -654,9 +655,264 @@ def test_session_held_by_live_process_is_not_taken(db_url: str, store: Store) ->
         assert dump_db(db_url) == held, f"resume {args} changed a session it does not hold"
 
     # Once the holder lets go, the same command goes through: the claim was the reason.
-    store.release(session_id, holder, "paused")
+    store.release(claim, "paused")
     answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
     assert answered.returncode == 0, describe(answered)
     view = run_json(answered)
     assert view["status"] == "completed"
     assert view["orchestrator_state"]["user_clarification_response"] == "Weekly"
+
+
+# -- 5. exactly one driver: fenced claims, identities, first use, racing plain resumes ------
+
+# The real CLI with slow scripted agents: every agent call is logged (pid, agent, call,
+# time) to $HARNESS_LOG, and calls of agents whose name starts with $HARNESS_SLOW sleep
+# $HARNESS_DELAY seconds first. $HARNESS_SNAPSHOT_DELAY holds a plain resume's first
+# decision read open that long (a marker file says when it is in it).
+SLOW_AGENTS = """
+import json, os, sys, time
+
+sys.path.insert(0, os.environ["HARNESS_ROOT"])
+from agents.scripted import ScriptedBackend
+
+_respond = ScriptedBackend.respond
+
+
+def respond(self, request):
+    with open(os.environ["HARNESS_LOG"], "a", encoding="utf-8") as log:
+        line = {"pid": os.getpid(), "agent": request.agent, "call": request.call,
+                "time": time.time()}
+        log.write(json.dumps(line) + "\\n")
+    if request.agent.startswith(os.environ.get("HARNESS_SLOW", "-")):
+        time.sleep(float(os.environ.get("HARNESS_DELAY", "0")))
+    return _respond(self, request)
+
+
+ScriptedBackend.respond = respond
+
+if os.environ.get("HARNESS_SNAPSHOT_DELAY"):
+    from orchestrator.store import reads
+
+    _snapshot = reads.snapshot
+    _held = []
+
+    def snapshot(conn, session_id):
+        snap = _snapshot(conn, session_id)
+        if not _held:
+            _held.append(1)
+            open(os.environ["HARNESS_MARK"], "w").close()
+            time.sleep(float(os.environ["HARNESS_SNAPSHOT_DELAY"]))
+        return snap
+
+    reads.snapshot = snapshot
+
+sys.argv[0] = "orchestrator"
+from orchestrator.cli import main
+
+main()
+"""
+
+TWO_TASKS = {
+    "task": "Two slow developers",
+    "agents": {
+        "pm": [
+            {"status": "PLANNED", "tasks": [{"title": "one"}, {"title": "two"}]},
+            {"status": "COMPLETE", "summary": "both done"},
+        ],
+        "developer": [
+            {"status": "DONE", "summary": "one done"},
+            {"status": "DONE", "summary": "two done"},
+        ],
+    },
+}
+
+
+@dataclass
+class Harness:
+    path: Path
+    log: Path
+    script: Path
+    db_url: str
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "HARNESS_ROOT": str(ROOT),
+            "HARNESS_LOG": str(self.log),
+            "ORCHESTRATOR_LEASE_SECONDS": "2",
+            **extra,
+        }
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, str(self.path), *args, "--json", "--db", self.db_url]
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+    def wait_for_call(self, agent: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(c["agent"] == agent for c in self.calls()):
+            assert proc.poll() is None, f"exit {proc.returncode}: {proc.communicate()}"
+            assert time.monotonic() < deadline, f"{agent} was never called"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def harness(tmp_path: Path, db_url: str) -> Harness:
+    path = tmp_path / "slow_agents.py"
+    path.write_text(SLOW_AGENTS, encoding="utf-8")
+    script = tmp_path / "two-tasks.yaml"
+    script.write_text(yaml.safe_dump(TWO_TASKS), encoding="utf-8")
+    return Harness(path, tmp_path / "calls.jsonl", script, db_url)
+
+
+def checkpoint_forks(db_url: str, session_id: str) -> list[tuple[Any, ...]]:
+    """Checkpoints of the session's main thread that have more than one child."""
+    return query(
+        db_url,
+        "SELECT parent_checkpoint_id, count(*) FROM checkpoints WHERE thread_id = ? "
+        "AND checkpoint_ns = '' AND parent_checkpoint_id IS NOT NULL "
+        "GROUP BY parent_checkpoint_id HAVING count(*) > 1",
+        session_id,
+    )
+
+
+def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
+    harness: Harness, db_url: str
+) -> None:
+    first = subprocess.Popen(
+        harness.argv("run", "--script", str(harness.script)),
+        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="4"),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        harness.wait_for_call("developer-1", first)
+        time.sleep(0.3)  # well inside developer-1's 4 s call
+        os.kill(first.pid, signal.SIGSTOP)
+        session_id = only_session_id(db_url)
+        time.sleep(3)  # past the 2 s lease: the frozen process renews nothing
+        taken = subprocess.run(
+            harness.argv("resume", session_id),
+            env=harness.env(), capture_output=True, text=True, timeout=120,
+            stdin=subprocess.DEVNULL, cwd=ROOT,
+        )  # fmt: skip
+        assert taken.returncode == 0, describe(taken)
+        assert run_json(taken)["status"] == "completed"
+        after_takeover = dump_db(db_url)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    stdout, stderr = first.communicate(timeout=120)
+    assert first.returncode == 2, f"exit {first.returncode}\n{stdout}\n{stderr}"
+    assert "no longer driven by this process" in stderr
+    assert json.loads(stdout)["exit_code"] == 2
+    # Nothing the woken process did reached the database: no event, no checkpoint.
+    assert dump_db(db_url) == after_takeover
+    # It made no agent call after the takeover: only the two it had started before.
+    by_first = [(c["agent"], c["call"]) for c in harness.calls() if c["pid"] == first.pid]
+    assert by_first == [("pm", 1), ("developer-1", 1)]
+    log = events(db_url, session_id)
+    assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == {
+        "pm": 2, "developer-1": 1, "developer-2": 1,
+    }  # fmt: skip
+    assert [e.get("note") for e in log if e.get("previous") == "running"] == [
+        "took over from a process that is gone"
+    ]
+    assert checkpoint_forks(db_url, session_id) == []
+
+
+def _unshare_works() -> bool:
+    try:
+        probe = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", "true"],
+            capture_output=True, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def test_live_owner_in_another_pid_namespace_is_not_taken_over(
+    harness: Harness, db_url: str
+) -> None:
+    if not _unshare_works():
+        pytest.skip("unshare --pid is not available here (needs root or user namespaces)")
+    owner = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc",
+         *harness.argv("run", "--script", str(harness.script))],
+        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="5"),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        harness.wait_for_call("developer-1", owner)
+        session_id = only_session_id(db_url)
+        row = session_row(db_url, session_id)
+        assert row["owner_pidns"] != os.readlink("/proc/self/ns/pid")  # really elsewhere
+        for _ in range(2):  # at once, and again after more than a lease (it renews)
+            refused = cli("resume", session_id, "--json", db=db_url, env=harness.env())
+            assert refused.returncode == 2, describe(refused)
+            assert "being resumed elsewhere" in refused.stderr
+            assert "takeover is possible in" in refused.stderr
+            time.sleep(2.5)
+        stdout, stderr = owner.communicate(timeout=120)
+    finally:
+        if owner.poll() is None:  # pragma: no cover - only if an assertion fired above
+            owner.kill()
+            owner.wait()
+    assert owner.returncode == 0, f"exit {owner.returncode}\n{stdout}\n{stderr}"
+    assert json.loads(stdout)["status"] == "completed"
+    assert not [e for e in events(db_url, session_id) if e.get("previous") == "running"]
+
+
+def test_eight_concurrent_first_uses_of_a_fresh_database(db_url: str) -> None:
+    procs = [
+        subprocess.Popen(
+            argv("run", "--script", str(ANSWERED), "--json", db=db_url),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )  # fmt: skip
+        for _ in range(8)
+    ]
+    results = [(p.communicate(timeout=180), p.returncode) for p in procs]
+    for (stdout, stderr), code in results:
+        assert code == 0, f"exit {code}\n{stdout}\n{stderr}"
+        assert json.loads(stdout)["status"] == "completed"
+    assert len(query(db_url, "SELECT id FROM sessions WHERE status = 'completed'")) == 8
+    for (session_id,) in query(db_url, "SELECT id FROM sessions"):
+        assert checkpoint_forks(db_url, session_id) == []
+
+
+def test_plain_resume_racing_an_answer_exits_2_or_3_never_1(
+    harness: Harness, db_url: str, tmp_path: Path
+) -> None:
+    session_id = start_paused(db_url)["session_id"]
+    mark = tmp_path / "in-snapshot"
+    plain = subprocess.Popen(
+        harness.argv("resume", session_id),
+        env=harness.env(HARNESS_SNAPSHOT_DELAY="3", HARNESS_MARK=str(mark)),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not mark.exists():  # the plain resume has read the session: it is waiting
+        assert plain.poll() is None, plain.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
+    assert answered.returncode == 0, describe(answered)
+    stdout, stderr = plain.communicate(timeout=120)
+    assert plain.returncode in (2, 3), f"exit {plain.returncode}\n{stdout}\n{stderr}"
+    assert "Traceback" not in stderr
+    document = json.loads(stdout)
+    if plain.returncode == 2:
+        assert document["exit_code"] == 2 and "answered by another command" in stderr
+    else:
+        assert document["status"] == "paused"
+    assert checkpoint_forks(db_url, session_id) == []
+    assert session_row(db_url, session_id)["status"] == "completed"

@@ -74,22 +74,30 @@ UPDATE_FIELDS: dict[type, set[str]] = {
 ask_spec = st.tuples(
     st.just("ask"), st.sampled_from(AGENTS), st.sampled_from(["fresh", "fresh", "repeat"])
 )
+notes = st.one_of(st.none(), st.text(max_size=8))
 user_spec = st.one_of(
     st.tuples(
         st.just("answer"),
         st.text(min_size=1, max_size=8),
         st.sampled_from(["answered", "selected"]),
+        notes,
     ),
-    st.tuples(st.just("decline")),
-    st.tuples(st.just("cancel")),
+    st.tuples(st.just("decline"), notes),
+    st.tuples(st.just("cancel"), notes),
 )
 event_specs = st.lists(st.one_of(ask_spec, ask_spec, user_spec), max_size=40)
 
 
-def merge(state: gate.GateState, update: Mapping[str, Any]) -> gate.GateState:
-    """What the store does with a decision's update: write the named fields, nothing else."""
-    assert set(update) <= GATE_FIELDS, f"update names unknown fields: {set(update) - GATE_FIELDS}"
-    return dataclasses.replace(state, **dict(update))
+def merge(state: gate.GateState, update: gate.GateUpdate) -> gate.GateState:
+    """What the store does with a decision's update: write the named fields, nothing else
+    (`GateUpdate.apply`, the same merge the store writes column by column)."""
+    named = set(update.named())
+    assert named <= GATE_FIELDS, f"update names unknown fields: {named - GATE_FIELDS}"
+    return update.apply(state)
+
+
+def decide(state: gate.GateState, event: Any, max_fallbacks: int) -> gate.Decision:
+    return gate.decide(state, event, max_fallbacks=max_fallbacks, uncertainty_threshold=70)
 
 
 def changed_fields(before: gate.GateState, after: gate.GateState) -> set[str]:
@@ -129,14 +137,14 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
                 continue
             event: Any = gate.Ask(agent, key, question)
         elif kind == "answer":
-            event = gate.Answer(spec[1], kind=spec[2])
+            event = gate.Answer(spec[1], kind=spec[2], note=spec[3])
         elif kind == "decline":
-            event = gate.Decline()
+            event = gate.Decline(note=spec[1])
         else:
-            event = gate.Cancel()
+            event = gate.Cancel(note=spec[1])
         note(f"step {step}: {event!r} on {before!r}")
 
-        decision = gate.decide(before, event, max_fallbacks=max_fallbacks)
+        decision = decide(before, event, max_fallbacks)
         note(f"  -> {decision!r}")
         if isinstance(event, gate.Ask) and getattr(decision, "final", False):
             finished.add(event.key)
@@ -149,13 +157,14 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
         else:
             assert isinstance(decision, gate.Resolve | gate.Reject)
 
-        update = getattr(decision, "update", {})
-        assert set(update) <= UPDATE_FIELDS.get(type(decision), set()), (
-            f"{type(decision).__name__} names {set(update)}"
+        update = getattr(decision, "update", gate.NO_UPDATE)
+        named = update.named()
+        assert set(named) <= UPDATE_FIELDS.get(type(decision), set()), (
+            f"{type(decision).__name__} names {set(named)}"
         )
         state = merge(before, update)
         # Merge, not overwrite: only named fields may change.
-        assert changed_fields(before, state) <= set(update)
+        assert changed_fields(before, state) <= set(named)
 
         # -- state invariants --
         assert state.used or not before.used, "used went back to False"
@@ -220,18 +229,23 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
         if not isinstance(event, gate.Ask):
             if waiting:
                 assert isinstance(decision, gate.Resolve)
+                # a note is named when given, and then kept in the state
+                with_note = {} if event.note is None else {"note": event.note}
                 if isinstance(event, gate.Answer):
-                    assert dict(update) == {
+                    assert named == {
                         "resolved": True,
                         "response": event.response,
                         "resolution": event.kind,
+                        **with_note,
                     }
                     answered = True
                 elif isinstance(event, gate.Decline):
-                    assert dict(update) == {"resolved": True, "resolution": "declined"}
+                    assert named == {"resolved": True, "resolution": "declined", **with_note}
                     declined = True
                 else:
-                    assert decision.cancel and dict(update) == {"resolution": "cancelled"}
+                    assert decision.cancel
+                    assert named == {"resolution": "cancelled", **with_note}
+                assert state.note == (event.note if event.note is not None else before.note)
             else:
                 assert isinstance(decision, gate.Reject) and decision.reason
             assert state.question == before.question  # the question is never erased
@@ -250,10 +264,10 @@ def test_gate_declined_question_gets_its_fallback(agent: str, max_fallbacks: int
     ask = gate.Ask(agent, f"{agent}#1", "Which way?")
     state = gate.GateState()
     for step in (ask, gate.Decline()):
-        decided = gate.decide(state, step, max_fallbacks=max_fallbacks)
+        decided = decide(state, step, max_fallbacks)
         assert isinstance(decided, gate.Surface | gate.Resolve)
         state = merge(state, decided.update)
-    decision = gate.decide(state, ask, max_fallbacks=max_fallbacks)
+    decision = decide(state, ask, max_fallbacks)
     assert isinstance(decision, gate.Fallback), decision
     assert decision.why == "declined" and decision.agent == agent
 

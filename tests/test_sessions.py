@@ -297,8 +297,15 @@ def test_gate_writes_are_idempotent_when_a_node_reruns(db_url: str) -> None:
     resume(db_url, sid, UserReply(text="first"))
     fallback_events = [e for e in store.events(sid) if e["kind"] == "fallback"]
     assert len(fallback_events) == 1
+    from orchestrator.store import gate_tx
+    from orchestrator.store._tx import write
+
     ask = gate.Ask("pm", "pm#2", "Which columns?")
-    again = store.gate_ask(sid, ask, {"question": "Which columns?"}, max_fallbacks=2)
+    with write(store.engine) as conn:  # the node's transaction, as a re-run makes it
+        again = gate_tx.ask(
+            conn, sid, ask, {"question": "Which columns?"}, max_fallbacks=2,
+            uncertainty_threshold=70, timeout=None, repaired=None,
+        )  # fmt: skip
     assert isinstance(again, gate.Fallback)  # the recorded decision, replayed
     assert store.view(sid)["fallbacks_injected"] == 1
     assert [e for e in store.events(sid) if e["kind"] == "fallback"] == fallback_events
@@ -321,3 +328,328 @@ def test_shared_developer_list_is_consumed_in_task_order(db_url: str) -> None:
         },
     )
     assert [t["summary"] for t in store.view(sid)["tasks"]] == ["s1", "s2", "s3"]
+
+
+# -- fenced claims: a driver that lost its claim writes nothing and calls no agent --------
+
+
+def test_a_lost_claim_is_fenced_out_of_every_write(db_url: str) -> None:
+    from orchestrator.errors import ClaimLost
+    from orchestrator.store import Owner
+
+    store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    first = store.claim(sid, Owner())
+    store.abandon(first)  # as if its lease ran out
+    second = store.claim(sid, Owner())
+    assert second.generation == first.generation + 1
+    before = store.events(sid)
+    with pytest.raises(ClaimLost, match="no longer driven by this process"):
+        store.record_reply(first, "pm#9", "pm", {"reply": COMPLETE})
+    for write in (
+        lambda: store.check_call(first),
+        lambda: store.check_fence(first),
+        lambda: store.release(first, "failed", error="late"),
+        lambda: store.record_failure(first, "pm", "late"),
+    ):
+        with pytest.raises(ClaimLost):
+            write()
+    assert store.heartbeat(first) is False and store.heartbeat(second) is True
+    store.abandon(first)  # a lost claim's abandon changes nothing either
+    assert store.events(sid) == before
+    assert store.view(sid)["owner"]["alive"] is True
+
+
+def test_a_driver_taken_over_mid_call_stops_without_another_call_or_write(db_url: str) -> None:
+    """The frozen-owner case in one process: while pm's call runs, another command takes
+    the session over; the first driver records nothing of that call and calls no agent."""
+    from sqlalchemy import update
+
+    from orchestrator.errors import ClaimLost
+    from orchestrator.store import Owner
+    from orchestrator.store.schema import sessions
+
+    parsed = Scenario.model_validate(
+        {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
+    )
+    store = Store(open_engine(db_url))
+    taken: list[Any] = []
+
+    class TakenOverDuringTheCall(ScriptedBackend):
+        calls: list[str] = []
+
+        def respond(self, request: Any) -> Any:
+            self.calls.append(f"{request.agent}#{request.call}")
+            if not taken:
+                with store.engine.begin() as conn:  # the lease runs out while frozen
+                    conn.execute(update(sessions).values(lease_expires_at=0.0))
+                taken.append(store.claim(request.session_id, Owner()))
+            return super().respond(request)
+
+    backend = TakenOverDuringTheCall(parsed.agents, replies_so_far={})
+    with pytest.raises(ClaimLost):
+        Engine(store, db_url).start("t", backend, parsed.session_settings())
+    assert backend.calls == ["pm#1"]
+    (sid,) = [v["session_id"] for v in store.list_views()]
+    assert kinds(store, sid)["agent_reply"] == 0  # the call's reply was not kept
+    view = store.view(sid)
+    assert view["status"] == "running" and view["owner"]["alive"]
+    assert store.session(sid).owner == taken[0].owner.id
+
+
+def test_checkpoints_are_fenced() -> None:
+    from orchestrator.checkpoints import fenced
+    from orchestrator.errors import ClaimLost
+
+    writes: list[str] = []
+
+    class Saver:
+        def put(self, *args: Any) -> str:
+            writes.append("put")
+            return "config"
+
+        def put_writes(self, *args: Any) -> None:
+            writes.append("put_writes")
+
+    lost = False
+
+    def check() -> None:
+        if lost:
+            raise ClaimLost("s1", "taken over")
+
+    saver = fenced(Saver(), check)
+    assert saver.put(1, 2, 3, 4) == "config"
+    saver.put_writes(1, [], "t")
+    lost = True
+    with pytest.raises(ClaimLost):
+        saver.put(1, 2, 3, 4)
+    with pytest.raises(ClaimLost):
+        saver.put_writes(1, [], "t")
+    assert writes == ["put", "put_writes"]
+
+
+def test_a_failed_heartbeat_stops_the_driver_before_its_next_call(db_url: str) -> None:
+    from orchestrator._lease import Lease
+    from orchestrator.errors import ClaimLost
+    from orchestrator.store import Owner
+
+    store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    claim = store.claim(sid, Owner())
+    lease = Lease(store, claim)
+    lease.renew()
+    lease.check()  # still ours
+    store.abandon(claim)
+    store.claim(sid, Owner())
+    lease.renew()
+    with pytest.raises(ClaimLost, match="taken over"):
+        lease.check()
+
+
+def test_owner_identity_beyond_the_pid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from orchestrator.store import owner as owner_mod
+
+    me = owner_mod.Owner()
+    lease = time.time() + 30
+    ident = {"owner_boot": me.boot, "owner_pidns": me.pidns}
+    assert me.started is not None and me.started == owner_mod.process_start(os.getpid())
+    assert not owner_mod.is_dead(me.pid, me.host, lease, owner_started=me.started, **ident)
+    # another PID namespace (a container on this host): its pid means nothing here
+    assert not owner_mod.is_dead(
+        999_999, me.host, lease, owner_boot=me.boot, owner_pidns="pid:[1]", owner_started=1
+    )
+    # same namespace, the pid gone or reused by a process that started at another time
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert owner_mod.is_dead(gone.pid, me.host, lease, owner_started=1, **ident)
+    assert owner_mod.is_dead(os.getpid(), "elsewhere", lease, owner_started=1, **ident) is False
+    assert owner_mod.is_dead(os.getppid(), me.host, lease, owner_started=1, **ident)
+    # the lease is the final word everywhere
+    assert owner_mod.is_dead(me.pid, me.host, time.time() - 1, owner_started=me.started, **ident)
+    monkeypatch.setenv(owner_mod.LEASE_ENV, "2.5")
+    assert owner_mod.lease_seconds() == 2.5
+    monkeypatch.setenv(owner_mod.LEASE_ENV, "nonsense")
+    assert owner_mod.lease_seconds() == owner_mod.DEFAULT_LEASE_SECONDS
+
+
+def test_busy_message_names_the_owner_its_lease_and_the_takeover_time(db_url: str) -> None:
+    from orchestrator.errors import SessionBusy
+    from orchestrator.store import Owner
+
+    store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    holder = Owner()
+    store.claim(sid, holder)
+    with pytest.raises(SessionBusy) as caught:
+        resume(db_url, sid, UserReply(text="x"))
+    message = caught.value.message
+    assert f"pid {holder.pid} on {holder.host}" in message
+    assert "lease until" in message and "takeover is possible in" in message
+    owner = store.view(sid)["owner"]
+    assert owner["pid"] == holder.pid and owner["alive"] is True
+    assert 0 < owner["takeover_possible_in"] <= 30 and owner["lease_expires_at"].endswith("Z")
+
+
+# -- stalled sessions and cancel ----------------------------------------------------------
+
+
+class FailingCall(ScriptedBackend):
+    """A backend whose model call fails (no network) on the agents named in `failing`."""
+
+    failing: tuple[str, ...] = ("pm",)
+    calls: list[str] = []
+
+    def respond(self, request: Any) -> Any:
+        from orchestrator.errors import AgentCallError
+
+        self.calls.append(request.agent)
+        if request.agent in self.failing:
+            raise AgentCallError("the model provider could not be reached (connection refused)")
+        return super().respond(request)
+
+
+def test_a_failed_agent_call_leaves_the_session_stalled_then_resume_retries(db_url: str) -> None:
+    from orchestrator.errors import AgentCallError
+
+    parsed = Scenario.model_validate(
+        {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
+    )
+    store = Store(open_engine(db_url))
+    with pytest.raises(AgentCallError, match="try again with: orchestrator resume"):
+        Engine(store, db_url).start(
+            "t", FailingCall(parsed.agents, replies_so_far={}), parsed.session_settings()
+        )
+    (sid,) = [v["session_id"] for v in store.list_views()]
+    view = store.view(sid)
+    assert view["status"] == "running" and view["error"] is None
+    assert view["stalled"] is True and "could not be reached" in view["last_error"]
+    assert store.list_views()[0]["stalled"] is True
+    (failed,) = [e for e in store.events(sid) if e["kind"] == "agent_failed"]
+    assert failed["agent"] == "pm" and "could not be reached" in failed["error"]
+    done = resume(db_url, sid)  # the stored (scripted) backend: the call goes through now
+    final = done.view(sid)
+    assert final["status"] == "completed"
+    assert final["stalled"] is False and final["last_error"] is None
+
+
+def test_cancel_a_stalled_session_ends_it_at_once(db_url: str) -> None:
+    from orchestrator.errors import AgentCallError, SessionNotWaiting
+
+    parsed = Scenario.model_validate({"task": "t", "agents": {"pm": [COMPLETE]}})
+    store = Store(open_engine(db_url))
+    with pytest.raises(AgentCallError):
+        Engine(store, db_url).start(
+            "t", FailingCall(parsed.agents, replies_so_far={}), parsed.session_settings()
+        )
+    (sid,) = [v["session_id"] for v in store.list_views()]
+    assert store.cancel(sid) == "cancelled"
+    view = store.view(sid)
+    assert view["status"] == "cancelled" and view["stalled"] is False and view["owner"] is None
+    with pytest.raises(SessionNotWaiting):
+        store.cancel(sid)
+    with pytest.raises(SessionNotFound):
+        store.cancel("nope")
+
+
+def test_cancel_a_waiting_session_cancels_its_question(db_url: str) -> None:
+    store, sid, backend = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    assert store.cancel(sid) == "cancelled"
+    view = store.view(sid)
+    assert view["status"] == "cancelled" and view["pending_question"] is None
+    assert view["orchestrator_state"]["answer_status"] == "cancelled"
+    assert kinds(store, sid)["cancel"] == 1
+    assert [r.agent for r in backend.requests] == ["pm"]
+
+
+def test_cancel_a_live_driver_stops_it_before_its_next_agent_call(db_url: str) -> None:
+    parsed = Scenario.model_validate(
+        {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
+    )
+    store = Store(open_engine(db_url))
+    answers: list[str] = []
+
+    class CancelledDuringTheCall(ScriptedBackend):
+        calls: list[str] = []
+
+        def respond(self, request: Any) -> Any:
+            self.calls.append(request.agent)
+            if request.agent == "pm":  # `orchestrator cancel` from another shell, meanwhile
+                answers.append(Store(open_engine(db_url)).cancel(request.session_id))
+            return super().respond(request)
+
+    backend = CancelledDuringTheCall(parsed.agents, replies_so_far={})
+    sid = Engine(store, db_url).start("t", backend, parsed.session_settings())
+    assert answers == ["cancel_requested"]
+    assert backend.calls == ["pm"]  # developer-1 was never called
+    view = store.view(sid)
+    assert view["status"] == "cancelled" and view["owner"] is None
+    assert view["cancel_requested"] is False
+    assert kinds(store, sid)["cancel_requested"] == 1
+
+
+def test_engine_answer_commits_without_running_and_run_on_drives(db_url: str) -> None:
+    store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    engine = Engine(Store(open_engine(db_url)), db_url)
+    decision = engine.answer(sid, UserReply(text="All"))
+    assert not decision.cancel
+    view = store.view(sid)
+    assert view["orchestrator_state"]["user_clarification_response"] == "All"
+    assert view["status"] == "running" and kinds(store, sid)["agent_reply"] == 1
+    assert engine.run_on(sid)["status"] == "completed"
+    with pytest.raises(SessionNotWaiting):
+        engine.answer(sid, UserReply(text="again"))
+
+
+def test_plain_resume_racing_an_answer_reports_waiting_or_busy(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain resume decides on one snapshot; an answer committed meanwhile makes it
+    SessionBusy (exit 2), never an assertion or a "running" outcome (exit 1)."""
+    from orchestrator.errors import SessionBusy
+    from orchestrator.store import reads
+
+    store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    real = reads.snapshot
+    injected: list[int] = []
+
+    def answered_meanwhile(conn: Any, session_id: str) -> Any:
+        snap = real(conn, session_id)
+        if not injected:  # after the plain resume's read, before it acts
+            injected.append(1)
+            Engine(Store(open_engine(db_url)), db_url).answer(session_id, UserReply(text="A"))
+        return snap
+
+    monkeypatch.setattr(reads, "snapshot", answered_meanwhile)
+    with pytest.raises(SessionBusy, match="answered by another command meanwhile"):
+        Engine(Store(open_engine(db_url)), db_url).resume(sid)
+    monkeypatch.setattr(reads, "snapshot", real)
+    # without a race, the same command reports the question still waiting
+    store2, sid2, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    assert Engine(store2, db_url).resume(sid2)["status"] == "paused"
+
+
+def test_engine_does_not_import_typer_or_the_agents_package() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, orchestrator.engine; "
+        "print(sorted(m for m in ('typer', 'agents', 'click') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_backends_are_loaded_through_the_registry() -> None:
+    from orchestrator.backends import load_backend, register_backend
+    from orchestrator.errors import ConfigError
+
+    backend = load_backend({"kind": "script", "agents": {"pm": [COMPLETE]}}, {"pm": 1})
+    assert isinstance(backend, ScriptedBackend)
+    sentinel = object()
+    register_backend("test-kind", lambda description, replies: sentinel)  # type: ignore[arg-type,return-value]
+    assert load_backend({"kind": "test-kind"}, {}) is sentinel
+    with pytest.raises(ConfigError, match="'martian'"):
+        load_backend({"kind": "martian"}, {})

@@ -23,7 +23,7 @@ from orchestrator.cli.runs import (
     collect_from_here_on,
     sessions_for,
 )
-from orchestrator.reads import DEFAULT_LIMIT, list_text, log_text, next_page_hint, status_text
+from orchestrator.readout import DEFAULT_LIMIT, list_text, log_text, next_page_hint, status_text
 
 __all__ = ["app", "main", "EXIT_CODES"]
 
@@ -68,9 +68,6 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-
-
-# -- plumbing ---------------------------------------------------------------------------
 
 
 @app.command()
@@ -222,10 +219,7 @@ def _run_script(
     collect_from_here_on()
     scenario = load_scenario(script)  # before the database is touched
     sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers))
-    doc: dict[str, object] = sessions.start_scenario(  # type: ignore[assignment]
-        scenario, task=task, settings=limits, source=str(script)
-    )
-    return doc
+    return dict(sessions.start_scenario(scenario, task=task, settings=limits, source=str(script)))
 
 
 @app.command()

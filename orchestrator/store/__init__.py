@@ -1,24 +1,25 @@
 """Our database: sessions, the gate's persisted state, the event log, and session claims.
 
 Imports SQLAlchemy only (no LangGraph, no pydantic models): `status`, `list` and `log`
-run on this alone. The names below load on first use, so that a stdlib-only module of
-this package (`views`) can be imported without SQLAlchemy (the fast read path does).
+run on this alone. The names below load on first use, so that the stdlib-only modules of
+this package (`views`, `owner`) import without SQLAlchemy (the fast read path uses them).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Store", "Owner", "open_engine", "resolve_url"]
+__all__ = ["Store", "Owner", "Claim", "open_engine", "resolve_url"]
 
 if TYPE_CHECKING:
     from orchestrator.store.db import open_engine, resolve_url
-    from orchestrator.store.owner import Owner
+    from orchestrator.store.owner import Claim, Owner
     from orchestrator.store.sessions import Store
 
 _LAZY = {
     "Store": "orchestrator.store.sessions",
     "Owner": "orchestrator.store.owner",
+    "Claim": "orchestrator.store.owner",
     "open_engine": "orchestrator.store.db",
     "resolve_url": "orchestrator.store.db",
 }

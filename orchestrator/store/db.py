@@ -6,20 +6,31 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from orchestrator.errors import ConfigError
 from orchestrator.store.schema import HEAD_REVISION
 
-__all__ = ["ENV_DB", "default_url", "resolve_url", "open_engine", "upgrade", "sqlite_path"]
+__all__ = [
+    "ENV_DB",
+    "default_url",
+    "resolve_url",
+    "open_engine",
+    "upgrade",
+    "sqlite_path",
+    "MIGRATION_LOCK_KEY",
+]
 
 ENV_DB = "ORCHESTRATOR_DB"
 # Seconds a connection waits for SQLite's write lock before giving up. Agent calls never
 # happen inside a write transaction, so waits are short; this covers many processes at once.
 SQLITE_BUSY_TIMEOUT = 30.0
 MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
+# PostgreSQL advisory lock keys: migrations take this one, LangGraph's checkpoint setup the
+# next (orchestrator/checkpoints.py). Any fixed number works; this one spells "orch".
+MIGRATION_LOCK_KEY = 0x6F726368
 
 
 def default_url() -> str:
@@ -102,21 +113,32 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-def _current_revision(engine: Engine) -> str | None:
-    with engine.connect() as conn:
+def _current_revision(engine: Engine | Connection) -> str | None:
+    def read(conn: Connection) -> str | None:
         if not inspect(conn).has_table("alembic_version"):
             return None
-        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        version: str | None = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        return version
+
+    if isinstance(engine, Connection):
+        return read(engine)
+    with engine.connect() as conn:
+        return read(conn)
 
 
 def _ensure_schema(engine: Engine) -> None:
     # Fast path (every command): one SELECT. Alembic is imported only to actually migrate.
     if _current_revision(engine) != HEAD_REVISION:
-        upgrade(engine)
+        upgrade(engine, only_if_behind=True)
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply Alembic revisions up to `revision` (what `orchestrator db upgrade` runs)."""
+def upgrade(engine: Engine, revision: str = "head", *, only_if_behind: bool = False) -> None:
+    """Apply Alembic revisions up to `revision` (what `orchestrator db upgrade` runs).
+
+    Serialised across processes: on SQLite the transaction starts with BEGIN IMMEDIATE
+    (the write lock), on PostgreSQL it takes an advisory lock first. Whoever waited then
+    finds the schema at head and does nothing (`only_if_behind`).
+    """
     from alembic import command
     from alembic.config import Config
 
@@ -125,6 +147,14 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     with engine.connect().execution_options(write=True) as conn:
         config.attributes["connection"] = conn
         try:
+            conn.begin()
+            if conn.dialect.name == "postgresql":
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+                )
+            if only_if_behind and _current_revision(conn) == HEAD_REVISION:
+                conn.commit()
+                return
             command.upgrade(config, revision)
             conn.commit()
         except OperationalError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -53,9 +54,18 @@ sessions = Table(
     Column("answers_used", Integer, nullable=False),
     Column("summary", Text),
     Column("error", Text),
+    # 0003: the fence (grows on every claim; a driver's writes check it), the owner's
+    # identity beyond pid + host name, a cancel asked of a live driver, and the last
+    # failed agent call of a stalled session.
+    Column("claim_generation", Integer, nullable=False, server_default=text("0")),
+    Column("owner_boot", String(64)),
+    Column("owner_pidns", String(64)),
+    Column("owner_started", BigInteger),
+    Column("cancel_requested_at", DateTime(timezone=True)),
+    Column("last_error", Text),
 )
 # 0004: `list` pages, newest first, with or without a status filter, straight off an index
-# (orchestrator.reads.page_sql). They replace the single-column (status) and (created_at).
+# (orchestrator.readout.page_sql). They replace the single-column (status) and (created_at).
 Index(
     "ix_sessions_status_created_at_id",
     sessions.c.status,

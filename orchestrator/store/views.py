@@ -6,7 +6,20 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["session_view", "event_view", "iso", "iso_epoch"]
+from orchestrator import gate
+from orchestrator.records import OwnerRecord, PendingQuestion
+from orchestrator.store.owner import is_dead, lease_left
+
+__all__ = [
+    "session_view",
+    "event_view",
+    "pending_question",
+    "owner_record",
+    "owner_alive",
+    "state_from_row",
+    "iso",
+    "iso_epoch",
+]
 
 
 def iso(value: datetime | None) -> str | None:
@@ -17,22 +30,70 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z")
 
 
+def state_from_row(row: Any) -> gate.GateState:
+    """The gate's state from an orchestrator_state row."""
+    return gate.GateState(
+        used=bool(row.clarification_used),
+        resolved=bool(row.clarification_resolved),
+        question=row.clarification_question,
+        response=row.user_clarification_response,
+        asked_by=row.asked_by,
+        request_key=row.request_key,
+        resolution=row.resolution,
+        fallback_counts=dict(row.fallback_counts or {}),
+        default=(row.question_object or {}).get("default"),
+        timed_out=bool(row.timed_out),
+        note=row.answer_note,
+    )
+
+
+def pending_question(session: Any, state: Any) -> PendingQuestion | None:
+    """The open question of a session that has not ended, or None."""
+    if session.status not in ("paused", "running") or state.question_object is None:
+        return None
+    if not state_from_row(state).waiting:
+        return None
+    pending: dict[str, Any] = {
+        **state.question_object,
+        "asked_by": state.asked_by,
+        "deadline": iso_epoch(state.deadline),
+        "timed_out": bool(state.timed_out),
+    }
+    return pending  # type: ignore[return-value]  # question_object is a Question dump
+
+
+def owner_alive(session: Any) -> bool:
+    """Does a live process hold this running session's claim?"""
+    return session.status == "running" and not is_dead(
+        session.owner_pid,
+        session.owner_host,
+        session.lease_expires_at,
+        owner_boot=getattr(session, "owner_boot", None),
+        owner_pidns=getattr(session, "owner_pidns", None),
+        owner_started=getattr(session, "owner_started", None),
+    )
+
+
+def owner_record(session: Any) -> OwnerRecord | None:
+    """Who drives a running session, its lease, and how long until a takeover is possible."""
+    if session.status != "running" or session.owner is None:
+        return None
+    alive = owner_alive(session)
+    return {
+        "pid": session.owner_pid,
+        "host": session.owner_host,
+        "lease_expires_at": iso_epoch(session.lease_expires_at),
+        "takeover_possible_in": round(lease_left(session.lease_expires_at), 1) if alive else 0.0,
+        "alive": alive,
+    }
+
+
 def session_view(
     session: Any, state: Any, assumptions: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
-    waiting = (
-        state.clarification_used
-        and not state.clarification_resolved
-        and session.status in ("paused", "running")
-    )
-    pending = None
-    if waiting and state.resolution != "cancelled" and state.question_object is not None:
-        pending = {
-            **state.question_object,
-            "asked_by": state.asked_by,
-            "deadline": iso_epoch(state.deadline),
-            "timed_out": bool(state.timed_out),
-        }
+    owner = owner_record(session)
+    last_error = getattr(session, "last_error", None)
+    running = session.status == "running"
     return {
         "session_id": session.id,
         "status": session.status,
@@ -45,7 +106,7 @@ def session_view(
             "answer_status": state.resolution,
             "answer_note": state.answer_note,
         },
-        "pending_question": pending,
+        "pending_question": pending_question(session, state),
         "questions_surfaced": state.questions_surfaced,
         "fallbacks_injected": state.fallbacks_injected,
         "tasks": list(session.tasks or []),
@@ -54,6 +115,11 @@ def session_view(
         "round": session.round,
         "created_at": iso(session.created_at),
         "updated_at": iso(session.updated_at),
+        # A running session nobody drives: its agent call failed, or its process is gone.
+        "stalled": running and (last_error is not None or owner is None or not owner["alive"]),
+        "last_error": last_error if running else None,
+        "owner": owner,
+        "cancel_requested": running and getattr(session, "cancel_requested_at", None) is not None,
     } | (
         {}  # `list` leaves the ledger out; `status` has it
         if assumptions is None

@@ -27,10 +27,10 @@ __all__ = [
 # Sessions per page of `list` unless --limit or --all says otherwise.
 DEFAULT_LIMIT = 50
 
-# The columns a listed session shows (exactly what store.views.session_view reads; never
-# `agents` or `settings`, the large JSON a listing does not show), as (table, column,
-# kind). `kind` says how a raw SQLite value decodes: "json" text, "time" (SQLAlchemy's
-# "YYYY-MM-DD HH:MM:SS.ffffff", naive UTC), "" as stored.
+# The columns a listed session shows (what store.views.session_view reads, the owner and
+# the gate state included; never `agents` or `settings`, the large JSON a listing does not
+# show), as (table, column, kind). `kind` says how a raw SQLite value decodes: "json" text,
+# "time" (SQLAlchemy's "YYYY-MM-DD HH:MM:SS.ffffff", naive UTC), "" as stored.
 LISTED: tuple[tuple[str, str, str], ...] = (
     ("s", "id", ""),
     ("s", "status", ""),
@@ -41,6 +41,15 @@ LISTED: tuple[tuple[str, str, str], ...] = (
     ("s", "round", ""),
     ("s", "created_at", "time"),
     ("s", "updated_at", "time"),
+    ("s", "owner", ""),
+    ("s", "owner_pid", ""),
+    ("s", "owner_host", ""),
+    ("s", "owner_boot", ""),
+    ("s", "owner_pidns", ""),
+    ("s", "owner_started", ""),
+    ("s", "lease_expires_at", ""),
+    ("s", "cancel_requested_at", "time"),
+    ("s", "last_error", ""),
     ("t", "clarification_used", ""),
     ("t", "clarification_resolved", ""),
     ("t", "clarification_question", ""),
@@ -49,6 +58,8 @@ LISTED: tuple[tuple[str, str, str], ...] = (
     ("t", "answer_note", ""),
     ("t", "question_object", "json"),
     ("t", "asked_by", ""),
+    ("t", "request_key", ""),
+    ("t", "fallback_counts", "json"),
     ("t", "deadline", ""),
     ("t", "timed_out", ""),
     ("t", "questions_surfaced", ""),

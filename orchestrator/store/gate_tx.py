@@ -1,0 +1,276 @@
+"""The gate's transactions: read the persisted state, `gate.decide`, write the decision.
+
+The only callers of `gate.decide` are here, one function per kind of event, each run by
+the Store inside one write transaction:
+
+- `ask`: an agent replied NEEDS_CLARIFICATION (cases A, B, D; C's rerun);
+- `resolve_answer`: the user answered, declined or cancelled;
+- `expire_deadline`: the open question's deadline passed (the on-timeout policy).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from orchestrator import gate
+from orchestrator.errors import SessionNotWaiting
+from orchestrator.store._tx import (
+    FINAL_STATUSES,
+    add_assumption,
+    add_event,
+    finish,
+    gate_columns,
+    gate_state,
+    utcnow,
+    write_gate_update,
+)
+from orchestrator.store.schema import events as _E
+from orchestrator.store.schema import sessions as _S
+from orchestrator.store.schema import state as _T
+
+__all__ = ["ask", "resolve_answer", "expire_deadline", "limits"]
+
+
+def limits(settings: Mapping[str, Any]) -> dict[str, int]:
+    """The gate's limits from a session's stored settings (every session stores them)."""
+    names = ("max_fallbacks", "uncertainty_threshold")
+    if all(name in settings for name in names):
+        return {name: int(settings[name]) for name in names}
+    # A session stored by an older version: the defaults (pydantic only on this rare path).
+    from orchestrator.settings import default_of
+
+    return {name: int(settings.get(name, default_of(name))) for name in names}
+
+
+def ask(
+    conn: Connection,
+    session_id: str,
+    event: gate.Ask,
+    question: dict[str, Any],
+    *,
+    max_fallbacks: int,
+    uncertainty_threshold: int,
+    timeout: float | None,
+    repaired: list[str] | None,
+) -> gate.Decision:
+    """Case A, B or D for one NEEDS_CLARIFICATION reply.
+
+    A final decision (rerun, fallback, fail) is stored under `gate:<reply key>` and
+    returned as stored when the node is re-run, so counters move once per reply.
+    """
+    final_key = f"gate:{event.key}"
+    stored = conn.execute(
+        select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == final_key)
+    ).scalar()
+    if stored is not None:
+        return _decision_from_payload(stored)
+    state = gate_state(conn, session_id)
+    decision = gate.decide(
+        state, event, max_fallbacks=max_fallbacks, uncertainty_threshold=uncertainty_threshold
+    )
+    if isinstance(decision, gate.Surface):
+        deadline = None if timeout is None else time.time() + timeout
+        _surface(conn, session_id, event, question, decision, deadline, repaired)
+    elif isinstance(decision, gate.Wait):
+        if event.key != state.request_key:
+            add_event(
+                conn,
+                session_id,
+                "question_held",
+                agent=event.agent,
+                key=f"held:{event.key}",
+                question=event.question,
+                note="the session's one question is already open; this one waits",
+            )
+    else:
+        _apply_final(conn, session_id, final_key, decision, state)
+    return decision
+
+
+def _surface(
+    conn: Connection,
+    session_id: str,
+    event: gate.Ask,
+    question: dict[str, Any],
+    decision: gate.Surface,
+    deadline: float | None,
+    repaired: list[str] | None,
+) -> None:
+    """Case A. Compare-and-set on `clarification_used`, and a unique index on the
+    `question_surfaced` event: the database refuses a second question on its own."""
+    spent = conn.execute(
+        update(_T)
+        .where(_T.c.session_id == session_id, _T.c.clarification_used.is_(False))
+        .values(
+            **gate_columns(decision.update),
+            question_object=question,
+            asked_at=utcnow(),
+            deadline=deadline,
+            questions_surfaced=_T.c.questions_surfaced + 1,
+        )
+    )
+    if spent.rowcount != 1:
+        raise RuntimeError(f"session {session_id}: the question was already spent")
+    if not add_event(
+        conn,
+        session_id,
+        "question_surfaced",
+        agent=event.agent,
+        key=f"surface:{event.key}",
+        question=question,
+        **({"repaired": repaired} if repaired else {}),
+    ):
+        raise RuntimeError(f"session {session_id}: a question was already surfaced")
+
+
+def _apply_final(
+    conn: Connection,
+    session_id: str,
+    key: str,
+    decision: gate.Decision,
+    before: gate.GateState,
+) -> None:
+    details: dict[str, Any]
+    ledger: tuple[str, str, str] | None = None  # assumption, why, source
+    if isinstance(decision, gate.Fallback | gate.Proceed):
+        write_gate_update(conn, session_id, decision.update)
+    if isinstance(decision, gate.Fallback):
+        conn.execute(
+            update(_T)
+            .where(_T.c.session_id == session_id)
+            .values(fallbacks_injected=_T.c.fallbacks_injected + 1)
+        )
+        kind = "fallback"
+        details = {"decision": "fallback", "why": decision.why, "message": decision.message}
+        ledger = (_fallback_assumption(decision, before), _WHY[decision.why], decision.why)
+    elif isinstance(decision, gate.Proceed):
+        kind = "proceed"
+        details = {"decision": "proceed", "message": decision.message, "default": decision.default}
+        ledger = (
+            f"goes on with its own default: {decision.default or '(none given)'}",
+            "its uncertainty was below the threshold, so the user was not asked",
+            "uncertainty",
+        )
+    elif isinstance(decision, gate.Rerun):
+        kind = "answer_delivered"
+        details = {
+            "decision": "rerun",
+            "question": decision.question,
+            "response": decision.response,
+        }
+    else:
+        assert isinstance(decision, gate.Fail)
+        kind, details = "gate_failed", {"decision": "fail", "reason": decision.reason}
+    if ledger is not None:
+        assumption, why, source = ledger
+        add_assumption(
+            conn, session_id, key, agent=decision.agent, assumption=assumption, why=why,
+            source=source,
+        )  # fmt: skip
+    # `asker` lets a re-run rebuild this decision (_decision_from_payload).
+    add_event(
+        conn, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details
+    )
+
+
+def resolve_answer(
+    conn: Connection,
+    row: Any,
+    event: gate.Answer | gate.Decline | gate.Cancel,
+    *,
+    source: str,
+    choices: list[str] | None,
+    take: Callable[[], object],
+) -> gate.Resolve:
+    """Accept the user's answer, decline or cancel for the session `row` (locked by the
+    caller); raise SessionNotWaiting if no question waits. `take` claims the session in
+    this transaction once the gate has accepted the event (it raises if a live process
+    holds the session)."""
+    session_id = row.id
+    if row.status in FINAL_STATUSES:
+        raise SessionNotWaiting(
+            f"session {session_id} is {row.status}; it is not waiting for an answer"
+        )
+    decision = gate.decide(gate_state(conn, session_id), event, **limits(row.settings))
+    if isinstance(decision, gate.Reject):
+        raise SessionNotWaiting(
+            f"session {session_id} is not waiting for an answer: {decision.reason}"
+        )
+    assert isinstance(decision, gate.Resolve)
+    take()
+    write_gate_update(conn, session_id, decision.update, resolved_at=utcnow())
+    if source == "script":
+        conn.execute(
+            update(_S).where(_S.c.id == session_id).values(answers_used=_S.c.answers_used + 1)
+        )
+    if isinstance(event, gate.Answer):
+        add_event(
+            conn, session_id, "answer", key="answer", response=event.response, choices=choices,
+            source=source,
+        )  # fmt: skip
+    elif isinstance(event, gate.Decline):
+        add_event(conn, session_id, "decline", key="answer", source=source)
+    else:
+        add_event(conn, session_id, "cancel", key="cancel", source=source)
+        finish(conn, session_id, "cancelled")
+    return decision
+
+
+def expire_deadline(conn: Connection, row: Any, *, may_act: bool) -> gate.Resolve | None:
+    """Apply the on-timeout policy if the open question's deadline has passed.
+
+    `may_act`: the caller holds the session or nobody live does (a live driver applies its
+    own deadline). Returns the decision, or None if nothing applied.
+    """
+    session_id = row.id
+    state_row = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+    if (
+        row.status in FINAL_STATUSES
+        or not may_act
+        or state_row.timed_out
+        or state_row.deadline is None
+        or state_row.deadline > time.time()
+        or not gate_state(conn, session_id).waiting
+    ):
+        return None
+    policy = row.settings.get("on_timeout", "wait")
+    decision = gate.decide(
+        gate_state(conn, session_id), gate.Timeout(policy), **limits(row.settings)
+    )
+    assert isinstance(decision, gate.Resolve)
+    write_gate_update(conn, session_id, decision.update)
+    add_event(conn, session_id, "timeout", key="timeout", policy=policy, agent=state_row.asked_by)
+    if decision.cancel:
+        finish(conn, session_id, "cancelled")
+    return decision
+
+
+def _fallback_assumption(decision: gate.Fallback, state: gate.GateState) -> str:
+    if decision.why == "hard_cap":
+        return "proceeds on its own assumptions; its further question was not asked"
+    default = f" (safe default: {state.default})" if state.default else ""
+    return f"proceeds without an answer to: {state.question}{default}"
+
+
+_WHY = {
+    "hard_cap": "the session's one question was already used",
+    "declined": "the user declined the question",
+    "timeout": "no answer before the question's deadline",
+}
+
+
+def _decision_from_payload(payload: Mapping[str, Any]) -> gate.Decision:
+    kind = payload["decision"]
+    if kind == "proceed":
+        return gate.Proceed(
+            payload["asker"], payload["message"], payload["default"], gate.NO_UPDATE
+        )
+    if kind == "rerun":
+        return gate.Rerun(payload["asker"], payload["question"], payload["response"])
+    if kind == "fallback":
+        return gate.Fallback(payload["asker"], payload["why"], gate.NO_UPDATE, payload["message"])
+    return gate.Fail(payload["asker"], payload["reason"])

@@ -1,0 +1,107 @@
+"""The session API: the front door every edge calls, and the README's example of it."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import orchestrator
+from orchestrator import Reply, Sessions, Settings
+from orchestrator.errors import ConfigError, InvalidAnswer, ScenarioError, SessionNotWaiting
+from tests.conftest import EXAMPLES, ROOT
+
+
+def test_the_package_exports_the_api() -> None:
+    assert set(orchestrator.__all__) >= {"Sessions", "Reply", "Settings"}
+    assert orchestrator.Sessions is Sessions
+    with pytest.raises(AttributeError):
+        orchestrator.NoSuchName  # noqa: B018
+
+
+def test_readme_example_runs(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## From Python: the session API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "the README's session API section has a Python example"
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        (tmp_path / "examples").symlink_to(EXAMPLES)
+        exec(compile(code.group(1), "README.md", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    assert (tmp_path / "sessions.db").exists()
+
+
+def test_answer_commits_without_running_and_run_on_finishes(db_url: str) -> None:
+    sessions = Sessions(db_url)
+    doc = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")
+    sid = doc["session_id"]
+    assert doc["status"] == "paused"
+    replies = len([e for e in sessions.log(sid) if e["kind"] == "agent_reply"])
+
+    doc = sessions.answer(sid, Reply(text="Weekly"))
+    assert doc["orchestrator_state"]["user_clarification_response"] == "Weekly"
+    assert doc["pending_question"] is None
+    # No agent ran: the answer is committed, nothing else.
+    assert len([e for e in sessions.log(sid) if e["kind"] == "agent_reply"]) == replies
+
+    with pytest.raises(SessionNotWaiting):
+        sessions.answer(sid, Reply(text="again"))
+
+    doc = sessions.run_on(sid)
+    assert doc["status"] == "completed"
+    assert doc["expect"] == {"held": True, "unmet": []}
+    assert [d["session_id"] for d in sessions.list()] == [sid]
+    assert sessions.list("paused") == []
+
+
+def test_start_scenario_from_text_with_overrides(db_url: str) -> None:
+    text = (EXAMPLES / "hard-cap.yaml").read_text(encoding="utf-8")
+    with Sessions(db_url) as sessions:
+        doc = sessions.start_scenario(text, settings={"max_fallbacks": 0})
+        assert doc["status"] == "failed"
+        assert "max_fallbacks=0" in (doc["error"] or "")
+        assert doc["expect"]["held"] is False  # the file expects completed
+
+
+def test_invalid_reply_and_settings_are_user_errors(db_url: str) -> None:
+    sessions = Sessions(db_url)
+    doc = sessions.start_scenario(EXAMPLES / "answered-question.yaml", settings=None)
+    assert doc["status"] == "completed"
+    with pytest.raises(ScenarioError):
+        sessions.start_scenario("task: x\nagents: {}\n")
+    with pytest.raises(ConfigError):
+        sessions.start("   ", models="openai:gpt-4o-mini")
+    paused = sessions.start_scenario(EXAMPLES / "choose-at-the-terminal.yaml", settings=None)
+    assert paused["status"] == "paused"
+    with pytest.raises(InvalidAnswer):
+        sessions.answer(paused["session_id"], Reply(choices=("A", "B", "C")))
+    assert sessions.status(paused["session_id"])["status"] == "paused"  # nothing changed
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ({"timeout": float("inf")}, "finite"),
+        ({"timeout": 1e12}, "30 days"),
+        ({"timeout": -1}, "positive"),
+        ({"max_fallbacks": True}, "integer"),
+        ({"max_rounds": 0}, "greater than or equal to 1"),
+        ({"on_timeout": "later"}, "wait"),
+        ({"bogus": 1}, "Extra inputs"),
+    ],
+)
+def test_settings_refuse_bad_values(given: dict[str, object], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        Settings().merged(**given)
+
+
+def test_settings_none_timeout_and_defaults_shown_in_help() -> None:
+    assert Settings(timeout="none").timeout is None  # type: ignore[arg-type]
+    from orchestrator.cli.commands import DEFAULTS
+
+    assert {name: field.default for name, field in Settings.model_fields.items()} == DEFAULTS
