@@ -15,7 +15,7 @@ from orchestrator import gate
 from orchestrator.errors import SessionNotFound
 from orchestrator.readout import CURSOR_SQL, LISTED, page_sql
 from orchestrator.records import PendingQuestion
-from orchestrator.store._tx import session_row
+from orchestrator.store._tx import session_row, state_row
 from orchestrator.store.schema import events as _E
 from orchestrator.store.schema import sessions as _S
 from orchestrator.store.schema import state as _T
@@ -35,7 +35,7 @@ class Snapshot(NamedTuple):
 
 def snapshot(conn: Connection, session_id: str) -> Snapshot:
     row = session_row(conn, session_id)
-    state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+    state = state_row(conn, session_id)
     return Snapshot(
         row, state_from_row(state), pending_question(row, state), session_view(row, state)
     )
@@ -44,7 +44,7 @@ def snapshot(conn: Connection, session_id: str) -> Snapshot:
 def view(conn: Connection, session_id: str) -> dict[str, Any]:
     """The contract's session object, with the assumptions ledger."""
     row = session_row(conn, session_id)
-    state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+    state = state_row(conn, session_id)
     ledger = conn.execute(
         select(_E).where(_E.c.session_id == session_id, _E.c.kind == "assumption").order_by(_E.c.id)
     )

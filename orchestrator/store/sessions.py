@@ -133,8 +133,9 @@ class Store:
             fence(conn, claim)
 
     def check_call(self, claim: Claim) -> None:
-        """Before an agent call: ClaimLost or CancelRequested, or go ahead."""
-        with self._write() as conn:
+        """Before an agent call: ClaimLost or CancelRequested, or go ahead. A read: it
+        writes nothing, and the call itself runs outside any transaction anyway."""
+        with self._read() as conn:
             lifecycle.check_call(conn, claim)
 
     def release(
