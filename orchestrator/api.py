@@ -189,10 +189,9 @@ class Sessions:
 
     def status(self, session_id: str) -> SessionDoc:
         """The session object; a deadline that passed while nothing ran is applied first."""
-        store = self.store
-        store.expire(session_id)
-        doc = cast(SessionDoc, store.view(session_id))
-        expect = store.session(session_id).settings.get("expect")
+        found, settings = self.store.status(session_id)
+        doc = cast(SessionDoc, found)
+        expect = settings.get("expect")
         if expect and doc["status"] in ENDED:
             doc["expect"] = check_expect(expect, doc)
         return doc

@@ -7,9 +7,10 @@ the answer, never half of each).
 
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, select, text
+from sqlalchemy import Connection, and_, bindparam, select, text
 
 from orchestrator import gate
 from orchestrator.errors import SessionNotFound
@@ -21,7 +22,7 @@ from orchestrator.store.schema import sessions as _S
 from orchestrator.store.schema import state as _T
 from orchestrator.store.views import event_view, pending_question, session_view, state_from_row
 
-__all__ = ["Snapshot", "snapshot", "view", "list_views", "events"]
+__all__ = ["Snapshot", "snapshot", "view", "status", "list_views", "events"]
 
 
 class Snapshot(NamedTuple):
@@ -43,12 +44,25 @@ def snapshot(conn: Connection, session_id: str) -> Snapshot:
 
 def view(conn: Connection, session_id: str) -> dict[str, Any]:
     """The contract's session object, with the assumptions ledger."""
+    return status(conn, session_id)[0]
+
+
+def status(conn: Connection, session_id: str) -> tuple[dict[str, Any], Any, bool]:
+    """(the session object with its ledger, the session row, whether an open question's
+    deadline has passed unapplied): what `status` needs, in one read."""
     row = session_row(conn, session_id)
     state = state_row(conn, session_id)
-    ledger = conn.execute(
-        select(_E).where(_E.c.session_id == session_id, _E.c.kind == "assumption").order_by(_E.c.id)
-    )
-    return session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
+    ledger = conn.execute(_LEDGER, {"id": session_id})
+    doc = session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
+    due = state.deadline is not None and not state.timed_out and state.deadline <= time.time()
+    return doc, row, due
+
+
+_LEDGER = (
+    select(_E)
+    .where(_E.c.session_id == bindparam("id"), _E.c.kind == "assumption")
+    .order_by(_E.c.id)
+)
 
 
 def list_views(

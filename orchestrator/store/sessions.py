@@ -76,6 +76,16 @@ class Store:
         with self._read() as conn:
             return reads.view(conn, session_id)
 
+    def status(self, session_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the session object, the session's settings), a question deadline that passed
+        while nothing ran applied first. One read unless a deadline is due."""
+        with self._read() as conn:
+            doc, row, due = reads.status(conn, session_id)
+        if due and self.expire(session_id) is not None:
+            with self._read() as conn:
+                doc, row, _ = reads.status(conn, session_id)
+        return doc, row.settings
+
     def pending(self, session_id: str) -> tuple[Any, PendingQuestion | None]:
         """The session's row and its open question (None if none waits), in one read."""
         snap = self.snapshot(session_id)
