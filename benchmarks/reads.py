@@ -3,6 +3,7 @@ own start and LangGraph's import, and `list --json` on 100,000 sessions against 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import tempfile
@@ -87,10 +88,14 @@ def big_database(proc: Proc, tmp: Path, count: int = BIG) -> tuple[Path, Path]:
     session and cached across runs in the temp dir (keyed by the schema revision)."""
     from orchestrator.store.schema import HEAD_REVISION
 
+    # Keyed by the migrations' contents too: branches re-chain revisions, so one id can
+    # name two schemas.
+    migrations = sorted((ROOT / "migrations" / "versions").glob("*.py"))
+    schema = hashlib.sha1(b"".join(p.read_bytes() for p in migrations)).hexdigest()[:10]
     cache = Path(tempfile.gettempdir()) / "orchestrator-bench-cache"
     cache.mkdir(exist_ok=True)
-    big = cache / f"sessions-{count}-rev{HEAD_REVISION}.db"
-    one = cache / f"sessions-1-rev{HEAD_REVISION}.db"
+    big = cache / f"sessions-{count}-rev{HEAD_REVISION}-{schema}.db"
+    one = cache / f"sessions-1-rev{HEAD_REVISION}-{schema}.db"
     if big.exists() and one.exists():
         return big, one
     started = time.perf_counter()

@@ -19,7 +19,7 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,6 +30,7 @@ from orchestrator.readout import (
     CURSOR_SQL,
     DEFAULT_LIMIT,
     LISTED,
+    list_line,
     list_text,
     log_text,
     next_page_hint,
@@ -75,18 +76,15 @@ def serve(argv: Sequence[str]) -> int | None:
     path = sqlite_file(request.db)
     if path is None:
         return None
+    out = _Output(request.as_json)
     try:
-        document, text, hint = _answer(request, path)
-    except _FallThrough:
-        return None
-    except sqlite3.Error:
+        _answer(request, path, out)
+    except (_FallThrough, sqlite3.Error):
+        if out.started:  # pragma: no cover - an error in the middle of `list --all`
+            raise
         return None
     except SessionNotFound as exc:
         return _fail(request.as_json, exc.message)
-    try:
-        if hint:
-            _echo(hint, err=True)
-        _echo(json.dumps(document, indent=2, ensure_ascii=False) if request.as_json else text)
     except BrokenPipeError:  # `orchestrator list | head`: as click does, quietly exit 1
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -170,30 +168,36 @@ def _default_url() -> str:
 # -- reading -----------------------------------------------------------------------------
 
 
-def _answer(request: Request, path: Path) -> tuple[Any, str, str | None]:
-    """(the JSON document, the text, a hint for stderr) for `request` on the file `path`."""
+def _answer(request: Request, path: Path, out: _Output) -> None:
     if not path.exists():
         # Read commands create nothing: a missing file is an empty database.
         if request.command != "list" or request.after is not None:
             raise SessionNotFound(request.session_id or request.after or "")
-        return [], list_text([]), None
+        out.document([], list_text([]))
+        return
     with _Connection(path) as conn:
         if request.command == "status":
             assert request.session_id is not None
             view = _status(conn, request.session_id)
-            return view, status_text(view), None
-        if request.command == "log":
+            out.document(view, status_text(view))
+        elif request.command == "log":
             assert request.session_id is not None
             events = _events(conn, request.session_id)
-            return events, log_text(events), None
-        views = _page(conn, request)
-        hint = None
-        if request.limit is not None and len(views) > request.limit:
-            del views[request.limit :]
-            hint = next_page_hint(
-                views[-1]["session_id"], status=request.status, limit=request.limit, db=request.db
-            )
-        return views, list_text(views), hint
+            out.document(events, log_text(events))
+        elif request.limit is None:
+            out.stream(_page(conn, request))  # --all: one session at a time, any size
+        else:
+            views = list(_page(conn, request))
+            hint = None
+            if len(views) > request.limit:
+                del views[request.limit :]
+                hint = next_page_hint(
+                    views[-1]["session_id"],
+                    status=request.status,
+                    limit=request.limit,
+                    db=request.db,
+                )
+            out.document(views, list_text(views), hint)
 
 
 class _Connection:
@@ -279,7 +283,7 @@ def _events(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
     return [event_view(r) for r in _rows(rows, _EVENT_COLUMNS)]
 
 
-def _page(conn: sqlite3.Connection, request: Request) -> list[dict[str, Any]]:
+def _page(conn: sqlite3.Connection, request: Request) -> Iterator[dict[str, Any]]:
     params: dict[str, Any] = {"status": request.status}
     if request.after is not None:
         cursor = conn.execute(CURSOR_SQL, {"after": request.after}).fetchone()
@@ -293,18 +297,59 @@ def _page(conn: sqlite3.Connection, request: Request) -> list[dict[str, Any]]:
         after=request.after is not None,
         limit=request.limit is not None,
     )
-    return [session_view(r, r) for r in _rows(conn.execute(sql, params), _LISTED_COLUMNS)]
+    names = [name for name, _ in _LISTED_COLUMNS]
+    for values in conn.execute(sql, params):
+        row = Row(zip(names, map(_decode, values, _LISTED_KINDS), strict=True))
+        yield session_view(row, row)
+
+
+_LISTED_KINDS = [kind for _, kind in _LISTED_COLUMNS]
 
 
 # -- printing (as orchestrator.cli.output does, through click.echo) ----------------------
 
 
-def _echo(text: str, *, err: bool = False) -> None:
+class _Output:
+    """stdout as the full path writes it: one JSON document (json.dumps, indent 2) under
+    --json, else the text."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.started = False
+
+    def document(self, document: Any, text: str, hint: str | None = None) -> None:
+        self.started = True
+        if hint:
+            _echo(hint, err=True)
+        _echo(json.dumps(document, indent=2, ensure_ascii=False) if self.as_json else text)
+
+    def stream(self, views: Iterable[dict[str, Any]]) -> None:
+        """Print a list as `document` would, one item at a time. The bytes are the same:
+        json.dumps(items, indent=2) is each item's own indent-2 dump shifted by two spaces
+        (a JSON string never holds a raw line break), between "[" and "]"."""
+        first = True
+        for view in views:
+            self.started = True
+            if self.as_json:
+                item = json.dumps(view, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+                _echo(("[\n  " if first else ",\n  ") + item, nl=False)
+            else:
+                _echo(("" if first else "\n") + list_line(view), nl=False)
+            first = False
+        self.started = True
+        if first:
+            _echo("[]" if self.as_json else list_text([]))
+        else:
+            _echo("\n]" if self.as_json else "")
+
+
+def _echo(text: str, *, err: bool = False, nl: bool = True) -> None:
     stream = sys.stderr if err else sys.stdout
     if not stream.isatty():
         text = _ANSI.sub("", text)
-    stream.write(text + "\n")
-    stream.flush()
+    stream.write(text + "\n" if nl else text)
+    if nl:
+        stream.flush()
 
 
 def _fail(as_json: bool, message: str) -> int:

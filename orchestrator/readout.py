@@ -20,6 +20,7 @@ __all__ = [
     "page_sql",
     "status_text",
     "list_text",
+    "list_line",
     "log_text",
     "next_page_hint",
 ]
@@ -111,12 +112,11 @@ def status_text(view: Mapping[str, Any]) -> str:
 
 
 def list_text(views: Sequence[Mapping[str, Any]]) -> str:
-    return (
-        "\n".join(
-            f"{v['session_id']}  {v['status']:<9}  {v['created_at']}  {v['task']}" for v in views
-        )
-        or "no sessions"
-    )
+    return "\n".join(map(list_line, views)) or "no sessions"
+
+
+def list_line(view: Mapping[str, Any]) -> str:
+    return f"{view['session_id']}  {view['status']:<9}  {view['created_at']}  {view['task']}"
 
 
 def log_text(events: Sequence[Mapping[str, Any]]) -> str:

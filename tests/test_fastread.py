@@ -137,7 +137,12 @@ def _zoo_cases(zoo: dict[str, str]) -> list[list[str]]:
         ["list", "--limit", "2", "--db", db],
         ["list", "--limit", "2", "--json", "--db", db],
         ["list", "--limit=3", "--status", "paused", "--json", "--db", db],
-        ["list", "--all", "--json", "--db", db],
+        ["list", "--all", "--json", "--db", db],  # --all is printed as it is read
+        ["list", "--all", "--db", db],
+        ["list", "--all", "--status", "paused", "--json", "--db", db],
+        # after the oldest session there is none: [] and "no sessions"
+        ["list", "--all", "--after", zoo["completed"], "--json", "--db", db],
+        ["list", "--all", "--after", zoo["completed"], "--db", db],
         ["list", "--after", zoo["paused"], "--json", "--db", db],
         ["list", "--after", zoo["paused"], "--limit", "1", "--db", db],
         ["list", "--after", "nope", "--db", db],
