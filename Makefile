@@ -35,7 +35,7 @@ bench: $(STAMP)
 # Regenerate requirements.lock after changing dependencies in pyproject.toml.
 lock:
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra postgres --python-version 3.11 -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

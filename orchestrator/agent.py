@@ -1,4 +1,4 @@
-"""The one interface every agent backend implements (scripted now, LLM backends later)."""
+"""The one interface every agent backend implements (scripted, LLM; see orchestrator.backends)."""
 
 from __future__ import annotations
 

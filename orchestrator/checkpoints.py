@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -54,33 +55,62 @@ def checkpointer(url: str) -> Iterator[Any]:
         yield InMemorySaver()
         return
     if url.startswith("postgresql"):
-        try:
-            from langgraph.checkpoint.postgres import PostgresSaver
-        except ModuleNotFoundError as exc:
-            raise ConfigError(
-                "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
-            ) from exc
-        conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-        with PostgresSaver.from_conn_string(conninfo) as saver:
-            with _setup_lock:
-                if url not in _set_up:
-                    _setup_postgres(saver)
-                    _set_up.add(url)
-            yield saver
+        with _postgres_saver(url) as pg_saver:
+            yield pg_saver
         return
     raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")
 
 
+@contextmanager
+def _postgres_saver(url: str) -> Iterator[Any]:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
+        ) from exc
+    from psycopg import Connection, OperationalError
+    from psycopg.rows import dict_row
+
+    from orchestrator.store._pg import connect_options, connection_error
+
+    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        # As PostgresSaver.from_conn_string opens it (autocommit, no prepared statements),
+        # with our timeouts.
+        conn = Connection.connect(
+            conninfo,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            **connect_options(url),
+        )
+    except OperationalError as exc:
+        raise connection_error(exc, url) from exc
+    with conn:
+        saver = PostgresSaver(conn)
+        with _setup_lock:
+            if url not in _set_up:
+                _setup_postgres(saver)
+                _set_up.add(url)
+        yield saver
+
+
 def _setup_postgres(saver: Any) -> None:
     """PostgresSaver.setup() under a session advisory lock: concurrent first uses of one
-    database otherwise race on its migrations table."""
-    with saver.conn.cursor() as cur:
-        cur.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY + 1,))
+    database otherwise race on its migrations table.
+
+    The lock is polled, not waited for: setup's CREATE INDEX CONCURRENTLY waits for every
+    open transaction, a pg_advisory_lock call blocked on us included (a deadlock).
+    """
+    key = MIGRATION_LOCK_KEY + 1
+    lock = "SELECT pg_try_advisory_lock(%s) AS taken"
+    while not (saver.conn.execute(lock, (key,)).fetchone() or {}).get("taken"):
+        time.sleep(0.05)
     try:
         saver.setup()
     finally:
-        with saver.conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY + 1,))
+        saver.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def fenced(saver: Any, check: Callable[[], None]) -> Any:

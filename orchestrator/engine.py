@@ -78,8 +78,10 @@ class Engine:
         """Validate `reply` against the open question and commit it durably; no agent runs.
 
         The session is claimed for this engine's owner in the same transaction, so
-        `run_on` (here, or in any process once this one is gone) drives it on.
+        `run_on` (here, or in any process once this one is gone) drives it on. A deadline
+        that passed is applied first (its policy may have ended the session).
         """
+        self.store.expire(session_id, owner=self.owner)
         snap = self.store.snapshot(session_id)
         if snap.question is None:
             why = (
@@ -284,7 +286,7 @@ class Engine:
             return None
         event, choices = to_gate_event(question, reply)
         decision, claim = self.store.resolve(
-            session_id, self.owner, event, source=origin, choices=choices
+            session_id, self.owner, event, source=origin, choices=choices, claim=claim
         )
         crash_point("answer_committed")
         return None if decision.cancel else claim

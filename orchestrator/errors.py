@@ -17,6 +17,7 @@ __all__ = [
     "InvalidAnswer",
     "ScenarioError",
     "ConfigError",
+    "DatabaseUnavailable",
     "RunError",
     "ScriptExhausted",
     "AgentReplyError",
@@ -78,6 +79,13 @@ class ScenarioError(UserError):
 
 class ConfigError(UserError):
     """A bad option or setting (database URL, --ui value, ...)."""
+
+
+class DatabaseUnavailable(ConfigError):
+    """The database server cannot be reached now (down, restarting, refusing connections).
+
+    Nothing was changed and the same command may succeed later; an edge that serves many
+    requests (a worker, a web server) waits and tries again instead of giving up."""
 
 
 class RunError(OrchestratorError):

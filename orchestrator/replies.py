@@ -1,6 +1,6 @@
 """The agents' replies and the question object (contract section 2), as pydantic models.
 
-Replies arrive from outside (scenario files, later LLM structured output), so they are
+Replies arrive from outside (scenario files, LLM structured output), so they are
 validated here; the graph keeps them as plain JSON (`model_dump`) and rebuilds them at
 the edges.
 """

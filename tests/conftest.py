@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pgcluster
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,9 +31,71 @@ def isolated_home(
     return home
 
 
+# -- databases: SQLite everywhere; SQLite and PostgreSQL where a test says so ------------
+#
+# `@pytest.mark.backends()` on a module (pytestmark) or a test runs its `db_url` tests once
+# per backend (ids `[sqlite]`, `[postgresql]`); `@pytest.mark.backends("sqlite")` keeps a
+# test on one. Unmarked tests get SQLite only. See tests/pgcluster.py for the server.
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "backends(*names): run the test's db_url on these backends (default: all)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is None or "db_backend" not in metafunc.fixturenames:
+        return
+    names = marker.args or BACKENDS
+    metafunc.parametrize("db_backend", names, indirect=True, ids=list(names))
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'orchestrator.db'}"
+def db_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[pgcluster.Cluster]:
+    """The suite's PostgreSQL server, started on first use (see tests/pgcluster.py)."""
+    if not pgcluster.enabled():
+        pytest.skip(f"{pgcluster.OPT_OUT}=0: PostgreSQL tests opted out")
+    external = os.environ.get(pgcluster.URL_ENV)
+    if external:
+        cluster = pgcluster.Cluster(external)
+    else:
+        bin_dir = pgcluster.find_bin()
+        if bin_dir is None:
+            pytest.fail(pgcluster.INSTALL_HINT, pytrace=False)
+        cluster = pgcluster.Cluster.start(bin_dir)
+    yield cluster
+    cluster.close()
+
+
+def _database(request: pytest.FixtureRequest, backend: str, path: Path, kind: str) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{path}"
+        return
+    cluster: pgcluster.Cluster = request.getfixturevalue("pg_cluster")
+    with cluster.fresh(kind) as url:
+        yield url
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, db_backend: str, tmp_path: Path) -> Iterator[str]:
+    """A database of its own for this test: a SQLite file not yet created, or a fresh
+    PostgreSQL database with the schema in place."""
+    yield from _database(request, db_backend, tmp_path / "orchestrator.db", "migrated")
+
+
+@pytest.fixture
+def empty_db_url(request: pytest.FixtureRequest, db_backend: str, tmp_path: Path) -> Iterator[str]:
+    """A database with no tables at all (for migration tests)."""
+    yield from _database(request, db_backend, tmp_path / "empty.db", "empty")
 
 
 @pytest.fixture

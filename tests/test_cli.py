@@ -338,6 +338,7 @@ def test_ui_terminal_select_by_number_and_eof_leaves_it_paused(db_url: str, tmp_
 PAUSING_EXAMPLES = {"pause-and-resume.yaml", "choose-at-the-terminal.yaml"}
 
 
+@pytest.mark.backends()
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_every_shipped_example_runs_as_documented(db_url: str, example: str) -> None:
     """The examples (the contract's own among them) keep working; those that ask with no

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sqlite3
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from dbcheck import query
 
 from orchestrator.store.db import MIGRATIONS, open_engine
 from orchestrator.store.schema import HEAD_REVISION, OUR_TABLES, metadata
@@ -22,8 +27,9 @@ def test_head_revision_constant_matches_the_migrations() -> None:
     assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION
 
 
-def test_empty_database_is_migrated_to_head_and_matches_the_models(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+@pytest.mark.backends()
+def test_empty_database_is_migrated_to_head_and_matches_the_models(empty_db_url: str) -> None:
+    url = empty_db_url
     engine = open_engine(url)
     with engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
@@ -62,13 +68,18 @@ def test_langgraph_tables_share_the_file_but_not_the_migrations(tmp_path: Path) 
     assert again == tables
 
 
-def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
+@pytest.mark.backends()
+def test_concurrent_first_use_of_a_fresh_file(empty_db_url: str) -> None:
     """Two processes creating the same database at once both end up at head."""
     import subprocess
     import sys
 
-    url = f"sqlite:///{tmp_path / 'race.db'}"
-    code = "import sys; from orchestrator.store.db import open_engine; open_engine(sys.argv[1])"
+    url = empty_db_url
+    code = (
+        "import sys\nfrom orchestrator.store.db import open_engine\n"
+        "from orchestrator.checkpoints import checkpointer\n"
+        "open_engine(sys.argv[1])\nwith checkpointer(sys.argv[1]):\n    pass\n"
+    )  # our migrations and LangGraph's, as every first command on a new database runs them
     procs = [
         subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE, text=True)
         for _ in range(3)
@@ -76,13 +87,11 @@ def test_concurrent_first_use_of_a_fresh_file(tmp_path: Path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-    with sqlite3.connect(tmp_path / "race.db") as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
-            (HEAD_REVISION,)
-        ]
+    assert query(url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
 
 
-def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
+@pytest.mark.backends()
+def test_the_database_itself_refuses_a_second_question(db_url: str) -> None:
     from sqlalchemy.exc import IntegrityError
 
     from agents.scripted import ScriptedBackend
@@ -90,7 +99,7 @@ def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
     from orchestrator.store import Store
     from orchestrator.store.schema import events
 
-    url = f"sqlite:///{tmp_path / 'one.db'}"
+    url = db_url
     store = Store(open_engine(url))
     backend = ScriptedBackend(
         {"pm": [{"status": "NEEDS_CLARIFICATION", "question": "q?"}]}, replies_so_far={}
@@ -108,33 +117,41 @@ def test_the_database_itself_refuses_a_second_question(tmp_path: Path) -> None:
         )
 
 
-def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(tmp_path: Path) -> None:
+@pytest.mark.backends()
+def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(empty_db_url: str) -> None:
     """An older database is migrated on first use and its sessions go on working."""
-    from sqlalchemy import create_engine
+    from sqlalchemy import create_engine, inspect, text
 
     from orchestrator.answers import UserReply
     from orchestrator.engine import Engine
     from orchestrator.store import Store
     from orchestrator.store.db import upgrade
 
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    upgrade(create_engine(url), "0001")
-    with sqlite3.connect(tmp_path / "old.db") as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(orchestrator_state)")}
+    url = empty_db_url
+    old = create_engine(url)
+    upgrade(old, "0001")
+    with old.begin() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).one() == ("0001",)
+        columns = {c["name"] for c in inspect(conn).get_columns("orchestrator_state")}
         assert "deadline" not in columns
         conn.execute(
-            "INSERT INTO sessions VALUES ('old1', 'legacy task', 'paused', '2026-01-01', "
-            "'2026-01-01', NULL, NULL, NULL, NULL, ?, '{}', '[]', 0, 0, NULL, NULL)",
-            ('{"kind": "script", "agents": {"pm": [{"status": "COMPLETE", "summary": "ok"}]}}',),
-        )
+            text(
+                "INSERT INTO sessions VALUES ('old1', 'legacy task', 'paused', '2026-01-01', "
+                "'2026-01-01', NULL, NULL, NULL, NULL, :agents, '{}', '[]', 0, 0, NULL, NULL)"
+            ),
+            {"agents": '{"kind": "script", "agents": {"pm": [{"status": "COMPLETE", '
+             '"summary": "ok"}]}}'},
+        )  # fmt: skip
         conn.execute(
-            "INSERT INTO orchestrator_state (session_id, clarification_used, "
-            "clarification_resolved, clarification_question, question_object, asked_by, "
-            "request_key, questions_surfaced, fallbacks_injected, fallback_counts) VALUES "
-            "('old1', 1, 0, 'Old question?', '{\"question\": \"Old question?\"}', 'pm', 'pm#1', "
-            "1, 0, '{}')"
+            text(
+                "INSERT INTO orchestrator_state (session_id, clarification_used, "
+                "clarification_resolved, clarification_question, question_object, asked_by, "
+                "request_key, questions_surfaced, fallbacks_injected, fallback_counts) VALUES "
+                "('old1', true, false, 'Old question?', '{\"question\": \"Old question?\"}', "
+                "'pm', 'pm#1', 1, 0, '{}')"
+            )
         )
+    old.dispose()
     store = Store(open_engine(url))  # migrates to head
     view = store.view("old1")
     assert view["pending_question"]["question"] == "Old question?"
@@ -144,3 +161,96 @@ def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(tmp_path:
     assert store.expire("old1") is None  # no deadline: nothing to expire
     Engine(store, url).resume("old1", UserReply(text="yes"))
     assert store.view("old1")["orchestrator_state"]["user_clarification_response"] == "yes"
+
+
+def test_upgrading_to_0003_keeps_every_sessions_state_and_events(tmp_path: Path) -> None:
+    """0003 adds columns to `sessions` in place: recreating the table would cascade-delete
+    each session's state and events through their foreign keys."""
+    from sqlalchemy import create_engine
+
+    from orchestrator.store import Store
+    from orchestrator.store.db import upgrade
+
+    url = f"sqlite:///{tmp_path / 'at0002.db'}"
+    upgrade(create_engine(url), "0002")
+    with sqlite3.connect(tmp_path / "at0002.db") as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(
+            "INSERT INTO sessions VALUES ('s2', 'task', 'paused', '2026-01-01', '2026-01-01', "
+            "NULL, NULL, NULL, NULL, '{}', '{}', '[]', 0, 0, NULL, NULL)"
+        )
+        conn.execute(
+            "INSERT INTO orchestrator_state (session_id, clarification_used, "
+            "clarification_resolved, questions_surfaced, fallbacks_injected, fallback_counts) "
+            "VALUES ('s2', 0, 0, 0, 0, '{}')"
+        )
+        conn.execute(
+            "INSERT INTO events (session_id, key, kind, payload, created_at) VALUES "
+            "('s2', 'k', 'session_started', '{}', '2026-01-01')"
+        )
+    store = Store(open_engine(url))
+    assert [e["kind"] for e in store.events("s2")] == ["session_started"]
+    view = store.view("s2")
+    assert view["status"] == "paused" and view["stalled"] is False and view["owner"] is None
+    assert store.session("s2").claim_generation == 0
+
+
+PG_URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
+
+
+@pytest.fixture
+def fresh_postgres() -> Iterator[str]:
+    """A new, empty PostgreSQL database on the opt-in server, dropped afterwards."""
+    if not PG_URL or importlib.util.find_spec("psycopg") is None:
+        pytest.skip("set ORCHESTRATOR_TEST_POSTGRES_URL and install the postgres extra")
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"orch_first_use_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_eight_concurrent_first_uses_of_a_fresh_postgres_database(fresh_postgres: str) -> None:
+    """Migrations (advisory lock) and LangGraph's checkpoint setup (once per database per
+    process, under a second advisory lock) no longer race on a new database."""
+    import json
+    import subprocess
+
+    from conftest import EXAMPLES, ROOT, argv
+
+    procs = [
+        subprocess.Popen(
+            argv(
+                "run",
+                "--script",
+                str(EXAMPLES / "answered-question.yaml"),
+                "--json",
+                db=fresh_postgres,
+            ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )  # fmt: skip
+        for _ in range(8)
+    ]
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"exit {proc.returncode}\n{stdout}\n{stderr}"
+        assert json.loads(stdout)["status"] == "completed"
+    from orchestrator.store import Store
+
+    store = Store(open_engine(fresh_postgres))
+    try:
+        assert [v["status"] for v in store.list_views()] == ["completed"] * 8
+    finally:
+        store.engine.dispose()

@@ -50,8 +50,10 @@ def test_a_persons_answer_is_fsynced_before_the_call_returns(
     assert any("INSERT INTO events" in s for s in statements[full:back])
 
 
-def test_list_pages_through_the_api(tmp_path: Path) -> None:
-    with Sessions(str(tmp_path / "pages.db")) as sessions:
+@pytest.mark.backends()
+def test_list_pages_through_the_api(db_url: str) -> None:
+    """One SQL text for every backend (orchestrator.readout.page_sql)."""
+    with Sessions(db_url) as sessions:
         ids = [
             sessions.start_scenario(EXAMPLES / name)["session_id"]
             for name in ("pause-and-resume.yaml", "answered-question.yaml") * 3

@@ -1,70 +1,122 @@
-"""The same sessions on PostgreSQL: opt in with ORCHESTRATOR_TEST_POSTGRES_URL.
-
-    ORCHESTRATOR_TEST_POSTGRES_URL=postgresql+psycopg://user:pw@127.0.0.1/db \\
-        .venv/bin/python -m pytest tests/test_postgres.py
-
-Needs the postgres extra (pip install -e '.[postgres]') and a server. Not in `make test`'s
-default run, which needs no server: SQLite is the default and what CI exercises.
-"""
+"""PostgreSQL specifics: connection handling, timeouts, the pool across a server restart, and
+LangGraph's PostgreSQL checkpointer. (The session, process, migration and example tests run
+on PostgreSQL too, through the `backends` marker: see tests/conftest.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
 import uuid
 
+import pgcluster
 import pytest
+from conftest import EXAMPLES, cli
+from dbcheck import query
+from sqlalchemy import text
 
-from tests.conftest import EXAMPLES, ROOT, argv
+from orchestrator.errors import ConfigError, DatabaseUnavailable
+from orchestrator.store import Store, open_engine
+from orchestrator.store._pg import STATEMENT_TIMEOUT_MS
 
-URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
-pytestmark = pytest.mark.skipif(
-    not URL or importlib.util.find_spec("psycopg") is None,
-    reason="set ORCHESTRATOR_TEST_POSTGRES_URL and install the postgres extra",
-)
+pytestmark = pytest.mark.backends("postgresql")
 
 
-def orchestrator(*args: str) -> subprocess.CompletedProcess[str]:
-    assert URL is not None
-    return subprocess.run(
-        argv(*args, "--json", db=URL),
-        capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL, timeout=120,
-    )  # fmt: skip
+def refused(*args: str, db: str) -> dict[str, object]:
+    """Run a command that must fail with exit 2 and one clear message, no traceback."""
+    result = cli(*args, "--json", db=db)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    document = json.loads(result.stdout)
+    assert document["exit_code"] == 2
+    return document
+
+
+def test_a_server_that_is_down_gets_a_retry_hint(pg_cluster: pgcluster.Cluster) -> None:
+    port = pgcluster._free_port()  # nothing listens there
+    error = refused("list", db=f"postgresql+psycopg://postgres@127.0.0.1:{port}/x")["error"]
+    assert f"127.0.0.1:{port}" in error
+    assert "Is the server running" in error and "try again" in error
+
+
+def test_a_unix_socket_with_no_server_behind_it_gets_the_retry_hint(tmp_path: object) -> None:
+    error = refused("status", "abc", db=f"postgresql://postgres@/x?host={tmp_path}")["error"]
+    assert "Is the server running" in error
+
+
+def test_an_unknown_host_is_bad_input() -> None:
+    error = refused("list", db="postgresql+psycopg://u@no-such-host.invalid/db")["error"]
+    assert "unknown host 'no-such-host.invalid'" in error
 
 
 @pytest.mark.parametrize(
-    ("example", "fallbacks"),
-    [("answered-question", 0), ("hard-cap", 1), ("parallel-developers", 1)],
+    "url", ["postgresql+psycopg://u@h:notaport/db", "postgresql+nodriver://u@h/db"]
 )
-def test_examples_complete(example: str, fallbacks: int) -> None:
-    result = orchestrator("run", "--script", str(EXAMPLES / f"{example}.yaml"))
+def test_a_malformed_url_is_bad_input(url: str) -> None:
+    error = refused("list", db=url)["error"]
+    assert "postgresql+psycopg://" in error  # says what was expected
+
+
+def test_a_wrong_password_is_bad_input_and_not_echoed(pg_cluster: pgcluster.Cluster) -> None:
+    role = f"r{uuid.uuid4().hex[:8]}"
+    pg_cluster.admin(f"CREATE ROLE {role} LOGIN PASSWORD 'right-one'")
+    try:
+        url = f"postgresql+psycopg://{role}:wrong-one@127.0.0.1:{pg_cluster.port}/postgres"
+        error = refused("list", db=url)["error"]
+        assert "password authentication failed" in error
+        assert "wrong-one" not in error
+        assert "check the user, password" in error
+    finally:
+        pg_cluster.admin(f"DROP ROLE {role}")
+
+
+def test_a_missing_database_is_bad_input(pg_cluster: pgcluster.Cluster) -> None:
+    error = refused("list", db=pg_cluster.url("no_such_database"))["error"]
+    assert 'database "no_such_database" does not exist' in error
+
+
+def test_plain_postgresql_urls_use_the_driver_we_ship(db_url: str) -> None:
+    for scheme in ("postgresql://", "postgres://"):
+        plain = scheme + db_url.split("://", 1)[1]
+        listed = cli("list", "--json", db=plain)
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout) == []
+
+
+def test_statements_time_out_and_the_url_may_say_otherwise(db_url: str) -> None:
+    engine = open_engine(db_url)
+    with engine.connect() as conn:
+        shown = conn.execute(text("SHOW statement_timeout")).scalar()
+    assert shown == f"{STATEMENT_TIMEOUT_MS // 1000 // 60}min"
+    engine.dispose()
+    own = open_engine(db_url + "?options=-c%20statement_timeout%3D1500")
+    with own.connect() as conn:
+        assert conn.execute(text("SHOW statement_timeout")).scalar() == "1500ms"
+    own.dispose()
+
+
+def test_the_pool_survives_a_server_restart(db_url: str, pg_cluster: pgcluster.Cluster) -> None:
+    store = Store(open_engine(db_url))
+    assert store.engine.pool.size() >= 2  # type: ignore[attr-defined]
+    assert store.list_views() == []
+    pg_cluster.restart()  # every pooled connection is now dead
+    assert store.list_views() == []  # pinged, found dead, replaced: no error
+    pg_cluster.stop_server()
+    try:
+        with pytest.raises(DatabaseUnavailable, match="try again"):
+            store.list_views()
+    finally:
+        pg_cluster.start_server()
+    assert store.list_views() == []
+    store.engine.dispose()
+
+
+def test_connection_errors_are_config_errors(pg_cluster: pgcluster.Cluster) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        open_engine(pg_cluster.url("nope"))
+
+
+def test_checkpoints_are_in_postgresql(db_url: str) -> None:
+    result = cli("run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db_url)
     assert result.returncode == 0, result.stderr
-    view = json.loads(result.stdout)
-    assert (view["questions_surfaced"], view["fallbacks_injected"]) == (1, fallbacks)
-
-
-def test_concurrent_resumes_exactly_one_wins() -> None:
-    paused = orchestrator("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"))
-    assert paused.returncode == 3, paused.stderr
-    session_id = json.loads(paused.stdout)["session_id"]
-    answers = [f"answer-{uuid.uuid4().hex[:6]}" for _ in range(4)]
-    racers = [
-        subprocess.Popen(
-            argv("resume", session_id, "--answer", answer, "--json", db=URL or ""),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        for answer in answers
-    ]
-    codes = [racer.wait(timeout=120) for racer in racers]
-    assert sorted(codes) == [0, 2, 2, 2]
-    winner = answers[codes.index(0)]
-    view = json.loads(orchestrator("status", session_id).stdout)
-    assert view["orchestrator_state"]["user_clarification_response"] == winner
-    log = json.loads(orchestrator("log", session_id).stdout)
-    assert [e["kind"] for e in log].count("answer") == 1
+    session_id = json.loads(result.stdout)["session_id"]
+    ((count,),) = query(db_url, "SELECT count(*) FROM checkpoints WHERE thread_id = ?", session_id)
+    assert count > 0

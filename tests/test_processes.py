@@ -1,9 +1,10 @@
-"""Real processes on a real SQLite file: pause/resume across processes, racing resumes,
-SIGKILL at every crash point (and from outside), and taking over a dead process's session.
+"""Real processes on a real SQLite file and a real PostgreSQL database: pause/resume across
+processes, racing resumes, SIGKILL at every crash point (and from outside), and taking over
+a dead process's session.
 
 Every `orchestrator` command here runs in its own process (`cli` / `subprocess.Popen`) with
-stdin closed, so the UI is `none`. The test process reads the database directly (sqlite3)
-or through `orchestrator.store.Store`; it never drives a session itself.
+stdin closed, so the UI is `none`. The test process reads the database directly
+(tests/dbcheck.py) or through `orchestrator.store.Store`; it never drives a session itself.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import os
 import re
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
-from contextlib import closing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, argv, cli
+from dbcheck import dump_db, payload, query, session_row, write_lock
 
 from orchestrator.store import Owner, Store
 
@@ -38,6 +39,8 @@ KILLED = -signal.SIGKILL  # returncode of a process that died of SIGKILL
 BUSY_OR_ANSWERED = re.compile(
     r"being resumed elsewhere|just taken by another command|already answered|not waiting",
 )
+
+pytestmark = pytest.mark.backends()
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -53,31 +56,6 @@ def crash_env(point: str) -> dict[str, str]:
     return {**os.environ, "ORCHESTRATOR_CRASH_AT": point}
 
 
-def db_file(db_url: str) -> str:
-    assert db_url.startswith("sqlite:///")
-    return db_url.removeprefix("sqlite:///")
-
-
-def query(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(db_file(db_url), timeout=30)) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def dump_db(db_url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table (ours and LangGraph's checkpoints), for before/after diffs."""
-    with closing(sqlite3.connect(db_file(db_url), timeout=30)) as conn:
-        tables = [
-            name
-            for (name,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
-        return {
-            table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
-            for table in sorted(tables)
-        }
-
-
 def events(db_url: str, session_id: str) -> list[dict[str, Any]]:
     rows = query(
         db_url,
@@ -85,17 +63,9 @@ def events(db_url: str, session_id: str) -> list[dict[str, Any]]:
         session_id,
     )
     return [
-        {"kind": kind, "agent": agent, "key": key, **json.loads(payload)}
-        for kind, agent, key, payload in rows
+        {"kind": kind, "agent": agent, "key": key, **payload(data)}
+        for kind, agent, key, data in rows
     ]
-
-
-def session_row(db_url: str, session_id: str) -> dict[str, Any]:
-    with closing(sqlite3.connect(db_file(db_url), timeout=30)) as conn:
-        conn.row_factory = sqlite3.Row
-        row = conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        assert row is not None, f"no session {session_id} in the database"
-        return dict(row)
 
 
 def run_json(result: subprocess.CompletedProcess[str]) -> Any:
@@ -474,38 +444,34 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
         stderr=subprocess.DEVNULL,
         cwd=ROOT,
     )
-    # Deterministic kill point: we poll while holding SQLite's write lock (BEGIN IMMEDIATE).
-    # Once we see the run mid-way we keep the lock, so the child is stuck at its next write
-    # (it waits on the busy timeout) and cannot finish before the SIGKILL lands. Between two
-    # polls the child gets ~2 ms, far less than its dozens of remaining writes (a whole
-    # scripted reply, agent call and store writes, takes it a few ms).
-    lock = sqlite3.connect(db_file(db_url), timeout=30, isolation_level=None)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            lock.execute("BEGIN IMMEDIATE")
-            rows = lock.execute("SELECT id, status FROM sessions").fetchall()
-            replies = lock.execute(
-                "SELECT count(*) FROM events WHERE kind = 'agent_reply'"
-            ).fetchone()[0]
-            if rows and replies >= 3:
-                break
-            lock.execute("ROLLBACK")
-            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the kill"
-            assert time.monotonic() < deadline, "the run never got going"
-            time.sleep(0.002)
-        ((session_id, status),) = rows
-        assert status == "running"
-        assert replies < total_replies
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == KILLED
-    finally:
-        if lock.in_transaction:
-            lock.execute("ROLLBACK")
-        lock.close()
-        if proc.poll() is None:  # pragma: no cover - only if an assertion fired above
-            proc.kill()
-            proc.wait()
+    # Deterministic kill point: we poll while holding off every write to `events` (SQLite's
+    # write lock, BEGIN IMMEDIATE; PostgreSQL: LOCK TABLE ... EXCLUSIVE). Once we see the run
+    # mid-way we keep the lock, so the child is stuck at its next write and cannot finish
+    # before the SIGKILL lands. Between two polls the child gets ~2 ms, far less than its
+    # dozens of remaining writes (a whole scripted reply, agent call and store writes, takes
+    # it a few ms).
+    with write_lock(db_url) as lock:
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                lock.acquire()
+                rows = lock.fetch("SELECT id, status FROM sessions")
+                replies = lock.fetch("SELECT count(*) FROM events WHERE kind = 'agent_reply'")[0][0]
+                if rows and replies >= 3:
+                    break
+                lock.release()
+                assert proc.poll() is None, f"the run ended (exit {proc.returncode}) too soon"
+                assert time.monotonic() < deadline, "the run never got going"
+                time.sleep(0.002)
+            ((session_id, status),) = rows
+            assert status == "running"
+            assert replies < total_replies
+            os.kill(proc.pid, signal.SIGKILL)
+            assert proc.wait(timeout=30) == KILLED
+        finally:
+            if proc.poll() is None:  # pragma: no cover - only if an assertion fired above
+                proc.kill()
+                proc.wait()
 
     left = session_row(db_url, session_id)
     assert left["status"] == "running"
@@ -531,10 +497,10 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
 
 # -- 3c. a kill after the work, inside the checkpoint that records it ---------------------
 
-# Runs the real CLI with one change: LangGraph's SqliteSaver.put SIGKILLs the process
-# instead of saving the checkpoint it was about to write, once the session's last agent
-# reply is in the store. The engine checkpoints at interrupts and at the end only
-# (durability="exit"), so here every agent turn of the resumed run is recorded in our
+# Runs the real CLI with one change: LangGraph's saver's put (SQLite or PostgreSQL) SIGKILLs
+# the process instead of saving the checkpoint it was about to write, once the session's
+# last agent reply is in the store. The engine checkpoints at interrupts and at the end
+# only (durability="exit"), so here every agent turn of the resumed run is recorded in our
 # tables while LangGraph's newest checkpoint is still the one at the question: the widest
 # gap between the two sources of truth. The next `resume` re-runs the graph from that
 # checkpoint and must replay every recorded turn, never call an agent twice.
@@ -544,23 +510,33 @@ KILL_IN_EXIT_CHECKPOINT = """
 import os, signal, sqlite3, sys
 
 sys.path.insert(0, os.environ["KILL_HARNESS_ROOT"])  # this checkout, as `python -m` from ROOT
-from langgraph.checkpoint.sqlite import SqliteSaver
-
 DB = os.environ["KILL_HARNESS_DB"]
+DONE = (
+    "SELECT 1 FROM events WHERE kind = 'agent_reply' AND agent = 'pm' "
+    "AND CAST(payload AS TEXT) LIKE '%COMPLETE%'"
+)
+if DB.startswith("sqlite"):
+    from langgraph.checkpoint.sqlite import SqliteSaver as Saver
+
+    def run_done():
+        return sqlite3.connect(DB.removeprefix("sqlite:///"), timeout=30).execute(DONE).fetchone()
+else:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver as Saver
+
+    def run_done():
+        info = DB.replace("postgresql+psycopg://", "postgresql://", 1)
+        with psycopg.connect(info, autocommit=True) as conn:
+            return conn.execute(DONE).fetchone()
 
 
 def put(self, config, checkpoint, metadata, new_versions):
-    conn = sqlite3.connect(DB, timeout=30)
-    done = conn.execute(
-        "SELECT 1 FROM events WHERE kind = 'agent_reply' AND agent = 'pm' "
-        "AND payload LIKE '%COMPLETE%'"
-    ).fetchone()
-    if done is None:
+    if run_done() is None:
         os._exit(99)  # a checkpoint before the end of the run: the harness is out of date
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-SqliteSaver.put = put
+Saver.put = put
 sys.argv[0] = "orchestrator"
 from orchestrator.cli import main
 
@@ -593,7 +569,7 @@ def test_kill_in_the_exit_checkpoint_then_resume_replays_every_turn(
         timeout=120,
         stdin=subprocess.DEVNULL,
         cwd=ROOT,
-        env={**os.environ, "KILL_HARNESS_DB": db_file(db_url), "KILL_HARNESS_ROOT": str(ROOT)},
+        env={**os.environ, "KILL_HARNESS_DB": db_url, "KILL_HARNESS_ROOT": str(ROOT)},
     )
     assert killed.returncode == KILLED, describe(killed)
     assert session_row(db_url, session_id)["status"] == "running"
@@ -617,12 +593,8 @@ def test_kill_in_the_exit_checkpoint_then_resume_replays_every_turn(
 
 
 def checkpoint_count(db_url: str, session_id: str) -> int:
-    with closing(sqlite3.connect(db_file(db_url))) as conn:
-        return int(
-            conn.execute(
-                "SELECT count(*) FROM checkpoints WHERE thread_id = ?", (session_id,)
-            ).fetchone()[0]
-        )
+    sql = "SELECT count(*) FROM checkpoints WHERE thread_id = ?"
+    return int(query(db_url, sql, session_id)[0][0])
 
 
 # -- 4. who may drive a session: dead owners are taken over, live ones are not -------------
@@ -783,6 +755,10 @@ class Harness:
 
 @pytest.fixture
 def harness(tmp_path: Path, db_url: str) -> Harness:
+    return make_harness(tmp_path, db_url)
+
+
+def make_harness(tmp_path: Path, db_url: str) -> Harness:
     path = tmp_path / "slow_agents.py"
     path.write_text(SLOW_AGENTS, encoding="utf-8")
     script = tmp_path / "two-tasks.yaml"
@@ -790,59 +766,50 @@ def harness(tmp_path: Path, db_url: str) -> Harness:
     return Harness(path, tmp_path / "calls.jsonl", script, db_url)
 
 
+def any_query(url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """`sql` (named :params) on a SQLite file or PostgreSQL, through SQLAlchemy."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(sql), params)]
+    finally:
+        engine.dispose()
+
+
+def any_dump(url: str) -> dict[str, list[str]]:
+    """Every row of every table (ours and LangGraph's), on SQLite or PostgreSQL."""
+    from sqlalchemy import create_engine, inspect, text
+    from sqlalchemy.pool import NullPool
+
+    def plain(value: Any) -> Any:
+        return bytes(value) if isinstance(value, memoryview) else value
+
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return {
+                table: sorted(
+                    repr(tuple(plain(v) for v in row))
+                    for row in conn.execute(text(f'SELECT * FROM "{table}"'))
+                )
+                for table in sorted(inspect(conn).get_table_names())
+            }
+    finally:
+        engine.dispose()
+
+
 def checkpoint_forks(db_url: str, session_id: str) -> list[tuple[Any, ...]]:
     """Checkpoints of the session's main thread that have more than one child."""
-    return query(
+    return any_query(
         db_url,
-        "SELECT parent_checkpoint_id, count(*) FROM checkpoints WHERE thread_id = ? "
+        "SELECT parent_checkpoint_id, count(*) FROM checkpoints WHERE thread_id = :sid "
         "AND checkpoint_ns = '' AND parent_checkpoint_id IS NOT NULL "
         "GROUP BY parent_checkpoint_id HAVING count(*) > 1",
-        session_id,
+        sid=session_id,
     )
-
-
-def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
-    harness: Harness, db_url: str
-) -> None:
-    first = subprocess.Popen(
-        harness.argv("run", "--script", str(harness.script)),
-        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="4"),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=ROOT,
-    )  # fmt: skip
-    try:
-        harness.wait_for_call("developer-1", first)
-        time.sleep(0.3)  # well inside developer-1's 4 s call
-        os.kill(first.pid, signal.SIGSTOP)
-        session_id = only_session_id(db_url)
-        time.sleep(3)  # past the 2 s lease: the frozen process renews nothing
-        taken = subprocess.run(
-            harness.argv("resume", session_id),
-            env=harness.env(), capture_output=True, text=True, timeout=120,
-            stdin=subprocess.DEVNULL, cwd=ROOT,
-        )  # fmt: skip
-        assert taken.returncode == 0, describe(taken)
-        assert run_json(taken)["status"] == "completed"
-        after_takeover = dump_db(db_url)
-    finally:
-        os.kill(first.pid, signal.SIGCONT)
-    stdout, stderr = first.communicate(timeout=120)
-    assert first.returncode == 2, f"exit {first.returncode}\n{stdout}\n{stderr}"
-    assert "no longer driven by this process" in stderr
-    assert json.loads(stdout)["exit_code"] == 2
-    # Nothing the woken process did reached the database: no event, no checkpoint.
-    assert dump_db(db_url) == after_takeover
-    # It made no agent call after the takeover: only the two it had started before.
-    by_first = [(c["agent"], c["call"]) for c in harness.calls() if c["pid"] == first.pid]
-    assert by_first == [("pm", 1), ("developer-1", 1)]
-    log = events(db_url, session_id)
-    assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == {
-        "pm": 2, "developer-1": 1, "developer-2": 1,
-    }  # fmt: skip
-    assert [e.get("note") for e in log if e.get("previous") == "running"] == [
-        "took over from a process that is gone"
-    ]
-    assert checkpoint_forks(db_url, session_id) == []
 
 
 def _unshare_works() -> bool:
@@ -873,13 +840,18 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
         session_id = only_session_id(db_url)
         row = session_row(db_url, session_id)
         assert row["owner_pidns"] != os.readlink("/proc/self/ns/pid")  # really elsewhere
+        refusals = 0
         for _ in range(2):  # at once, and again after more than a lease (it renews)
             refused = cli("resume", session_id, "--json", db=db_url, env=harness.env())
             assert refused.returncode == 2, describe(refused)
+            if owner.poll() is not None and "nothing to resume" in refused.stderr:
+                break  # the owner finished first (a slow machine): nothing was taken over
             assert "being resumed elsewhere" in refused.stderr
             assert "takeover is possible in" in refused.stderr
+            refusals += 1
             time.sleep(2.5)
         stdout, stderr = owner.communicate(timeout=120)
+        assert refusals >= 1, "the owner must still have been running at the first resume"
     finally:
         if owner.poll() is None:  # pragma: no cover - only if an assertion fired above
             owner.kill()
@@ -938,3 +910,107 @@ def test_plain_resume_racing_an_answer_exits_2_or_3_never_1(
         assert document["status"] == "paused"
     assert checkpoint_forks(db_url, session_id) == []
     assert session_row(db_url, session_id)["status"] == "completed"
+
+
+PG_URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
+    """The test's SQLite file, or a new database on the opt-in PostgreSQL server."""
+    if request.param == "sqlite":
+        yield db_url
+        return
+    if not PG_URL:
+        pytest.skip("set ORCHESTRATOR_TEST_POSTGRES_URL to run this on PostgreSQL too")
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"orch_race_{os.getpid()}_{int(time.time() * 1000) % 10**8}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_plain_resumes_racing_an_answer_never_exit_1(any_db: str) -> None:
+    """One `resume --answer` against three plain `resume`s, started together: the answer
+    wins (0); each plain one still saw the question (3) or found it answered or being run
+    on elsewhere (2). Never 1, never a traceback."""
+    for _ in range(2):
+        paused = cli("run", "--script", str(PAUSE), "--json", db=any_db)
+        assert paused.returncode == 3, describe(paused)
+        session_id = run_json(paused)["session_id"]
+        commands = [["--answer", "Weekly"], [], [], []]
+        procs = [
+            subprocess.Popen(
+                argv("resume", session_id, *extra, "--json", db=any_db),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )  # fmt: skip
+            for extra in commands
+        ]
+        results = [(*p.communicate(timeout=180), p.returncode) for p in procs]
+        answer_out, answer_err, answer_code = results[0]
+        assert answer_code == 0, f"{answer_out}\n{answer_err}"
+        for stdout, stderr, code in results[1:]:
+            assert code in (2, 3), f"exit {code}\n{stdout}\n{stderr}"
+            assert "Traceback" not in stderr
+            document = json.loads(stdout)
+            assert (document.get("status") == "paused") if code == 3 else document["exit_code"] == 2
+        final = run_json(cli("status", session_id, "--json", db=any_db))
+        assert final["status"] == "completed" and final["questions_surfaced"] == 1
+
+
+def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
+    tmp_path: Path, any_db: str
+) -> None:
+    harness = make_harness(tmp_path, any_db)
+    db_url = any_db
+    first = subprocess.Popen(
+        harness.argv("run", "--script", str(harness.script)),
+        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="4"),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        harness.wait_for_call("developer-1", first)
+        time.sleep(0.3)  # well inside developer-1's 4 s call
+        os.kill(first.pid, signal.SIGSTOP)
+        (session_id,) = [r[0] for r in any_query(db_url, "SELECT id FROM sessions")]
+        time.sleep(3)  # past the 2 s lease: the frozen process renews nothing
+        taken = subprocess.run(
+            harness.argv("resume", session_id),
+            env=harness.env(), capture_output=True, text=True, timeout=120,
+            stdin=subprocess.DEVNULL, cwd=ROOT,
+        )  # fmt: skip
+        assert taken.returncode == 0, describe(taken)
+        assert run_json(taken)["status"] == "completed"
+        after_takeover = any_dump(db_url)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    stdout, stderr = first.communicate(timeout=120)
+    assert first.returncode == 2, f"exit {first.returncode}\n{stdout}\n{stderr}"
+    assert "no longer driven by this process" in stderr
+    assert json.loads(stdout)["exit_code"] == 2
+    # Nothing the woken process did reached the database: no event, no checkpoint.
+    assert any_dump(db_url) == after_takeover
+    # It made no agent call after the takeover: only the two it had started before.
+    by_first = [(c["agent"], c["call"]) for c in harness.calls() if c["pid"] == first.pid]
+    assert by_first == [("pm", 1), ("developer-1", 1)]
+    log = run_json(cli("log", session_id, "--json", db=db_url))
+    assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == {
+        "pm": 2, "developer-1": 1, "developer-2": 1,
+    }  # fmt: skip
+    assert [e.get("note") for e in log if e.get("previous") == "running"] == [
+        "took over from a process that is gone"
+    ]
+    assert checkpoint_forks(db_url, session_id) == []

@@ -1,4 +1,5 @@
-"""Sessions end to end, in-process, on a real SQLite file: every gate case through the graph."""
+"""Sessions end to end, in-process, on a real SQLite file and a real PostgreSQL database:
+every gate case through the graph."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ PLAN2 = {"status": "PLANNED", "tasks": [{"title": "one"}, {"title": "two"}]}
 PLAN1 = {"status": "PLANNED", "tasks": [{"title": "one"}]}
 COMPLETE = {"status": "COMPLETE", "summary": "shipped"}
 DONE = {"status": "DONE", "summary": "done"}
+
+pytestmark = pytest.mark.backends()
 
 
 class Recorder:
@@ -653,3 +656,19 @@ def test_backends_are_loaded_through_the_registry() -> None:
     assert load_backend({"kind": "test-kind"}, {}) is sentinel
     with pytest.raises(ConfigError, match="'martian'"):
         load_backend({"kind": "martian"}, {})
+
+
+def test_a_second_drive_in_the_same_process_fences_out_the_first(db_url: str) -> None:
+    """Two threads of one process (one owner) cannot both drive a session either."""
+    from orchestrator.errors import ClaimLost
+    from orchestrator.store import Owner
+
+    store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    me = Owner()
+    first = store.claim(sid, me)
+    second = store.claim(sid, me)
+    assert second.generation == first.generation + 1
+    with pytest.raises(ClaimLost):
+        store.check_call(first)
+    store.check_call(second)
+    assert kinds(store, sid)["status"] == 2  # started, resumed: a re-claim logs nothing

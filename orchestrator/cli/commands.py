@@ -369,3 +369,12 @@ def main() -> None:
         app()
     finally:
         gc.freeze()
+
+
+def _add_worker() -> None:
+    from orchestrator.cli.worker import worker  # needs DbOption/JsonOption from above
+
+    app.command()(worker)
+
+
+_add_worker()

@@ -45,9 +45,12 @@ def resolve_url(db: str | None) -> str:
     url = db or os.environ.get(ENV_DB) or default_url()
     if "://" not in url:
         url = f"sqlite:///{Path(url).expanduser().resolve()}"
+    for plain in ("postgresql://", "postgres://"):  # the driver we ship, not psycopg2
+        if url.startswith(plain):
+            url = "postgresql+psycopg://" + url.removeprefix(plain)
     try:
         make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
         raise ConfigError(
             f"--db {url!r} is not a database URL "
             "(expected e.g. sqlite:///path/to/file.db or postgresql+psycopg://host/db)"
@@ -70,6 +73,8 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
         path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
         _configure_sqlite(engine)
+    elif make_url(url).get_backend_name() == "postgresql":
+        engine = _postgres_engine(url)
     else:
         try:
             engine = create_engine(url, pool_pre_ping=True)
@@ -90,6 +95,24 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
         except OperationalError as exc:
             raise ConfigError(f"cannot open the database {engine.url!r}: {exc.orig}") from exc
     return engine
+
+
+def _postgres_engine(url: str) -> Engine:
+    """Pooled, with timeouts and readable connection errors (orchestrator/store/_pg.py)."""
+    try:
+        from orchestrator.store._pg import postgres_engine
+
+        return postgres_engine(url)
+    except ArgumentError as exc:
+        raise ConfigError(
+            f"--db {url!r}: unknown PostgreSQL driver ({exc}); expected "
+            "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
+        ) from exc
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"the PostgreSQL driver is not installed ({exc.name}); install the extra: "
+            "pip install 'orchestrator[postgres]'"
+        ) from exc
 
 
 def _configure_sqlite(engine: Engine) -> None:

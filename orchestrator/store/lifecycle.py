@@ -93,14 +93,23 @@ def busy_message(row: Any) -> str:
 
 
 def take(conn: Connection, row: Any, owner: Owner) -> Claim:
-    """Claim `row` (read under lock in this transaction) for `owner`, or raise."""
+    """Claim `row` (read under lock in this transaction) for `owner`, or raise.
+
+    Every claim moves the generation on, a re-claim by the same owner too: whatever drive
+    held the session before (another process, or another thread of this one) is fenced out.
+    """
     if row.status == "running" and row.owner == owner.id:
+        generation = row.claim_generation + 1
         conn.execute(
             update(_S)
             .where(_S.c.id == row.id)
-            .values(lease_expires_at=owner.lease_until(), updated_at=utcnow())
+            .values(
+                claim_generation=generation,
+                lease_expires_at=owner.lease_until(),
+                updated_at=utcnow(),
+            )
         )
-        return Claim(row.id, owner, row.claim_generation)
+        return Claim(row.id, owner, generation)
     if row.status in FINAL_STATUSES:
         raise SessionNotWaiting(f"session {row.id} is {row.status}; there is nothing to resume")
     if row.status == "running" and owner_alive(row):

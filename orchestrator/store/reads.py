@@ -38,7 +38,7 @@ def snapshot(conn: Connection, session_id: str) -> Snapshot:
     row = session_row(conn, session_id)
     state = state_row(conn, session_id)
     return Snapshot(
-        row, state_from_row(state), pending_question(row, state), session_view(row, state)
+        row, state_from_row(state), pending_question(row, state), _view(conn, row, state)
     )
 
 
@@ -52,10 +52,14 @@ def status(conn: Connection, session_id: str) -> tuple[dict[str, Any], Any, bool
     deadline has passed unapplied): what `status` needs, in one read."""
     row = session_row(conn, session_id)
     state = state_row(conn, session_id)
-    ledger = conn.execute(_LEDGER, {"id": session_id})
-    doc = session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
+    doc = _view(conn, row, state)
     due = state.deadline is not None and not state.timed_out and state.deadline <= time.time()
     return doc, row, due
+
+
+def _view(conn: Connection, row: Any, state: Any) -> dict[str, Any]:
+    ledger = conn.execute(_LEDGER, {"id": row.id})
+    return session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
 
 
 _LEDGER = (

@@ -215,16 +215,23 @@ class Store:
         *,
         source: str = "user",
         choices: list[str] | None = None,
+        claim: Claim | None = None,
     ) -> tuple[gate.Resolve, Claim]:
         """Accept the user's answer, decline or cancel, and claim the session for `owner`,
         in one transaction. A person's answer is durable (fsynced: it survives a power
-        loss); a scripted one is not, since the scenario file replays it."""
+        loss); a scripted one is not, since the scenario file replays it. A driver passes
+        its `claim` (an answer from its prompt or script): fenced like its other writes."""
         claimed: list[Claim] = []
         with self._write(durable=source != "script") as conn:
-            row = session_row(conn, session_id, lock=True)
+            if claim is not None:
+                row = fence(conn, claim)
+                claimed.append(claim)  # the driver's own claim: it goes on with it
+            else:
+                row = session_row(conn, session_id, lock=True)
 
             def take() -> None:
-                claimed.append(lifecycle.take(conn, row, owner))
+                if claim is None:
+                    claimed.append(lifecycle.take(conn, row, owner))
 
             decision = gate_tx.resolve_answer(
                 conn, row, event, source=source, choices=choices, take=take

@@ -1,0 +1,142 @@
+"""PostgreSQL connections that fit a server: a pool checked before use, timeouts, and
+connection failures turned into errors a user can act on (never a driver traceback)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from orchestrator.errors import ConfigError, DatabaseUnavailable
+
+__all__ = [
+    "postgres_engine",
+    "connect_options",
+    "connection_error",
+    "STATEMENT_TIMEOUT_MS",
+    "CONNECT_TIMEOUT_S",
+]
+
+# A statement that runs this long is stuck (ours are short: agents are never called inside a
+# transaction); a URL's own `options=-c statement_timeout=...` wins.
+STATEMENT_TIMEOUT_MS = 60_000
+CONNECT_TIMEOUT_S = 10
+# Per process: the command's connection, the lease thread's, and room for a worker's threads.
+POOL_SIZE = 5
+MAX_OVERFLOW = 10
+
+# Substrings of libpq's messages, by what the user should do about them.
+_DOWN = (
+    "connection refused",
+    "no such file or directory",  # a unix socket that is not there: no server
+    "timeout expired",
+    "server closed the connection",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "terminating connection due to administrator command",
+    "consuming input failed",
+    "connection is closed",
+    "ssl syscall error",
+)
+_UNKNOWN_HOST = ("failed to resolve host", "could not translate host name")
+_REFUSED_LOGIN = (
+    "password authentication failed",
+    "no password supplied",
+    "does not exist",  # role or database
+    "no pg_hba.conf entry",
+    "permission denied",
+    "too many connections",
+)
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """libpq options we add unless the URL sets them itself."""
+    query = make_url(url).query
+    options: dict[str, Any] = {
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "application_name": "orchestrator",
+        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+    }
+    return {k: v for k, v in options.items() if k not in query}
+
+
+def postgres_engine(url: str) -> Engine:
+    """A pooled engine: connections pinged before use (a restarted server costs nothing but a
+    reconnect), recycled hourly, with connect and statement timeouts."""
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2: ours is 3
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    engine = create_engine(
+        parsed,
+        pool_pre_ping=True,
+        pool_size=POOL_SIZE,
+        max_overflow=MAX_OVERFLOW,
+        pool_recycle=3600,
+        connect_args=connect_options(url),
+    )
+
+    @event.listens_for(engine, "handle_error")
+    def _translate(context: Any) -> BaseException | None:
+        # A failed pre-ping is handled by the pool (it reconnects): leave it alone.
+        if context.is_pre_ping or not _is_connection_failure(context):
+            return None
+        return connection_error(context.original_exception, url)
+
+    return engine
+
+
+def _is_connection_failure(context: Any) -> bool:
+    import psycopg
+
+    original = context.original_exception
+    return isinstance(original, psycopg.OperationalError) and (
+        context.is_disconnect or context.connection is None or _kind(str(original)) != "other"
+    )
+
+
+def _kind(message: str) -> str:
+    text = message.lower()
+    if "invalid port number" in text or "invalid connection option" in text:
+        return "url"
+    if any(s in text for s in _UNKNOWN_HOST):
+        return "host"
+    if any(s in text for s in _REFUSED_LOGIN):
+        return "login"
+    if any(s in text for s in _DOWN):
+        return "down"
+    return "other"
+
+
+def connection_error(exc: BaseException, url: str) -> ConfigError:
+    """The error to raise for a failed connection to `url` (password hidden)."""
+    parsed = make_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    where = parsed.host or parsed.query.get("host") or "the local socket"
+    if parsed.port:
+        where = f"{where}:{parsed.port}"
+    # libpq's message without its own hint lines ("Is the server running ...?")
+    detail = " ".join(str(exc).strip().splitlines()[0].split()) if str(exc).strip() else ""
+    kind = _kind(detail)
+    if kind == "down":
+        return DatabaseUnavailable(
+            f"cannot reach the PostgreSQL server at {where} ({detail}). Is the server "
+            f"running and accepting connections? Start it (or check --db {shown}), then try "
+            "again; nothing was changed."
+        )
+    if kind == "url":
+        return ConfigError(
+            f"--db {shown}: not a valid PostgreSQL URL ({detail}); expected "
+            "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
+        )
+    if kind == "host":
+        return ConfigError(
+            f"--db {shown}: unknown host {parsed.host!r} ({detail}); check the host name"
+        )
+    if kind == "login":
+        return ConfigError(
+            f"--db {shown}: the server at {where} refused the connection ({detail}); check "
+            "the user, password, database name and port in the URL"
+        )
+    return ConfigError(f"cannot open the database {shown}: {detail}")

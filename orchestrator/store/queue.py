@@ -1,0 +1,94 @@
+"""Sessions ready to run on, and claiming one of them for a worker.
+
+A session is ready when it is `running` and nobody drives it: its answer was committed and
+the answering process handed it off or is gone, or its driver died or stopped renewing its
+lease. A worker's own sessions count too when none of its threads drives them any more (a
+database failure interrupted the drive: the row still names this worker).
+
+Claiming reads a batch of candidates and takes the first ready one in one write
+transaction. On PostgreSQL the candidates are read `FOR UPDATE SKIP LOCKED`: a row another
+worker is looking at is skipped, not waited for, so workers never queue behind each other.
+On SQLite the transaction holds the database's write lock (BEGIN IMMEDIATE). Either way the
+claim itself is the same compare-and-swap `resume` uses (lifecycle.take): it bumps the
+claim generation, so whoever held the session before is fenced out.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Container
+from datetime import UTC, datetime
+
+from sqlalchemy import or_, select
+
+from orchestrator.store import lifecycle
+from orchestrator.store._tx import write
+from orchestrator.store.owner import Claim, Owner
+from orchestrator.store.schema import sessions as _S
+from orchestrator.store.sessions import Store
+from orchestrator.store.views import owner_alive
+
+__all__ = ["claim_ready", "hand_off", "BATCH"]
+
+BATCH = 32  # candidates read per claim
+
+
+def claim_ready(
+    store: Store,
+    owner: Owner,
+    *,
+    busy: Container[str] = (),
+    failed_before: float = 0.0,
+) -> Claim | None:
+    """Claim one ready session for `owner`, or return None if there is none.
+
+    `busy`: sessions this worker's threads drive now (never ours to take again).
+    `failed_before`: a session whose last agent call failed is retried only if that
+    failure is older than this time (seconds since the epoch), so a provider that is down
+    is not called in a loop.
+    """
+    now = time.time()
+    query = (
+        select(_S)
+        .where(
+            _S.c.status == "running",
+            # Cheap prefilter: an expired lease, or a process the OS can be asked about
+            # (same host), or ours. owner_alive() below has the final word.
+            or_(
+                _S.c.lease_expires_at.is_(None),
+                _S.c.lease_expires_at < now,
+                _S.c.owner_host == socket.gethostname(),
+                _S.c.owner == owner.id,
+            ),
+        )
+        .order_by(_S.c.updated_at)
+        .limit(BATCH)
+        .with_for_update(skip_locked=True)  # PostgreSQL; SQLite already holds the lock
+    )
+    with write(store.engine, store.listener) as conn:
+        for row in conn.execute(query).all():
+            if row.id in busy:
+                continue
+            if row.owner != owner.id and owner_alive(row):
+                continue
+            if row.last_error is not None and _epoch(row.updated_at) > failed_before:
+                continue
+            return lifecycle.take(conn, row, owner)
+    return None
+
+
+def _epoch(moment: datetime) -> float:
+    # SQLite hands back naive datetimes; the store writes UTC.
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def hand_off(store: Store, session_id: str, owner: Owner) -> bool:
+    """Let go of `owner`'s claim on a running session so that a worker runs it on at once
+    (e.g. a web server that committed an answer and leaves the agents to the workers).
+    Returns False if `owner` did not hold it."""
+    row = store.session(session_id)
+    if row.status != "running" or row.owner != owner.id:
+        return False
+    store.abandon(Claim(session_id, owner, row.claim_generation))
+    return True

@@ -1,0 +1,236 @@
+"""Workers: run on every session that is ready, from any number of processes and machines.
+
+`run_worker(db_url, concurrency, stop_event)` loops until `stop_event` is set: each of its
+`concurrency` threads claims one ready session (orchestrator.store.queue: answered but not
+run on, or stalled with its driver gone), drives it with the engine until it ends or
+pauses, and claims the next. No session is driven twice: claims are the fenced
+compare-and-swap `resume` uses, read with FOR UPDATE SKIP LOCKED on PostgreSQL.
+
+Stopping (`stop_event`, set by the CLI on SIGTERM or Ctrl+C): no new claim is taken; the
+sessions being driven are finished. Database outages: a claim that fails waits and tries
+again (backoff up to MAX_BACKOFF); a drive cut off by the outage leaves its session
+claimed by this worker, which takes it up again once the database answers. Nothing is
+lost: every write of a drive is keyed, so the rerun repeats none of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+
+from orchestrator.errors import (
+    AgentCallError,
+    DatabaseUnavailable,
+    SessionBusy,
+    SessionNotFound,
+    SessionNotWaiting,
+)
+
+__all__ = ["run_worker", "WorkerStats", "POLL_SECONDS", "RETRY_FAILED_AFTER"]
+
+log = logging.getLogger("orchestrator.worker")
+
+POLL_SECONDS = 1.0  # how often an idle thread looks for work
+MAX_BACKOFF = 5.0  # longest wait between two tries while the database is unreachable
+# A session whose agent call failed (provider down) is retried after this long, not at once.
+RETRY_FAILED_AFTER = 60.0
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did (returned when it stops)."""
+
+    claimed: int = 0
+    ended: dict[str, int] = field(default_factory=dict)  # final status -> count
+    interrupted: int = 0  # drives cut off (database outage, claim lost, agent call failed)
+    database_errors: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, name: str, status: str | None = None) -> None:
+        with self._lock:
+            if status is None:
+                setattr(self, name, getattr(self, name) + 1)
+            else:
+                self.ended[status] = self.ended.get(status, 0) + 1
+
+
+def _database_trouble(exc: BaseException) -> bool:
+    """A failure to reach the database (not a bug): the operation may succeed later."""
+    if isinstance(exc, DatabaseUnavailable | DBAPIError):
+        return True
+    try:
+        import psycopg
+    except ModuleNotFoundError:
+        return False
+    return isinstance(exc, psycopg.OperationalError)
+
+
+def run_worker(
+    db_url: str | None,
+    concurrency: int = 1,
+    stop_event: threading.Event | None = None,
+    *,
+    poll: float = POLL_SECONDS,
+    idle_exit: float | None = None,
+    on_session: Callable[[str, dict[str, Any]], None] | None = None,
+) -> WorkerStats:
+    """Run ready sessions until `stop_event` is set (or, with `idle_exit`, until no work
+    was found for that many seconds); return what was done.
+
+    `on_session(session_id, session_object)` is told when a drive ends (ended or paused).
+    """
+    from orchestrator.store.db import resolve_url
+
+    if concurrency < 1:
+        from orchestrator.errors import ConfigError
+
+        raise ConfigError(f"--concurrency {concurrency}: expected a whole number of at least 1")
+    url = resolve_url(db_url)
+    stop = stop_event or threading.Event()
+    stats = WorkerStats()
+    store = _open_store(url, stop, stats)
+    if store is None:
+        return stats
+    from orchestrator.store import Owner
+
+    worker = _Worker(url, store, Owner(), stop, stats, poll, idle_exit, on_session)
+    threads = [
+        threading.Thread(target=worker.loop, name=f"worker-{n}", daemon=True)
+        for n in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.engine.dispose()
+    return stats
+
+
+def _open_store(url: str, stop: threading.Event, stats: WorkerStats) -> Any:
+    """The store, once the database answers (migrated); None if stopped before that."""
+    from orchestrator.store import Store, open_engine
+
+    backoff = 0.5
+    while not stop.is_set():
+        try:
+            return Store(open_engine(url))
+        except DatabaseUnavailable as exc:
+            stats.count("database_errors")
+            log.warning("%s (retrying in %.1f s)", exc.message, backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+    return None
+
+
+class _Worker:
+    def __init__(
+        self,
+        url: str,
+        store: Any,
+        owner: Any,
+        stop: threading.Event,
+        stats: WorkerStats,
+        poll: float,
+        idle_exit: float | None,
+        on_session: Callable[[str, dict[str, Any]], None] | None,
+    ) -> None:
+        self.url, self.store, self.owner = url, store, owner
+        self.stop, self.stats, self.poll = stop, stats, poll
+        self.idle_exit, self.on_session = idle_exit, on_session
+        self.busy: set[str] = set()  # sessions our threads drive now
+        self.lock = threading.Lock()
+        self.idle_since = time.monotonic()
+
+    def loop(self) -> None:
+        import orchestrator.graph  # noqa: F401  (LangGraph once, before any thread drives)
+
+        backoff = 0.5
+        while not self.stop.is_set():
+            try:
+                session_id = self._claim()
+            except Exception as exc:
+                if not _database_trouble(exc):
+                    raise
+                self.stats.count("database_errors")
+                log.warning("cannot claim work: %s (retrying in %.1f s)", _say(exc), backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+                continue
+            backoff = 0.5
+            if session_id is None:
+                with self.lock:
+                    idle = time.monotonic() - self.idle_since
+                if self.idle_exit is not None and idle >= self.idle_exit and not self.busy:
+                    self.stop.set()
+                    return
+                self.stop.wait(self.poll)
+                continue
+            try:
+                self._drive(session_id)
+            finally:
+                with self.lock:
+                    self.busy.discard(session_id)
+                    self.idle_since = time.monotonic()
+
+    def _claim(self) -> str | None:
+        from orchestrator.store.queue import claim_ready
+
+        with self.lock:  # one claim at a time per process: `busy` stays exact
+            claim = claim_ready(
+                self.store,
+                self.owner,
+                busy=self.busy,
+                failed_before=time.time() - RETRY_FAILED_AFTER,
+            )
+            if claim is None:
+                return None
+            self.busy.add(claim.session_id)
+            self.idle_since = time.monotonic()
+        self.stats.count("claimed")
+        return claim.session_id
+
+    def _drive(self, session_id: str) -> None:
+        from orchestrator.engine import Engine
+
+        try:
+            view = Engine(self.store, self.url, owner=self.owner).resume(session_id)
+        except (SessionBusy, SessionNotWaiting, SessionNotFound) as exc:
+            # Taken over, cancelled or deleted meanwhile (ClaimLost is a SessionBusy).
+            self.stats.count("interrupted")
+            log.info("session %s: %s", session_id, exc.message)
+            return
+        except AgentCallError as exc:
+            self.stats.count("interrupted")
+            log.warning(
+                "session %s: an agent call failed; retried in %.0f s: %s",
+                session_id,
+                RETRY_FAILED_AFTER,
+                exc.message.splitlines()[0],
+            )
+            return
+        except Exception as exc:
+            if not _database_trouble(exc):
+                raise
+            # The session stays claimed by this worker; `claim_ready` gives it back to us
+            # once the database answers, and the rerun repeats no write.
+            self.stats.count("interrupted")
+            self.stats.count("database_errors")
+            log.warning("session %s interrupted by the database: %s", session_id, _say(exc))
+            self.stop.wait(0.5)
+            return
+        status = view["status"]
+        self.stats.count("ended", status)
+        log.info("session %s: %s", session_id, status)
+        if self.on_session is not None:
+            self.on_session(session_id, view)
+
+
+def _say(exc: BaseException) -> str:
+    message = getattr(exc, "message", None) or str(exc)
+    return " ".join(message.split())[:300]
