@@ -15,7 +15,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install -qq --no-deps -e .  # -qq: without setuptools' editable-mode notice
 	@touch $(STAMP)
 
 run: $(STAMP)

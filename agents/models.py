@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.errors import ConfigError
+from orchestrator.install_hints import install_extra
 
 __all__ = ["ENV_MODEL", "PROVIDER_EXTRAS", "check_models", "init_model", "resolve_models"]
 
@@ -54,9 +55,7 @@ def init_model(spec: str, **kwargs: Any) -> Any:
     except ImportError as exc:
         extra = PROVIDER_EXTRAS.get(provider)
         how = (
-            f"pip install 'orchestrator[{extra}]'"
-            if extra
-            else f"pip install langchain-{provider.replace('_', '-')}"
+            install_extra(extra) if extra else f"pip install langchain-{provider.replace('_', '-')}"
         )
         raise ConfigError(f"model {spec!r} needs its LangChain integration: {how} ({exc})") from exc
     except Exception as exc:  # the provider's own check (unknown provider, missing key, ...)

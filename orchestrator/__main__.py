@@ -1,3 +1,5 @@
 from orchestrator.cli import main
 
-main()
+# Guarded: a fork-server or spawned child process imports the parent's main module again.
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -9,7 +10,7 @@ from orchestrator import gate
 from orchestrator.errors import InvalidAnswer
 from orchestrator.records import PendingQuestion
 
-__all__ = ["UserReply", "to_gate_event", "from_scripted"]
+__all__ = ["UserReply", "to_gate_event", "from_scripted", "choice_labels"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +79,39 @@ def _match(pick: str, labels: list[str], *, allow_other: bool) -> str:
 
 def _quote(labels: list[str]) -> str:
     return ", ".join(repr(label) for label in labels)
+
+
+def choice_labels(
+    question: Mapping[str, Any], picks: list[str] | tuple[str, ...]
+) -> tuple[str, ...]:
+    """`--choice` values as option labels: a label (exact, or the one label equal ignoring
+    case) or an option's number from 1. Anything else raises InvalidAnswer listing the
+    options and the closest label, also when the question accepts an answer of the user's
+    own: that goes through --answer, so that a typo never becomes the final answer."""
+    labels = [str(option["label"]) for option in question.get("options") or []]
+    return tuple(_choice_label(pick, labels, bool(question.get("allow_other"))) for pick in picks)
+
+
+def _choice_label(pick: str, labels: list[str], allow_other: bool) -> str:
+    import difflib
+
+    if pick in labels:
+        return pick
+    folded = [label for label in labels if label.casefold() == pick.strip().casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    if pick.strip().isdigit() and 1 <= int(pick.strip()) <= len(labels):
+        return labels[int(pick.strip()) - 1]
+    numbered = "; ".join(f"{n}. {label}" for n, label in enumerate(labels, start=1))
+    close = difflib.get_close_matches(pick, labels, n=1, cutoff=0.6) or difflib.get_close_matches(
+        pick.casefold(), [label.casefold() for label in labels], n=1, cutoff=0.6
+    )
+    hint = ""
+    if close:
+        match = next(label for label in labels if label.casefold() == close[0].casefold())
+        hint = f" Did you mean {match!r}?"
+    own = " An answer of your own goes with --answer TEXT." if allow_other else ""
+    shown = pick if len(pick) <= 80 else pick[:80] + "…"
+    raise InvalidAnswer(
+        f"--choice {shown!r} is not an option; choose a label or a number: {numbered}.{hint}{own}"
+    )

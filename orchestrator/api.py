@@ -193,7 +193,7 @@ class Sessions:
         doc = cast(SessionDoc, found)
         expect = settings.get("expect")
         if expect and doc["status"] in ENDED:
-            doc["expect"] = check_expect(expect, doc)
+            doc["expect"] = check_expect(expect, doc, lambda: self.log(session_id))
         return doc
 
     def list(

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from orchestrator.errors import ConfigError
+from orchestrator.install_hints import install_extra
 from orchestrator.store.db import MIGRATION_LOCK_KEY, SQLITE_BUSY_TIMEOUT, sqlite_path
 
 __all__ = ["checkpointer", "fenced"]
@@ -67,7 +68,7 @@ def _postgres_saver(url: str) -> Iterator[Any]:
         from langgraph.checkpoint.postgres import PostgresSaver
     except ModuleNotFoundError as exc:
         raise ConfigError(
-            "PostgreSQL needs the postgres extra: pip install 'orchestrator[postgres]'"
+            "PostgreSQL needs the postgres extra: " + install_extra("postgres")
         ) from exc
     from psycopg import Connection, OperationalError
     from psycopg.rows import dict_row

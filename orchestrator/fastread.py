@@ -30,7 +30,6 @@ from orchestrator.readout import (
     CURSOR_SQL,
     DEFAULT_LIMIT,
     LISTED,
-    list_line,
     list_text,
     log_text,
     next_page_hint,
@@ -47,7 +46,8 @@ __all__ = ["serve", "SCHEMA_REVISION"]
 SCHEMA_REVISION = "0004"
 ENV_DB = "ORCHESTRATOR_DB"  # as store.db.ENV_DB
 BUSY_TIMEOUT_S = 30.0  # as store.db.SQLITE_BUSY_TIMEOUT
-STATUSES = frozenset({"running", "paused", "completed", "failed", "cancelled"})
+# --status values (cli.runs.Status); "waiting" is a synonym for paused.
+STATUSES = frozenset({"running", "paused", "completed", "failed", "cancelled", "waiting"})
 EXIT_BAD_INPUT = 2
 # What click.echo strips when the stream is not a terminal (typer's vendored click).
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
@@ -85,10 +85,9 @@ def serve(argv: Sequence[str]) -> int | None:
         return None
     except SessionNotFound as exc:
         return _fail(request.as_json, exc.message)
-    except BrokenPipeError:  # `orchestrator list | head`: as click does, quietly exit 1
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    return 0
+    except BrokenPipeError:  # `orchestrator list | head`: as cli.output.pipe_safe does,
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the rest goes
+    return 0  # nowhere, and the exit code is the one earned
 
 
 # -- the command line --------------------------------------------------------------------
@@ -98,6 +97,8 @@ def parse(argv: Sequence[str]) -> Request | None:
     """The request, if `argv` is a simple well-formed status/list/log; else None."""
     if not argv or argv[0] not in ("status", "list", "log"):
         return None
+    if not all(arg.isascii() or _utf8(arg) for arg in argv):
+        return None  # the full path names the argument that is not UTF-8
     command, rest = argv[0], list(argv[1:])
     options: dict[str, str | bool] = {}
     positional: list[str] = []
@@ -146,6 +147,14 @@ def parse(argv: Sequence[str]) -> Request | None:
     )
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def sqlite_file(db: str | None) -> Path | None:
     """The SQLite file store.db.resolve_url would open for `db`, or None when the URL is
     anything but a plain sqlite:/// file (those go to the full path)."""
@@ -170,6 +179,8 @@ def _default_url() -> str:
 
 def _answer(request: Request, path: Path, out: _Output) -> None:
     if not path.exists():
+        if not next(p for p in path.parents if p.exists()).is_dir():
+            raise _FallThrough  # the full path says which part of the path is a file
         # Read commands create nothing: a missing file is an empty database.
         if request.command != "list" or request.after is not None:
             raise SessionNotFound(request.session_id or request.after or "")
@@ -179,17 +190,17 @@ def _answer(request: Request, path: Path, out: _Output) -> None:
         if request.command == "status":
             assert request.session_id is not None
             view = _status(conn, request.session_id)
-            out.document(view, status_text(view))
+            out.document(view, status_text(view, request.db))
         elif request.command == "log":
             assert request.session_id is not None
             events = _events(conn, request.session_id)
             out.document(events, log_text(events))
-        elif request.limit is None:
+        elif request.limit is None and request.as_json:
             out.stream(_page(conn, request))  # --all: one session at a time, any size
         else:
             views = list(_page(conn, request))
             hint = None
-            if len(views) > request.limit:
+            if request.limit is not None and len(views) > request.limit:
                 del views[request.limit :]
                 hint = next_page_hint(
                     views[-1]["session_id"],
@@ -284,7 +295,7 @@ def _events(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
 
 
 def _page(conn: sqlite3.Connection, request: Request) -> Iterator[dict[str, Any]]:
-    params: dict[str, Any] = {"status": request.status}
+    params: dict[str, Any] = {"status": "paused" if request.status == "waiting" else request.status}
     if request.after is not None:
         cursor = conn.execute(CURSOR_SQL, {"after": request.after}).fetchone()
         if cursor is None:
@@ -324,23 +335,17 @@ class _Output:
         _echo(json.dumps(document, indent=2, ensure_ascii=False) if self.as_json else text)
 
     def stream(self, views: Iterable[dict[str, Any]]) -> None:
-        """Print a list as `document` would, one item at a time. The bytes are the same:
-        json.dumps(items, indent=2) is each item's own indent-2 dump shifted by two spaces
-        (a JSON string never holds a raw line break), between "[" and "]"."""
+        """Print a JSON list as `document` would, one item at a time. The bytes are the
+        same: json.dumps(items, indent=2) is each item's own indent-2 dump shifted by two
+        spaces (a JSON string never holds a raw line break), between "[" and "]"."""
         first = True
         for view in views:
             self.started = True
-            if self.as_json:
-                item = json.dumps(view, indent=2, ensure_ascii=False).replace("\n", "\n  ")
-                _echo(("[\n  " if first else ",\n  ") + item, nl=False)
-            else:
-                _echo(("" if first else "\n") + list_line(view), nl=False)
+            item = json.dumps(view, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+            _echo(("[\n  " if first else ",\n  ") + item, nl=False)
             first = False
         self.started = True
-        if first:
-            _echo("[]" if self.as_json else list_text([]))
-        else:
-            _echo("\n]" if self.as_json else "")
+        _echo("[]" if first else "\n]")
 
 
 def _echo(text: str, *, err: bool = False, nl: bool = True) -> None:
@@ -355,5 +360,9 @@ def _echo(text: str, *, err: bool = False, nl: bool = True) -> None:
 def _fail(as_json: bool, message: str) -> int:
     _echo(f"error: {message}", err=True)
     if as_json:
-        _echo(json.dumps({"error": message, "exit_code": EXIT_BAD_INPUT}, indent=2))
+        _echo(
+            json.dumps(
+                {"error": message, "exit_code": EXIT_BAD_INPUT}, indent=2, ensure_ascii=False
+            )
+        )
     return EXIT_BAD_INPUT

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.cli.render import event_line, question_text, session_text
+from orchestrator.cli.render import event_line, list_table, question_text, resume_hint, session_text
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -20,7 +20,6 @@ __all__ = [
     "page_sql",
     "status_text",
     "list_text",
-    "list_line",
     "log_text",
     "next_page_hint",
 ]
@@ -104,19 +103,21 @@ def page_sql(*, status: bool, after: bool, limit: bool) -> str:
     )
 
 
-def status_text(view: Mapping[str, Any]) -> str:
+def status_text(view: Mapping[str, Any], db: str | None) -> str:
+    """What `status` prints: the session, and for a waiting one how to answer (as
+    cli.output.answer_hint words it, which imports Typer)."""
     text = session_text(view)
-    if view["pending_question"]:
-        text += "\n  waiting: " + question_text(view["pending_question"])
+    question = view["pending_question"]
+    if question:
+        text += (
+            f"\nwaiting for an answer. {question_text(question)}\n"
+            f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
+        )
     return text
 
 
 def list_text(views: Sequence[Mapping[str, Any]]) -> str:
-    return "\n".join(map(list_line, views)) or "no sessions"
-
-
-def list_line(view: Mapping[str, Any]) -> str:
-    return f"{view['session_id']}  {view['status']:<9}  {view['created_at']}  {view['task']}"
+    return list_table(views)
 
 
 def log_text(events: Sequence[Mapping[str, Any]]) -> str:

@@ -7,23 +7,38 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from orchestrator.errors import ScenarioError
+from orchestrator.limits import (
+    MAX_ANSWER_CHARS,
+    MAX_SCENARIO_BYTES,
+    MAX_SCENARIO_DEPTH,
+    MAX_SCENARIO_NODES,
+    MAX_TASK_CHARS,
+)
 from orchestrator.questions import repair
 from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
+from orchestrator.scenario_steps import AGENT_KEY, EventExpect, Expect, Step, TaskExpect
 from orchestrator.settings import Settings
 
 __all__ = [
     "Scenario",
     "ScriptedAnswer",
     "Expect",
+    "Step",
+    "TaskExpect",
+    "EventExpect",
     "load_scenario",
     "parse_scenario",
     "format_validation_error",
 ]
-
-AGENT_KEY = re.compile(r"^(pm|developer|developer-[1-9][0-9]*)$")
 
 
 class _Model(BaseModel):
@@ -48,20 +63,13 @@ class ActionAnswer(_Model):
 ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer
 
 
-class Expect(_Model):
-    status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = None
-    questions_surfaced: int | None = None
-    fallbacks_injected: int | None = None
-    summary: str | None = None
-    error_contains: str | None = None
-
-
 class Scenario(_Model):
     task: Annotated[str, Field(min_length=1)]
     agents: dict[str, list[dict[str, Any]]]
     answers: list[ScriptedAnswer] = Field(default_factory=list)
     expect: Expect | None = None
     settings: Settings = Field(default_factory=Settings)
+    steps: list[Step] = Field(default_factory=list)
 
     @field_validator("agents")
     @classmethod
@@ -121,25 +129,38 @@ def _path(parts: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+# For `expect` keys that take one of several shapes: what to say when none fits.
+_SHAPES = {
+    "assumptions": "expected a count (0 or more), a text that must appear, or a list of texts",
+    "tasks": "expected a count (0 or more) or a list of {number, title, status}",
+    "events": "expected an event kind or {kind, agent, text}",
+    "no_events": "expected an event kind or {kind, agent, text}",
+}
+_MEMBER_NAMES = {"str", "int", "float", "bool", "ChoicesAnswer", "TextAnswer", "ActionAnswer"}
+
+
+def _is_tag(part: Any) -> bool:
+    """A pydantic union-member tag in an error's location (e.g. 'NEEDS_CLARIFICATION',
+    'str', 'list[str]', 'EventExpect'), not a key of the document."""
+    return isinstance(part, str) and (
+        part.isupper()
+        or part in _MEMBER_NAMES
+        or part[:1].isupper()
+        or part.startswith(("function-", "constrained-", "list[", "dict["))
+    )
+
+
 def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = ()) -> str:
     """One line per problem: the path inside the document, what was wrong, what was expected."""
-    lines = []
+    found: list[tuple[tuple[Any, ...], bool, str]] = []  # (path, from a union member, message)
     for error in exc.errors(include_url=False):
-        # Drop pydantic's union-member tags (e.g. 'NEEDS_CLARIFICATION', 'str') from paths.
-        loc = tuple(
-            p
-            for p in error["loc"]
-            if isinstance(p, int)
-            or not (
-                p.isupper()
-                or p in {"str", "ChoicesAnswer", "TextAnswer", "ActionAnswer"}
-                or p.startswith("function-")
-            )
-        )
-        message = error["msg"]
+        loc = tuple(p for p in error["loc"] if not _is_tag(p))
+        tagged = len(loc) != len(error["loc"])
+        message = _plain(error)
         if len(loc) >= 2 and loc[0] == "answers" and isinstance(loc[1], int):
-            loc, message = (
+            loc, tagged, message = (
                 loc[:2],
+                False,
                 ("expected an answer text, {choices: [label, ...]} or {action: decline | cancel}"),
             )
         elif error["type"] == "extra_forbidden":
@@ -154,27 +175,83 @@ def format_validation_error(exc: ValidationError, *, prefix: tuple[Any, ...] = (
             )
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
+        found.append((loc, tagged, message))
+    # A value that fits none of a union's shapes fails once per shape: keep the errors of
+    # the shape that got furthest (a deeper path), and say once what was expected.
+    deeper = [loc for loc, _, _ in found]
+    kept = [
+        (loc, tagged, message)
+        for loc, tagged, message in found
+        if not (tagged and any(len(o) > len(loc) and o[: len(loc)] == loc for o in deeper))
+    ]
+    lines = []
+    for loc, tagged, message in kept:
+        rivals = [m for lc, t, m in kept if lc == loc and t]
+        if tagged and len(rivals) > 1:
+            named = [p for p in loc if isinstance(p, str)]
+            message = _SHAPES.get(named[-1] if named else "", " or ".join(rivals))
         lines.append(f"{_path(prefix + loc)}: {message}")
     return "\n".join(dict.fromkeys(lines))
+
+
+# pydantic names its own model classes in some messages ("a valid dictionary or instance
+# of TaskSpec"); users wrote YAML, not classes.
+_INSTANCE_OF = re.compile(r" or (an )?instance of \w+")
+_TYPE_WORDS = {
+    "model_type": "expected a mapping (key: value)",
+    "model_attributes_type": "expected a mapping (key: value)",
+    "dict_type": "expected a mapping (key: value)",
+    "list_type": "expected a list",
+}
+
+
+def _plain(error: Any) -> str:
+    """pydantic's message for one error, in the scenario's terms."""
+    if error["type"] in _TYPE_WORDS:
+        got = type(error.get("input")).__name__
+        got = {"str": "text", "dict": "a mapping", "list": "a list", "NoneType": "nothing"}.get(
+            got, got
+        )
+        return f"{_TYPE_WORDS[error['type']]}, got {got}"
+    return _INSTANCE_OF.sub("", str(error["msg"]))
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a YAML or JSON scenario; any problem is a ScenarioError (exit 2)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_SCENARIO_BYTES + 1)
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read the scenario file: {exc}") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror}") from None
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(_too_big(path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the scenario as UTF-8"
+        ) from None
     return parse_scenario(text, path)
+
+
+def _too_big(path: Path) -> str:
+    return (
+        f"{path}: the scenario file is larger than {MAX_SCENARIO_BYTES:,} bytes, the limit "
+        "for scenario files"
+    )
 
 
 def parse_scenario(text: str, path: str | Path = "<scenario>") -> Scenario:
     """Validate a scenario given as YAML or JSON text; `path` names it in messages (a
     `.json` suffix parses it as JSON, anything else as YAML, which JSON also is)."""
     path = Path(path)
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(_too_big(path))
     data = _parse(path, text)
+    _check_shape(path, data)
     if not isinstance(data, dict):
         raise ScenarioError(
             f"{path}: (top level): expected a mapping with 'task' and 'agents', "
@@ -200,6 +277,9 @@ def _prefix_lines(path: Path, message: str) -> str:
 
 
 def _parse(path: Path, text: str) -> Any:
+    too_deep = ScenarioError(
+        f"{path}: nested more than {MAX_SCENARIO_DEPTH} levels deep; a scenario needs fewer than 10"
+    )
     if path.suffix.lower() == ".json":
         try:
             return json.loads(text)
@@ -207,10 +287,16 @@ def _parse(path: Path, text: str) -> Any:
             raise ScenarioError(
                 f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
             ) from None
+        except RecursionError:
+            raise too_deep from None
     import yaml
 
+    # The C parser when PyYAML has it: the pure-Python one takes minutes on large input.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader)
+    except RecursionError:
+        raise too_deep from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -218,11 +304,71 @@ def _parse(path: Path, text: str) -> Any:
         raise ScenarioError(f"{path}: {where}invalid YAML: {problem}") from None
 
 
+def _check_shape(path: Path, data: Any) -> None:
+    """Refuse documents nested deeper, or with more values, than any scenario needs (an
+    alias used many times counts each time: the checks below would walk it each time)."""
+    stack = [(data, 1)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_SCENARIO_NODES:
+            raise ScenarioError(
+                f"{path}: more than {MAX_SCENARIO_NODES:,} values; a scenario needs far fewer"
+            )
+        if isinstance(value, dict | list):
+            if depth > MAX_SCENARIO_DEPTH:
+                raise ScenarioError(
+                    f"{path}: nested more than {MAX_SCENARIO_DEPTH} levels deep; "
+                    "a scenario needs fewer than 10"
+                )
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+
+
+def _check_sizes(path: Path, scenario: Scenario) -> None:
+    if len(scenario.task) > MAX_TASK_CHARS:
+        raise ScenarioError(
+            f"{path}: task: {len(scenario.task):,} characters; at most {MAX_TASK_CHARS:,}"
+        )
+    for index, answer in enumerate(scenario.answers):
+        texts = (
+            [answer]
+            if isinstance(answer, str)
+            else [answer.answer]
+            if isinstance(answer, TextAnswer)
+            else list(answer.choices)
+            if isinstance(answer, ChoicesAnswer)
+            else []
+        )
+        note = None if isinstance(answer, str) else answer.note
+        for text in [*texts, *([note] if note else [])]:
+            if len(text) > MAX_ANSWER_CHARS:
+                raise ScenarioError(
+                    f"{path}: answers[{index}]: {len(text):,} characters; "
+                    f"at most {MAX_ANSWER_CHARS:,}"
+                )
+        if any(not text.strip() for text in texts):
+            raise ScenarioError(
+                f"{path}: answers[{index}]: the answer is empty; expected the answer text, "
+                "an option's label, {choices: [label, ...]} or {action: decline}"
+            )
+
+
 def _check_answers(path: Path, scenario: Scenario) -> None:
     """A scripted select answer must be an option of some question the script can ask."""
+    _check_sizes(path, scenario)
     questions = scenario.questions()
-    for index, answer in enumerate(scenario.answers):
-        where = f"{path}: answers[{index}]"
+    given: list[tuple[str, ScriptedAnswer]] = [
+        (f"answers[{index}]", answer) for index, answer in enumerate(scenario.answers)
+    ]
+    for index, step in enumerate(scenario.steps):
+        if step.answer is not None:
+            given.append((f"steps[{index}].answer", step.answer))
+        elif step.choices is not None:
+            _check_step_choices(f"{path}: steps[{index}].choices", step.choices, questions)
+    for place, answer in given:
+        where = f"{path}: {place}"
         if isinstance(answer, ActionAnswer):
             continue
         if isinstance(answer, TextAnswer):
@@ -248,3 +394,23 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             raise ScenarioError(
                 f"{where}: {answer!r} is not one of the options; expected one of {labels}"
             )
+
+
+def _check_step_choices(where: str, choices: list[str], questions: list[Question]) -> None:
+    """A step's `choices` (like `resume --choice`) picks options of a select question."""
+    selects = [q for q in questions if q.kind != "free_text"]
+    if not selects:
+        raise ScenarioError(f"{where}: 'choices' answers a select question, and no agent asks one")
+    fits = [
+        q
+        for q in selects
+        if (q.kind == "multi_select" or len(choices) == 1)
+        and (q.allow_other or set(choices) <= set(q.labels))
+    ]
+    if not fits:
+        labels = sorted({label for q in selects for label in q.labels})
+        raise ScenarioError(
+            f"{where}: {choices} do not fit the question; expected "
+            f"{'one label' if all(q.kind == 'single_select' for q in selects) else 'labels'} "
+            f"from {labels}"
+        )

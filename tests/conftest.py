@@ -112,6 +112,26 @@ def argv(*args: str, db: str | None = None) -> list[str]:
     return [sys.executable, "-m", "orchestrator", *args, *(["--db", db] if db else [])]
 
 
+def invoke(
+    *args: str, db: str | None = None, env: dict[str, str] | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`orchestrator ARGS` in this process: the real entry (`run_cli`: parsing, usage errors,
+    exit codes) under Typer's CliRunner isolation; stdin is not a terminal. About ten times
+    faster than `cli`: use `cli` only where the process boundary is the point."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import run_cli
+
+    argv_ = [*args, *(["--db", db] if db else [])]
+    with CliRunner().isolation(input=input, env=env) as (out, err, _):
+        code = run_cli(argv_)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return subprocess.CompletedProcess(
+            argv_, code, out.getvalue().decode(), err.getvalue().decode()
+        )
+
+
 def cli(
     *args: str, db: str | None = None, timeout: float = 120, **kwargs: object
 ) -> subprocess.CompletedProcess[str]:

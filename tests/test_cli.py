@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, argv, cli
+from tests.conftest import EXAMPLES, ROOT, argv, invoke
 
 TABLES = ("sessions", "orchestrator_state", "events", "checkpoints", "writes")
 
@@ -38,13 +39,15 @@ def write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> str:
 
 @pytest.fixture
 def paused(db_url: str) -> str:
-    result = cli("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url)
+    result = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url)
     assert result.returncode == 3, result.stderr
     return as_json(result)["session_id"]
 
 
 def test_run_completed_exit_0_with_one_json_document(db_url: str) -> None:
-    result = cli("run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db_url)
+    result = invoke(
+        "run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db_url
+    )
     assert result.returncode == 0, result.stderr
     view = as_json(result)
     assert view["status"] == "completed"
@@ -79,22 +82,23 @@ def test_run_completed_exit_0_with_one_json_document(db_url: str) -> None:
 
 
 def test_paused_exit_3_prints_the_question_and_the_exact_resume_command(db_url: str) -> None:
-    result = cli("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), db=db_url)
+    result = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), db=db_url)
     assert result.returncode == 3
     session_id = result.stdout.split()[1].rstrip(":")
-    assert "How often should the digest be sent?" in result.stdout
+    assert "How often should the digest be sent?" in result.stderr  # once, as it is surfaced
+    assert "pm's question is above" in result.stdout
     assert f"orchestrator resume {session_id} --db {db_url} --answer 'YOUR ANSWER'" in result.stdout
 
 
 def test_resume_answer_completes_and_status_list_log_answer(db_url: str, paused: str) -> None:
-    result = cli("resume", paused, "--answer", "Weekly", "--json", db=db_url)
+    result = invoke("resume", paused, "--answer", "Weekly", "--json", db=db_url)
     assert result.returncode == 0, result.stderr
     assert as_json(result)["orchestrator_state"]["user_clarification_response"] == "Weekly"
-    status = cli("status", paused, "--json", db=db_url)
+    status = invoke("status", paused, "--json", db=db_url)
     assert status.returncode == 0 and as_json(status)["status"] == "completed"
-    listed = cli("list", "--status", "completed", "--json", db=db_url)
+    listed = invoke("list", "--status", "completed", "--json", db=db_url)
     assert [s["session_id"] for s in as_json(listed)] == [paused]
-    log = as_json(cli("log", paused, "--json", db=db_url))
+    log = as_json(invoke("log", paused, "--json", db=db_url))
     kinds = [e["kind"] for e in log]
     assert kinds.count("question_surfaced") == 1 and kinds.count("answer") == 1
     assert kinds.index("question_surfaced") < kinds.index("answer")
@@ -104,7 +108,7 @@ def test_resume_without_answer_under_ui_none_exits_3_and_changes_nothing(
     db_url: str, paused: str
 ) -> None:
     before = dump(db_url)
-    result = cli("resume", paused, "--ui", "none", "--json", db=db_url)
+    result = invoke("resume", paused, "--ui", "none", "--json", db=db_url)
     assert result.returncode == 3
     assert as_json(result)["pending_question"]["question"] == "How often should the digest be sent?"
     assert "How often should the digest be sent?" in result.stderr
@@ -115,11 +119,11 @@ def test_failed_session_exits_1(db_url: str, tmp_path: Path) -> None:
     scenario = write(
         tmp_path, "task: t\nagents:\n  pm:\n    - status: PLANNED\n      tasks: [{title: a}]\n"
     )
-    result = cli("run", "--script", scenario, "--json", db=db_url)
+    result = invoke("run", "--script", scenario, "--json", db=db_url)
     assert result.returncode == 1
     assert "ran out of replies for developer-1" in as_json(result)["error"]
     # status answers (exit 0) whatever the session's status
-    assert cli("status", as_json(result)["session_id"], db=db_url).returncode == 0
+    assert invoke("status", as_json(result)["session_id"], db=db_url).returncode == 0
 
 
 def test_unmet_expect_exits_1_with_a_readable_difference(db_url: str, tmp_path: Path) -> None:
@@ -128,21 +132,21 @@ def test_unmet_expect_exits_1_with_a_readable_difference(db_url: str, tmp_path: 
         .read_text()
         .replace("fallbacks_injected: 1", "fallbacks_injected: 0")
     )
-    result = cli("run", "--script", write(tmp_path, text), "--json", db=db_url)
+    result = invoke("run", "--script", write(tmp_path, text), "--json", db=db_url)
     assert result.returncode == 1
     assert "expect.fallbacks_injected: expected 0, got 1" in result.stderr
     assert as_json(result)["status"] == "completed"
 
 
 def test_cancel_exits_4(db_url: str, paused: str) -> None:
-    result = cli("resume", paused, "--cancel", "--json", db=db_url)
+    result = invoke("resume", paused, "--cancel", "--json", db=db_url)
     assert result.returncode == 4
     assert as_json(result)["status"] == "cancelled"
 
 
 def test_scripted_cancel_exits_4(db_url: str, tmp_path: Path) -> None:
     text = (EXAMPLES / "pause-and-resume.yaml").read_text() + "answers:\n  - {action: cancel}\n"
-    assert cli("run", "--script", write(tmp_path, text), db=db_url).returncode == 4
+    assert invoke("run", "--script", write(tmp_path, text), db=db_url).returncode == 4
 
 
 @pytest.mark.parametrize(
@@ -170,7 +174,7 @@ def test_bad_input_exits_2_names_the_problem_and_changes_nothing(
     db_url: str, paused: str, args: tuple[str, ...], message: str
 ) -> None:
     before = dump(db_url)
-    result = cli(*(a.format(paused=paused) for a in args), "--json", db=db_url)
+    result = invoke(*(a.format(paused=paused) for a in args), "--json", db=db_url)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert message in as_json(result)["error"]
@@ -214,7 +218,7 @@ def test_malformed_scenario_exits_2_with_file_path_and_expectation(
 ) -> None:
     before = dump(db_url)
     scenario = write(tmp_path, text)
-    result = cli("run", "--script", scenario, db=db_url)
+    result = invoke("run", "--script", scenario, db=db_url)
     assert result.returncode == 2, result.stderr
     assert f"{scenario}: " in result.stderr and message in result.stderr
     assert "Traceback" not in result.stderr
@@ -222,22 +226,22 @@ def test_malformed_scenario_exits_2_with_file_path_and_expectation(
 
 
 def test_answer_to_a_session_that_is_not_waiting_exits_2(db_url: str, paused: str) -> None:
-    assert cli("resume", paused, "--answer", "Weekly", db=db_url).returncode == 0
+    assert invoke("resume", paused, "--answer", "Weekly", db=db_url).returncode == 0
     before = dump(db_url)
-    result = cli("resume", paused, "--answer", "Daily", db=db_url)
+    result = invoke("resume", paused, "--answer", "Daily", db=db_url)
     assert result.returncode == 2
     assert "completed" in result.stderr and "not waiting" in result.stderr
     assert dump(db_url) == before
 
 
 def test_list_on_an_empty_database_prints_an_empty_list(db_url: str) -> None:
-    result = cli("list", "--json", db=db_url)
+    result = invoke("list", "--json", db=db_url)
     assert result.returncode == 0 and as_json(result) == []
 
 
 def test_list_is_newest_first(db_url: str, paused: str) -> None:
-    second = cli("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", db=db_url)
-    listed = as_json(cli("list", "--json", db=db_url))
+    second = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", db=db_url)
+    listed = as_json(invoke("list", "--json", db=db_url))
     assert [s["session_id"] for s in listed] == [as_json(second)["session_id"], paused]
 
 
@@ -245,22 +249,25 @@ def test_environment_variable_and_default_database(isolated_home: Path, tmp_path
     import os
 
     env = {**os.environ, "ORCHESTRATOR_DB": str(tmp_path / "env.db")}
-    result = cli("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", env=env)
+    result = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", env=env)
     assert result.returncode == 0 and (tmp_path / "env.db").exists()
-    default = cli("list", "--json")  # no --db, no env: the user data dir under our fake HOME
+    default = invoke("list", "--json")  # no --db, no env: the user data dir under our fake HOME
     assert default.returncode == 0 and as_json(default) == []
-    assert not list(isolated_home.rglob("orchestrator.db"))  # read commands create nothing
+    assert not list(isolated_home.rglob("orchestrator.db"))  # reading creates nothing
+    started = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json")
+    assert started.returncode == 0, started.stderr
+    assert list(isolated_home.rglob("orchestrator.db"))  # run creates the default, folders too
 
 
 def test_db_upgrade(db_url: str) -> None:
-    result = cli("db", "upgrade", "--json", db=db_url)
+    result = invoke("db", "upgrade", "--json", db=db_url)
     from orchestrator.store.schema import HEAD_REVISION
 
     assert result.returncode == 0 and as_json(result)["revision"] == HEAD_REVISION
 
 
 def test_bad_database_url_exits_2(tmp_path: Path) -> None:
-    result = cli("list", db="nosuchdialect://x")
+    result = invoke("list", db="nosuchdialect://x")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "nosuchdialect" in result.stderr
 
@@ -291,7 +298,7 @@ def test_read_commands_do_not_import_langgraph(db_url: str, paused: str) -> None
 
 
 def test_help_lists_every_command() -> None:
-    result = cli("--help")
+    result = invoke("--help")
     assert result.returncode == 0
     for command in ("run", "resume", "status", "list", "log", "db"):
         assert command in result.stdout
@@ -343,7 +350,255 @@ PAUSING_EXAMPLES = {"pause-and-resume.yaml", "choose-at-the-terminal.yaml"}
 def test_every_shipped_example_runs_as_documented(db_url: str, example: str) -> None:
     """The examples (the contract's own among them) keep working; those that ask with no
     scripted answer pause (exit 3) under --ui none, the others meet their `expect`."""
-    result = cli("run", "--script", str(EXAMPLES / example), "--ui", "none", "--json", db=db_url)
+    result = invoke("run", "--script", str(EXAMPLES / example), "--ui", "none", "--json", db=db_url)
     expected = 3 if example in PAUSING_EXAMPLES else 0
     assert result.returncode == expected, result.stderr
     assert as_json(result)["status"] == ("paused" if expected == 3 else "completed")
+
+
+# -- sharp edges (issue 8): the process boundary matters for these -------------------------
+
+
+def test_a_closed_pipe_never_stops_the_session(db_url: str) -> None:
+    """`orchestrator run ... 2>&1 | head -2`: the reader goes away after two lines; the
+    session still runs to its end and the exit code is the session's."""
+    command = argv("run", "--script", str(EXAMPLES / "answered-question.yaml"), db=db_url)
+    proc = subprocess.Popen(
+        [*command, "--ui", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    first = [proc.stdout.readline(), proc.stdout.readline()]
+    proc.stdout.close()  # like `head -2` exiting
+    assert proc.wait(timeout=120) == 0
+    assert first[0].startswith(b"session started")
+    listed = as_json(invoke("list", "--json", db=db_url))
+    assert [s["status"] for s in listed] == ["completed"]
+
+
+def test_a_closed_stdout_under_json_keeps_the_exit_code(db_url: str) -> None:
+    proc = subprocess.Popen(
+        argv("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 3  # paused, as without the pipe
+    assert [s["status"] for s in as_json(invoke("list", "--json", db=db_url))] == ["paused"]
+
+
+def test_arguments_that_are_not_utf8_exit_2(db_url: str, paused: str) -> None:
+    before = dump(db_url)
+    command = [os.fsencode(a) for a in argv("resume", paused, "--json", db=db_url)]
+    result = subprocess.run(
+        [*command, b"--answer", b"caf\xe9"], capture_output=True, cwd=ROOT, timeout=60
+    )
+    assert result.returncode == 2
+    assert b"Traceback" not in result.stderr and b"not valid UTF-8" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 2
+    assert dump(db_url) == before
+
+
+def test_a_users_own_agents_package_does_not_break_the_cli(tmp_path: Path, db_url: str) -> None:
+    for name in ("agents", "skills", "migrations"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise ImportError('the user’s own')\n")
+    script = Path(sys.executable).parent / "orchestrator"
+    result = subprocess.run(
+        [str(script), "run", "--script", str(EXAMPLES / "answered-question.yaml")]
+        + ["--json", "--db", db_url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert as_json(result)["status"] == "completed"
+
+
+def test_version_help_and_plain_orchestrator_exit_0() -> None:
+    from orchestrator import __version__
+
+    version = invoke("--version")
+    assert version.returncode == 0 and __version__ in version.stdout
+    plain = invoke()
+    assert plain.returncode == 0 and "Commands" in plain.stdout and plain.stderr == ""
+    short = invoke("run", "-h")
+    assert short.returncode == 0 and "--script" in short.stdout
+    assert "[default: 5]" in short.stdout  # the Settings defaults, shown one way
+    assert invoke("db").returncode == 0
+
+
+def test_shell_completion_completes_commands() -> None:
+    env = {
+        **os.environ,
+        "_ORCHESTRATOR_COMPLETE": "complete_bash",
+        "COMP_WORDS": "orchestrator li",
+        "COMP_CWORD": "1",
+    }
+    script = str(Path(sys.executable).parent / "orchestrator")
+    result = subprocess.run([script], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0 and result.stdout.split() == ["list"]
+    assert "--install-completion" in invoke("--help").stdout
+
+
+# -- sharp edges, in-process (tests.test_bad_input.invoke: the entry point, no process) ------
+
+
+@pytest.mark.parametrize(
+    ("pick", "label"),
+    [("2", "Per IP address"), ("per ip ADDRESS", "Per IP address"), ("Both", "Both")],
+)
+def test_choice_takes_a_label_or_a_number(db_url: str, pick: str, label: str) -> None:
+    from tests.test_bad_input import invoke
+
+    scenario = str(EXAMPLES / "choose-at-the-terminal.yaml")
+    session = invoke("run", "--script", scenario, "--json", "--db", db_url).document()
+    result = invoke("resume", session["session_id"], "--choice", pick, "--json", "--db", db_url)
+    assert result.code == 0, result.stderr
+    state = result.document()["orchestrator_state"]
+    assert state["user_clarification_response"] == label
+    assert state["answer_status"] == "selected"
+
+
+def test_a_mistyped_choice_lists_the_options_and_the_closest(db_url: str) -> None:
+    from tests.test_bad_input import invoke
+
+    scenario = str(EXAMPLES / "choose-at-the-terminal.yaml")
+    session = invoke("run", "--script", scenario, "--json", "--db", db_url).document()
+    before = dump(db_url)
+    result = invoke("resume", session["session_id"], "--choice", "Per IP adress", "--db", db_url)
+    assert result.code == 2
+    assert "1. Per API key; 2. Per IP address; 3. Both" in result.stderr
+    assert "Did you mean 'Per IP address'?" in result.stderr
+    assert "--answer" in result.stderr  # the question allows an answer of one's own
+    assert dump(db_url) == before
+    own = invoke("resume", session["session_id"], "--answer", "Per tenant", "--db", db_url)
+    assert own.code == 0, own.stderr
+
+
+def test_list_is_a_table_and_waiting_means_paused(db_url: str, paused: str) -> None:
+    from tests.test_bad_input import invoke
+
+    invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--db", db_url)
+    table = invoke("list", "--db", db_url).stdout.splitlines()
+    assert table[0].split() == [
+        "ID",
+        "STATUS",
+        "AGE",
+        "ASKS",
+        "QUESTION",
+        "/",
+        "OUTCOME",
+        "DEADLINE",
+    ]
+    row = next(line for line in table if line.startswith(paused))
+    assert "paused" in row and "s ago" in row and "pm" in row and "How often" in row
+    assert "in 4 min" in row or "in 5 min" in row
+    waiting = invoke("list", "--status", "waiting", "--json", "--db", db_url).document()
+    assert [s["session_id"] for s in waiting] == [paused]
+    assert waiting[0]["created_at"].endswith("Z")  # ISO in JSON
+
+
+def test_relative_times() -> None:
+    from datetime import UTC, datetime
+
+    from orchestrator.cli.render import relative
+
+    now = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
+    assert relative("2026-01-02T09:00:00Z", now) == "3 h ago"
+    assert relative("2026-01-02T12:04:30Z", now) == "in 4 min"
+    assert relative("2025-12-30T12:00:00Z", now) == "3 d ago"
+    assert relative("2026-01-02T11:59:58Z", now) == "2 s ago"
+    assert relative(None, now) == ""
+
+
+def test_status_of_a_paused_session_prints_the_answer_command(db_url: str, paused: str) -> None:
+    from tests.test_bad_input import invoke
+
+    shown = invoke("status", paused, "--db", db_url)
+    assert shown.code == 0
+    assert f"orchestrator resume {paused} --db {db_url} --answer 'YOUR ANSWER'" in shown.stdout
+    assert shown.stdout.count("How often should the digest be sent?") == 1
+
+
+def test_run_ui_none_prints_the_question_once(db_url: str) -> None:
+    from tests.test_bad_input import invoke
+
+    result = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--db", db_url)
+    assert result.code == 3
+    assert (result.stdout + result.stderr).count("How often should the digest be sent?") == 1
+    assert "orchestrator resume" in result.stdout
+
+
+def test_unmet_expect_is_in_the_json_document(db_url: str, tmp_path: Path) -> None:
+    from tests.test_bad_input import invoke
+
+    text = (
+        (EXAMPLES / "hard-cap.yaml")
+        .read_text()
+        .replace("fallbacks_injected: 1", "fallbacks_injected: 0")
+    )
+    result = invoke("run", "--script", write(tmp_path, text), "--json", "--db", db_url)
+    assert result.code == 1
+    outcome = result.document()["expect"]
+    assert outcome["held"] is False
+    assert outcome["unmet"] == ["expect.fallbacks_injected: expected 0, got 1"]
+    held = invoke("run", "--script", str(EXAMPLES / "hard-cap.yaml"), "--json", "--db", db_url)
+    assert held.code == 0 and held.document()["expect"] == {"held": True, "unmet": []}
+
+
+def test_cancel_command_stops_a_waiting_session(db_url: str, paused: str) -> None:
+    from tests.test_bad_input import invoke
+
+    result = invoke("cancel", paused, "--json", "--db", db_url)
+    assert result.code == 0, result.stderr
+    assert result.document()["status"] == "cancelled"
+    again = invoke("cancel", paused, "--json", "--db", db_url)
+    assert again.code == 2 and "cancelled" in again.document()["error"]
+
+
+def test_a_stalled_session_says_how_to_retry_or_stop() -> None:
+    from orchestrator.cli.render import event_line, list_table, session_text
+
+    view = {
+        "session_id": "abc123",
+        "status": "running",
+        "task": "Add a health endpoint",
+        "orchestrator_state": {"clarification_question": None},
+        "pending_question": None,
+        "questions_surfaced": 0,
+        "fallbacks_injected": 0,
+        "stalled": True,
+        "last_error": "openai: connection refused",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    text = session_text(view)
+    assert "stalled (no process is driving it): openai: connection refused" in text
+    assert "orchestrator resume abc123" in text and "orchestrator cancel abc123" in text
+    assert "stalled: openai: connection refused" in list_table([view])
+    failed = {"kind": "agent_failed", "agent": "pm", "error": "connection refused"}
+    assert event_line(failed) == "pm's call failed: connection refused"
+
+
+def test_install_hints_work_from_where_the_user_is(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from orchestrator import install_hints
+
+    monkeypatch.chdir(ROOT)
+    in_checkout = install_hints.install_extra("openai")
+    assert in_checkout.endswith("install -e '.[openai]'")
+    monkeypatch.chdir(tmp_path)
+    assert install_hints.install_extra("openai").endswith(f"install -e '{ROOT}[openai]'")
+    monkeypatch.setattr(install_hints, "_checkout", lambda: None)  # installed from PyPI
+    assert install_hints.install_extra("openai") == "pip install 'gated-orchestrator[openai]'"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'name = "{install_hints.DISTRIBUTION}"' in pyproject

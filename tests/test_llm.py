@@ -225,7 +225,7 @@ def test_a_missing_provider_package_names_the_extra_to_install(
         raise ImportError("Initializing ChatOpenAI requires the langchain-openai package.")
 
     monkeypatch.setattr(langchain.chat_models, "init_chat_model", missing)
-    with pytest.raises(ConfigError, match=r"pip install 'orchestrator\[openai\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[openai\]'"):
         init_model("openai:gpt-4o-mini")
 
 

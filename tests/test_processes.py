@@ -831,7 +831,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
     owner = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc",
          *harness.argv("run", "--script", str(harness.script))],
-        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="5"),
+        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="12"),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
     )  # fmt: skip

@@ -3,6 +3,7 @@ the line-by-line fallback when stdin is a pipe, and the pieces that need no term
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -26,6 +27,7 @@ from orchestrator.cli.terminal import summary_line
 from tests.conftest import ROOT, cli
 
 DOWN, UP, ENTER, SPACE, ESC, CTRL_C = "\x1b[B", "\x1b[A", "\r", " ", "\x1b", "\x03"
+CTRL_X = "\x18"
 # Rendered by prompt_toolkit itself, so once seen the prompt is up and the tty is raw.
 SELECT_READY, CHECKBOX_READY, TEXT_READY = "enter chooses", "space toggles", "enter sends"
 
@@ -120,6 +122,7 @@ def test_single_select_moves_with_arrows_and_enter_chooses(tmp_path: Path, db_ur
     )
     child = run_at_terminal(script, db_url, tmp_path)
     child.expect(SELECT_READY)
+    child.expect("esc: answer later")  # the line under the options: all of them are drawn
     shown = child.logfile_read.getvalue()
     for part in ("HIGH URGENCY", "The reports page, admins only", "14 columns", "(recommended)"):
         assert part in shown
@@ -202,7 +205,7 @@ def test_free_text_does_not_take_an_empty_answer(tmp_path: Path, db_url: str) ->
     ],
     ids=["select-ctrl-c", "select-esc", "checkbox-esc", "text-ctrl-c", "text-esc"],
 )
-def test_ctrl_c_and_esc_cancel_the_session(
+def test_ctrl_c_and_esc_leave_the_question_open(
     tmp_path: Path, db_url: str, kind: str, ready: str, key: str
 ) -> None:
     options = {"options": COLUMNS} if kind != "free_text" else {}
@@ -212,11 +215,66 @@ def test_ctrl_c_and_esc_cancel_the_session(
     child.send(key)
     code, shown = finish(child)
 
+    assert code == 3, shown
+    assert "⏸ pm's question: left open, to answer later" in shown
+    assert "orchestrator resume " in shown  # the command that answers it
+    view = the_session(db_url)
+    assert view["status"] == "paused"
+    assert view["pending_question"]["question"] == "Which columns?"
+
+
+@pytest.mark.parametrize(
+    ("kind", "ready", "keys"),
+    [
+        ("single_select", SELECT_READY, UP + ENTER),  # the last entry: cancel the session
+        ("multi_select", CHECKBOX_READY, CTRL_X),
+        ("free_text", TEXT_READY, CTRL_X),
+    ],
+    ids=["select-entry", "checkbox-ctrl-x", "text-ctrl-x"],
+)
+def test_cancelling_is_an_explicit_choice(
+    tmp_path: Path, db_url: str, kind: str, ready: str, keys: str
+) -> None:
+    options = {"options": COLUMNS} if kind != "free_text" else {}
+    script = scenario(tmp_path, question="Which columns?", kind=kind, **options)
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(ready)
+    if kind == "single_select":
+        assert "Cancel the session" in child.logfile_read.getvalue()
+    else:
+        assert "ctrl+x: cancel the session" in child.logfile_read.getvalue()
+    child.send(keys)
+    code, shown = finish(child)
+
     assert code == 4, shown
     assert "✖ pm's question: cancelled" in shown
     view = the_session(db_url)
     assert view["status"] == "cancelled"
     assert view["pending_question"] is None
+
+
+def test_esc_inside_other_goes_back_to_the_options(tmp_path: Path, db_url: str) -> None:
+    script = scenario(
+        tmp_path,
+        question="Which columns should the export contain?",
+        kind="single_select",
+        allow_other=True,
+        options=[{**COLUMNS[0], "recommended": True}, COLUMNS[1]],
+    )
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(SELECT_READY)
+    child.send(DOWN + DOWN + ENTER)  # Other
+    child.expect("back to the options")
+    child.send(ESC)
+    child.expect(SELECT_READY)  # the options again
+    child.send(DOWN + ENTER)  # the recommended one is preselected: down picks the second
+    code, shown = finish(child)
+
+    assert code == 0, shown
+    assert "✔ pm's question: A fixed summary set" in shown
+    assert the_session(db_url)["orchestrator_state"]["user_clarification_response"] == (
+        "A fixed summary set"
+    )
 
 
 def test_ctrl_d_on_an_empty_answer_leaves_the_session_paused(tmp_path: Path, db_url: str) -> None:
@@ -280,6 +338,8 @@ question = {"question": "Pick one?", "kind": "single_select", "asked_by": "devel
 if sys.argv[1] == "field":
     question["deadline"] = sys.argv[2]
     reply = ask(question)
+elif sys.argv[1] == "wait":
+    reply = ask(question, deadline=time.time() + float(sys.argv[2]), keep_open=True)
 else:
     reply = ask(question, deadline=time.time() + float(sys.argv[2]))
 sys.stderr.write(f"RESULT {reply!r}\\n")
@@ -298,6 +358,66 @@ def test_a_passed_deadline_closes_the_prompt(tmp_path: Path, where: str) -> None
 
     assert code == 0
     assert time.monotonic() - started < 15
+
+
+def test_the_time_left_counts_down_under_the_prompt(tmp_path: Path) -> None:
+    child = spawn(["-c", ASK_UNTIL, "argument", "65"], tmp_path)
+    child.expect(SELECT_READY)
+    child.expect(r"answer within 1m 0[45]s \(then the prompt closes\)")
+    drawn = len(child.logfile_read.getvalue())
+    time.sleep(2.5)  # no key pressed: the line is redrawn on its own (only changed digits)
+    with contextlib.suppress(pexpect.TIMEOUT):  # reads what the prompt drew meanwhile
+        child.expect("never printed", timeout=0.5)
+    assert len(child.logfile_read.getvalue()) > drawn
+    child.send(ENTER)
+    child.expect("RESULT UserReply")
+    assert finish(child)[0] == 0
+
+
+def test_with_on_timeout_wait_the_prompt_stays_open_after_the_deadline(tmp_path: Path) -> None:
+    child = spawn(["-c", ASK_UNTIL, "wait", "1.5"], tmp_path)
+    child.expect(SELECT_READY)
+    child.expect(r"answer within \ds \(then the question stays open\)")
+    time.sleep(3)  # past the deadline: the prompt is still there
+    assert child.isalive()
+    child.send(DOWN + ENTER)  # and still answers
+    child.expect(r"RESULT UserReply\(action='answer', text=None, choices=\('B',\)")
+    assert finish(child)[0] == 0
+
+
+def test_the_deadline_line_says_what_happens(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.cli import terminal
+
+    monkeypatch.setattr(terminal.time, "time", lambda: 1000.0)
+    assert terminal._Deadline(1299.4, keep_open=True).line() == (
+        "⏳ answer within 4m 59s (then the question stays open)"
+    )
+    assert terminal._Deadline(1030, keep_open=False).line() == (
+        "⏳ answer within 30s (then the prompt closes)"
+    )
+    assert terminal._Deadline(988, keep_open=True).line() == (
+        "⌛ the deadline passed 12s ago; the question is still open"
+    )
+    assert terminal._Deadline(988, keep_open=False).line() == "⌛ the deadline passed"
+    assert terminal._Deadline(None, keep_open=True).line() == ""
+
+
+def test_a_session_with_on_timeout_wait_keeps_its_prompt_open(tmp_path: Path, db_url: str) -> None:
+    script = scenario(tmp_path, question="Which columns?", kind="single_select", options=COLUMNS)
+    child = spawn(
+        ["-m", "orchestrator", "run", "--script", str(script), "--ui", "terminal", "--json"]
+        + ["--timeout", "1", "--on-timeout", "wait", "--db", db_url],
+        tmp_path,
+    )
+    child.expect(SELECT_READY)
+    child.expect("then the question stays open")
+    time.sleep(2)  # past the 1 s deadline
+    child.send(ENTER)
+    code, shown = finish(child)
+    assert code == 0, shown
+    assert the_session(db_url)["orchestrator_state"]["user_clarification_response"] == (
+        "All visible columns"
+    )
 
 
 # -- without a terminal -------------------------------------------------------------------

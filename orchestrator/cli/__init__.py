@@ -1,6 +1,8 @@
 """The `orchestrator` command line: an edge over the session API (`orchestrator.api`).
 
-`commands` declares the commands, `runs` builds the session API for run/resume (how to
+`commands` declares the commands (`cancel`, `worker`, `mcp`, `test` and `graph` have
+their own modules, loaded with it to register themselves), `entry` is the process entry
+point (usage errors, exit codes), `runs` builds the session API for run/resume (how to
 ask, the progress line), `output` prints documents and turns errors into exit codes,
 `render` writes the human text, `terminal` asks at the terminal, `progress` draws the
 spinner line. Importing this package loads none of them: `main` first offers the command
@@ -11,29 +13,34 @@ line to the fast read path (orchestrator.fastread), which answers `status`, `lis
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["app", "main", "EXIT_CODES"]
+__all__ = ["app", "main", "run_cli", "EXIT_CODES"]
 
 if TYPE_CHECKING:
     from orchestrator.cli.commands import EXIT_CODES, app
+    from orchestrator.cli.entry import run_cli
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """The `orchestrator` entry point: the fast read path if it can answer, else Typer."""
     from orchestrator.fastread import serve
 
-    code = serve(sys.argv[1:])
+    code = serve(sys.argv[1:] if argv is None else argv)
     if code is not None:
         raise SystemExit(code)
-    from orchestrator.cli.commands import main as full
+    _full().main(argv)
 
-    full()
+
+def _full() -> ModuleType:
+    """The Typer command line, every command registered; its entry module."""
+    from orchestrator.cli import cancel, entry, graph, mcp, suite, worker  # noqa: F401  (register)
+
+    return entry
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("app", "EXIT_CODES"):
-        from orchestrator.cli import commands
-
-        return getattr(commands, name)
+    if name in ("app", "EXIT_CODES", "run_cli"):
+        return getattr(_full(), name)
     raise AttributeError(f"module 'orchestrator.cli' has no attribute {name!r}")

@@ -7,25 +7,27 @@ document; progress and prose go to stderr.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli.output import EXIT_CODES, emit, err, finish, user_errors
+from orchestrator.cli.output import EXIT_CODES, answer_hint, emit, err, finish, user_errors
+from orchestrator.cli.render import event_line, list_table, session_text
 from orchestrator.cli.runs import (
     NO_AGENTS,
     OnTimeout,
     Status,
     Ui,
     collect_from_here_on,
+    question_shown,
+    read_sessions,
     sessions_for,
 )
-from orchestrator.readout import DEFAULT_LIMIT, list_text, log_text, next_page_hint, status_text
+from orchestrator.readout import DEFAULT_LIMIT, next_page_hint
 
-__all__ = ["app", "main", "EXIT_CODES"]
+__all__ = ["app", "EXIT_CODES", "DEFAULTS", "DbOption", "JsonOption"]
 
 # Shown in the help; the defaults themselves live in orchestrator/settings.py only. Kept
 # as literals checked against Settings by a test, so that `--help` needs no pydantic.
@@ -63,11 +65,46 @@ app = typer.Typer(
     name="orchestrator",
     help="Run teams of agents that ask the user at most one question per session.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from orchestrator import __version__
+
+        typer.echo(f"orchestrator {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Run teams of agents that ask the user at most one question per session."""
+
+
+def _default(field: str) -> str:
+    """A default from Settings, shown in `--help` as Click shows its own: [default: 5].
+    (The options themselves default to None, so that a scenario's settings apply.)"""
+    value = DEFAULTS[field]
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f" \\[default: {shown}]"  # escaped: the help is rich markup
+
+
+# -- plumbing ---------------------------------------------------------------------------
 
 
 @app.command()
@@ -120,30 +157,31 @@ def run(
         typer.Option(
             "--max-retries",
             min=0,
+            max=10,
             help="Invalid model replies sent back for correction before the session fails.",
         ),
     ] = 2,
     max_rounds: Annotated[
         int | None,
         typer.Option(
-            "--max-rounds", min=1, help=f"Planning rounds allowed [{DEFAULTS['max_rounds']}]."
+            "--max-rounds",
+            help="Planning rounds allowed, 1-100." + _default("max_rounds"),
         ),
     ] = None,
     max_fallbacks: Annotated[
         int | None,
         typer.Option(
             "--max-fallbacks",
-            min=0,
-            help=f"Fallbacks an agent may ignore [{DEFAULTS['max_fallbacks']}].",
+            help="Fallbacks an agent may ignore, 0-100." + _default("max_fallbacks"),
         ),
     ] = None,
     timeout: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--timeout",
-            min=1,
-            metavar="SECONDS",
-            help=f"How long the question waits for an answer [{DEFAULTS['timeout']:g}].",
+            metavar="SECONDS|none",
+            help="How long the question waits for an answer: seconds (at most 30 days) or "
+            "'none' for no deadline." + _default("timeout"),
         ),
     ] = None,
     on_timeout: Annotated[
@@ -151,19 +189,16 @@ def run(
         typer.Option(
             "--on-timeout",
             help="When the deadline passes: wait (stay paused and "
-            "answerable), proceed (the asker takes its default), cancel "
-            f"[{DEFAULTS['on_timeout']}].",
+            "answerable), proceed (the asker takes its default), cancel." + _default("on_timeout"),
         ),
     ] = None,
     uncertainty_threshold: Annotated[
         int | None,
         typer.Option(
             "--uncertainty-threshold",
-            min=0,
-            max=100,
             metavar="0-100",
             help="Questions from agents less uncertain than this are not asked; "
-            f"the agent proceeds with its default [{DEFAULTS['uncertainty_threshold']}].",
+            "the agent proceeds with its default." + _default("uncertainty_threshold"),
         ),
     ] = None,
     ui: UiOption = None,
@@ -173,18 +208,27 @@ def run(
     """Start a session and run it until it completes, fails or pauses for an answer."""
     with user_errors(as_json):
         from orchestrator.errors import ConfigError
+        from orchestrator.limits import MAX_TASK_CHARS, check_length
 
-        limits = {
-            "max_rounds": max_rounds,
-            "max_fallbacks": max_fallbacks,
-            "timeout": timeout,
-            "on_timeout": on_timeout.value if on_timeout else None,
-            "uncertainty_threshold": uncertainty_threshold,
-        }
+        limits = checked_settings(
+            {
+                "max_rounds": max_rounds,
+                "max_fallbacks": max_fallbacks,
+                "timeout": timeout,
+                "on_timeout": on_timeout.value if on_timeout else None,
+                "uncertainty_threshold": uncertainty_threshold,
+            }
+        )
+        check_length("the TASK", task, MAX_TASK_CHARS)
         if script is not None:
             if model or pm_model or developer_model:
                 raise ConfigError("give either --script or a model, not both")
-            view = _run_script(script, task, limits, ui, db)
+            if task is not None:
+                raise ConfigError(
+                    f"give either a TASK or --script, not both: the scenario {script} "
+                    "has its own task"
+                )
+            view = _run_script(script, limits, ui, db)
         else:
             from agents.models import resolve_models
 
@@ -199,7 +243,7 @@ def run(
             import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
 
             collect_from_here_on()
-            view = sessions_for(db, progress=True, ui=ui).start(
+            view = sessions_for(db, progress=True, ui=ui, create=True).start(
                 task,
                 models=models,
                 settings=limits,
@@ -207,19 +251,39 @@ def run(
                 workdir=workdir,
                 max_retries=max_retries,
             )
-    finish(as_json, view, db)
+    finish(as_json, view, db, question_shown=question_shown(str(view["session_id"])))
+
+
+def checked_settings(limits: Mapping[str, Any]) -> dict[str, Any]:
+    """The options given, checked by Settings (the limits scenarios have too): exit 2
+    naming the option and what it takes."""
+    from pydantic import ValidationError
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.settings import Settings
+
+    given = {k: v for k, v in limits.items() if v is not None}
+    try:
+        Settings().merged(**given)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"--{field.replace('_', '-')} {given.get(field)!r}: {message}") from None
+    return given
 
 
 def _run_script(
-    script: Path, task: str | None, limits: Mapping[str, object], ui: Ui | None, db: str | None
+    script: Path, limits: Mapping[str, object], ui: Ui | None, db: str | None
 ) -> dict[str, object]:
-    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
     from orchestrator.scenario import load_scenario
 
+    scenario = load_scenario(script)  # before the database is touched, or LangGraph loaded
+    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+
     collect_from_here_on()
-    scenario = load_scenario(script)  # before the database is touched
-    sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers))
-    return dict(sessions.start_scenario(scenario, task=task, settings=limits, source=str(script)))
+    sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True)
+    return dict(sessions.start_scenario(scenario, settings=limits, source=str(script)))
 
 
 @app.command()
@@ -232,8 +296,9 @@ def resume(
         list[str] | None,
         typer.Option(
             "--choice",
-            metavar="LABEL",
-            help="Choose an option (repeat for a multi_select question).",
+            metavar="LABEL|N",
+            help="Choose an option by its label or its number from 1 (repeat for a "
+            "multi_select question). An answer of your own goes with --answer.",
         ),
     ] = None,
     decline: Annotated[
@@ -253,6 +318,7 @@ def resume(
         import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
         from orchestrator.answers import UserReply
         from orchestrator.errors import ConfigError
+        from orchestrator.limits import MAX_ANSWER_CHARS, check_length
 
         collect_from_here_on()
 
@@ -268,19 +334,35 @@ def resume(
         ]
         if len(given) > 1:
             raise ConfigError(f"give at most one of {', '.join(given)}")
+        check_length("the --answer", answer, MAX_ANSWER_CHARS)
+        check_length("the --note", note, MAX_ANSWER_CHARS)
+        for picked in choice or ():
+            check_length("a --choice", picked, MAX_ANSWER_CHARS)
+        sessions = sessions_for(db, progress=True, ui=ui, session_id=session_id)
         reply = None
         if answer is not None:
             reply = UserReply(text=answer, note=note)
         elif choice:
-            reply = UserReply(choices=tuple(choice), note=note)
+            reply = UserReply(choices=_chosen_labels(sessions, session_id, choice), note=note)
         elif decline:
             reply = UserReply(action="decline", note=note)
         elif cancel:
             reply = UserReply(action="cancel", note=note)
         elif note is not None:
             raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
-        view = sessions_for(db, progress=True, ui=ui).resume(session_id, reply)
-    finish(as_json, view, db)
+        view = sessions.resume(session_id, reply)
+    finish(as_json, view, db, question_shown=question_shown(session_id))
+
+
+def _chosen_labels(sessions: Any, session_id: str, picks: list[str]) -> tuple[str, ...]:
+    """--choice values as the open question's labels (by label or number); exit 2 with
+    the options and the closest label for anything else."""
+    from orchestrator.answers import choice_labels
+
+    question = sessions.status(session_id)["pending_question"]
+    if question is None or question.get("kind", "free_text") == "free_text":
+        return tuple(picks)  # the answer path says what is wrong (not waiting, free text)
+    return choice_labels(question, picks)
 
 
 @app.command()
@@ -291,14 +373,18 @@ def status(
 ) -> None:
     """Show one session."""
     with user_errors(as_json):
-        view = sessions_for(db).status(session_id)
-    emit(as_json, view, status_text(view))
+        view = read_sessions(db, session_id).status(session_id)
+    text = session_text(view)
+    if view["pending_question"]:
+        text += "\n" + answer_hint(dict(view), db)
+    emit(as_json, view, text)
 
 
 @app.command("list")
 def list_(
     status_: Annotated[
-        Status | None, typer.Option("--status", help="Only sessions with this status.")
+        Status | None,
+        typer.Option("--status", help="Only sessions with this status ('waiting' = paused)."),
     ] = None,
     limit: Annotated[
         int | None,
@@ -318,19 +404,24 @@ def list_(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, newest first, a page at a time."""
+    wanted = None if status_ is None else "paused" if status_ is Status.waiting else status_.value
     with user_errors(as_json):
-        from orchestrator.errors import ConfigError
+        from orchestrator.errors import ConfigError, SessionNotFound
 
         if all_ and limit is not None:
             raise ConfigError("give either --limit or --all, not both")
         page = None if all_ else (limit or DEFAULT_LIMIT)
-        status = status_.value if status_ else None
+        sessions = read_sessions(db)
+        if sessions is None and after is not None:
+            raise SessionNotFound(after)
         # One more than the page: it tells whether a next page exists.
-        views = sessions_for(db).list(status, limit=None if page is None else page + 1, after=after)
+        more = None if page is None else page + 1
+        views = [] if sessions is None else sessions.list(wanted, limit=more, after=after)
         if page is not None and len(views) > page:
             del views[page:]
-            err(next_page_hint(views[-1]["session_id"], status=status, limit=page, db=db))
-    emit(as_json, views, list_text(views))
+            shown = status_.value if status_ else None
+            err(next_page_hint(views[-1]["session_id"], status=shown, limit=page, db=db))
+    emit(as_json, views, list_table(views))
 
 
 @app.command()
@@ -341,40 +432,27 @@ def log(
 ) -> None:
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
     with user_errors(as_json):
-        events = sessions_for(db).log(session_id)
-    emit(as_json, events, log_text(events))
+        events = read_sessions(db, session_id).log(session_id)
+    text = "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
+    emit(as_json, events, text)
 
 
 @db_app.command("upgrade")
 def db_upgrade(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Apply database migrations (they also run automatically before first use)."""
     with user_errors(as_json):
-        from orchestrator.store.db import open_engine, resolve_url, upgrade
+        from orchestrator.store.db import (
+            check_sqlite_file,
+            db_origin,
+            open_engine,
+            resolve_url,
+            upgrade,
+        )
         from orchestrator.store.schema import HEAD_REVISION
 
         url = resolve_url(db)
+        check_sqlite_file(url, create=True, origin=db_origin(db))
         upgrade(open_engine(url, migrate=False))
     emit(
         as_json, {"database": url, "revision": HEAD_REVISION}, f"{url}: at revision {HEAD_REVISION}"
     )
-
-
-def main() -> None:
-    # A CLI process is short-lived and allocates mostly at import time: the collector's
-    # passes over those objects cost ~50-80 ms per start and as much again at exit.
-    # Collection is switched back on (with import-time objects frozen) before a graph
-    # runs; see collect_from_here_on().
-    gc.disable()
-    try:
-        app()
-    finally:
-        gc.freeze()
-
-
-def _add_worker() -> None:
-    from orchestrator.cli.worker import worker  # needs DbOption/JsonOption from above
-
-    app.command()(worker)
-
-
-_add_worker()

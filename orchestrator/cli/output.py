@@ -1,22 +1,86 @@
 """How the CLI speaks: stdout carries the result (one JSON document under --json), stderr
-everything human; our errors become exit codes here, at the edge, and nowhere else."""
+everything human; our errors become exit codes here, at the edge, and nowhere else.
+
+A reader that goes away (`orchestrator run ... | head -2`) never stops a session: once a
+write to stdout or stderr fails with a broken pipe, that stream is pointed at /dev/null and
+the session runs to its end with the exit code it earns.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 import typer
 
 from orchestrator.cli.render import question_text, resume_hint, session_text
 from orchestrator.errors import OrchestratorError, UserError
 
-__all__ = ["EXIT_CODES", "EXIT_BAD_INPUT", "err", "emit", "user_errors", "finish"]
+__all__ = [
+    "EXIT_CODES",
+    "EXIT_BAD_INPUT",
+    "err",
+    "emit",
+    "user_errors",
+    "finish",
+    "fail",
+    "error_document",
+    "pipe_safe",
+]
 
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running": 1}
 EXIT_BAD_INPUT = 2
+
+
+class _PipeSafe:
+    """A text stream whose writes never raise for a reader that has gone away."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self._gone(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._gone(exc)
+
+    def _gone(self, exc: OSError) -> None:
+        if exc.errno not in (errno.EPIPE, errno.EINVAL):
+            raise exc
+        # Everything written from here on (by us, rich, prompt_toolkit) lands in /dev/null,
+        # including what the stream still buffers; the run itself goes on.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def pipe_safe() -> None:
+    """Make sys.stdout and sys.stderr survive a closed pipe (call once, at start)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _PipeSafe):
+            try:
+                stream.fileno()
+            except (OSError, ValueError, AttributeError):
+                continue  # not a real file (a test runner's capture): nothing to guard
+            setattr(sys, name, _PipeSafe(stream))
 
 
 def err(text: str) -> None:
@@ -30,34 +94,46 @@ def emit(as_json: bool, document: Any, text: str) -> None:
         typer.echo(text)
 
 
+def error_document(message: str, code: int) -> str:
+    return json.dumps({"error": message, "exit_code": code}, indent=2, ensure_ascii=False)
+
+
 @contextmanager
 def user_errors(as_json: bool) -> Iterator[None]:
     """Turn our errors into exit codes; bugs keep their traceback."""
     try:
         yield
     except UserError as exc:
-        _fail(as_json, exc.message, EXIT_BAD_INPUT)
+        fail(as_json, exc.message, EXIT_BAD_INPUT)
     except OrchestratorError as exc:
-        _fail(as_json, exc.message, 1)
+        fail(as_json, exc.message, 1)
+    except Exception as exc:
+        from orchestrator.store.db import damaged_database
+
+        message = damaged_database(exc)
+        if message is None:
+            raise
+        fail(as_json, message, EXIT_BAD_INPUT)
 
 
-def _fail(as_json: bool, message: str, code: int) -> NoReturn:
+def fail(as_json: bool, message: str, code: int) -> NoReturn:
     err(f"error: {message}")
     if as_json:
-        typer.echo(json.dumps({"error": message, "exit_code": code}, indent=2))
+        typer.echo(error_document(message, code))
     raise typer.Exit(code)
 
 
-def finish(as_json: bool, view: dict[str, Any], db: str | None) -> NoReturn:
-    """Print the session and exit with the code its status (and `expect`) calls for."""
+def finish(
+    as_json: bool, view: dict[str, Any], db: str | None, *, question_shown: bool = False
+) -> NoReturn:
+    """Print the session and exit with the code its status (and `expect`) calls for.
+
+    `question_shown`: the progress lines already printed the question in full, so the
+    closing lines only point at it and give the command that answers it."""
     code = EXIT_CODES.get(view["status"], 1)
     text = session_text(view)
     if view["status"] == "paused" and view["pending_question"]:
-        question = view["pending_question"]
-        hint = (
-            f"waiting for an answer. {question_text(question)}\n"
-            f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
-        )
+        hint = answer_hint(view, db, question_shown=question_shown)
         if as_json:
             err(hint)
         else:
@@ -70,3 +146,17 @@ def finish(as_json: bool, view: dict[str, Any], db: str | None) -> NoReturn:
         code = 1
     emit(as_json, view, text)
     raise typer.Exit(code)
+
+
+def answer_hint(view: dict[str, Any], db: str | None, *, question_shown: bool = False) -> str:
+    """'waiting for an answer' with the question (unless shown already) and the command."""
+    question = view["pending_question"]
+    asked = (
+        f"{question.get('asked_by') or 'an agent'}'s question is above"
+        if question_shown
+        else question_text(question)
+    )
+    return (
+        f"waiting for an answer. {asked}\n"
+        f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
+    )

@@ -3,32 +3,104 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["event_line", "session_text", "question_text", "resume_hint"]
+from orchestrator.limits import clip
+
+__all__ = [
+    "event_line",
+    "session_text",
+    "question_text",
+    "resume_hint",
+    "list_table",
+    "relative",
+]
+
+
+def relative(iso_time: str | None, now: datetime | None = None) -> str:
+    """An ISO time as people say it: '3 h ago', 'in 4 min', '' when there is none."""
+    if not iso_time:
+        return ""
+    try:
+        when = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
+    except ValueError:
+        return iso_time
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    seconds = ((now or datetime.now(UTC)) - when).total_seconds()
+    amount = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if amount >= size:
+            text = f"{int(amount // size)} {unit}"
+            break
+    else:
+        text = f"{int(amount)} s"
+    return f"{text} ago" if seconds >= 0 else f"in {text}"
+
+
+def list_table(views: Sequence[Mapping[str, Any]], now: datetime | None = None) -> str:
+    """Sessions as a table with a header: id, status, age, who asks, the question or the
+    outcome, the deadline."""
+    if not views:
+        return "no sessions"
+    header = ("ID", "STATUS", "AGE", "ASKS", "QUESTION / OUTCOME", "DEADLINE")
+    rows = []
+    for view in views:
+        question = view.get("pending_question")
+        if question:
+            who, what = str(question.get("asked_by") or ""), str(question["question"])
+            deadline = question.get("deadline")
+            due = relative(deadline, now) if deadline else "none"
+            if question.get("timed_out"):
+                due = f"passed {relative(deadline, now)}"
+        else:
+            who, due = "", ""
+            what = str(view.get("error") or view.get("summary") or view.get("task") or "")
+            if view.get("stalled"):
+                what = f"stalled: {view.get('last_error') or 'no process drives it'}"
+        rows.append(
+            (
+                str(view["session_id"]),
+                str(view["status"]),
+                relative(view.get("created_at"), now),
+                who,
+                clip(" ".join(what.split()), 60),
+                due,
+            )
+        )
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
 
 
 def question_text(question: Mapping[str, Any]) -> str:
     urgency = question.get("urgency", "medium")
     flag = f" [{urgency} urgency]" if urgency != "medium" else ""
-    lines = [f"{question.get('asked_by', 'an agent')} asks{flag}: {question['question']}"]
+    asker = question.get("asked_by", "an agent")
+    lines = [f"{asker} asks{flag}: {clip(question['question'], 1000)}"]
     if question.get("reason"):
-        lines.append(f"  why: {question['reason']}")
+        lines.append(f"  why: {clip(question['reason'])}")
     if question.get("context"):
-        lines.append(f"  context: {question['context']}")
+        lines.append(f"  context: {clip(question['context'])}")
     for number, option in enumerate(question.get("options") or [], start=1):
-        described = f" - {option['description']}" if option.get("description") else ""
+        described = f" - {clip(option['description'])}" if option.get("description") else ""
         mark = " (recommended)" if option.get("recommended") else ""
-        lines.append(f"  {number}. {option['label']}{mark}{described}")
+        lines.append(f"  {number}. {clip(option['label'], 200)}{mark}{described}")
     if question.get("allow_other"):
         lines.append("  (or an answer of your own)")
     if question.get("default"):
-        lines.append(f"  default if not answered: {question['default']}")
+        lines.append(f"  default if not answered: {clip(question['default'])}")
     if question.get("timed_out"):
-        lines.append(f"  the deadline passed ({question.get('deadline')}); still answerable")
+        lines.append(
+            f"  the deadline passed {relative(question.get('deadline'))} "
+            f"({question.get('deadline')}); still answerable"
+        )
     elif question.get("deadline"):
-        lines.append(f"  answer by: {question['deadline']}")
+        lines.append(f"  answer by: {question['deadline']} ({relative(question['deadline'])})")
     return "\n".join(lines)
 
 
@@ -51,22 +123,28 @@ def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) ->
 def event_line(event: Mapping[str, Any]) -> str:
     kind, agent = event["kind"], event.get("agent")
     if kind == "session_started":
-        return f"session started: {event['task']}"
+        return f"session started: {clip(event['task'])}"
     if kind == "agent_reply":
         reply = event["reply"]
         status = reply["status"]
         if status == "PLANNED":
-            titles = "; ".join(f"{n}. {t['title']}" for n, t in enumerate(reply["tasks"], 1))
-            return f"{agent} -> PLANNED: {titles}"
-        detail = reply.get("question") or reply.get("summary") or reply.get("reason") or ""
-        return f"{agent} -> {status}: {detail}"
+            titles = "; ".join(
+                f"{n}. {clip(t['title'], 100)}" for n, t in enumerate(reply["tasks"], 1)
+            )
+            return f"{agent} -> PLANNED: {clip(titles, 1000)}"
+        if status == "NEEDS_CLARIFICATION":
+            # The question itself is printed once: by its QUESTION line when it is
+            # surfaced, by the held/fallback line otherwise.
+            return f"{agent} -> NEEDS_CLARIFICATION"
+        detail = reply.get("summary") or reply.get("reason") or ""
+        return f"{agent} -> {status}: {clip(detail)}"
     if kind == "question_surfaced":
         text = "QUESTION " + question_text({**event["question"], "asked_by": agent})
         if event.get("repaired"):
             text += "\n  (rebuilt locally: " + "; ".join(event["repaired"]) + ")"
         return text
     if kind == "assumption":
-        return f"ASSUMPTION {agent}: {event['assumption']} (why: {event['why']})"
+        return f"ASSUMPTION {agent}: {clip(event['assumption'])} (why: {clip(event['why'])})"
     if kind == "proceed":
         return f"{agent} asked with low uncertainty: not surfaced, proceeds with its default"
     if kind == "timeout":
@@ -74,12 +152,16 @@ def event_line(event: Mapping[str, Any]) -> str:
     if kind == "question_held":
         return f"{agent} also asked ({event['question']}); held: one question per session"
     if kind == "answer":
-        note = f" (note: {event['note']})" if event.get("note") else ""
-        return f"ANSWER ({event.get('source', 'user')}): {event['response']}{note}"
+        note = f" (note: {clip(event['note'])})" if event.get("note") else ""
+        return f"ANSWER ({event.get('source', 'user')}): {clip(event['response'])}{note}"
     if kind == "decline":
         return "the question was declined; the asking agent proceeds on assumptions"
     if kind == "cancel":
         return "the session was cancelled"
+    if kind == "cancel_requested":
+        return "cancel requested: the session stops before its next agent call"
+    if kind == "agent_failed":
+        return f"{agent or 'an agent'}'s call failed: {clip(event.get('error', ''), 1000)}"
     if kind == "answer_delivered":
         return f"{agent} runs again with the answer"
     if kind == "fallback":
@@ -91,37 +173,51 @@ def event_line(event: Mapping[str, Any]) -> str:
         return f"{agent} kept asking: {event['reason']}"
     if kind == "status":
         extra = event.get("summary") or event.get("error") or event.get("note") or ""
-        return f"session {event['status']}" + (f": {extra}" if extra else "")
+        return f"session {event['status']}" + (f": {clip(extra, 1000)}" if extra else "")
     return f"{kind} {agent or ''}".strip()
 
 
 def session_text(view: Mapping[str, Any]) -> str:
-    lines = [f"session {view['session_id']}: {view['status']}", f"  task: {view['task']}"]
+    """The session for people. A question still waiting is left out: the answer hint
+    that follows shows it (see output.answer_hint), so that it is printed once."""
+    lines = [f"session {view['session_id']}: {view['status']}", f"  task: {clip(view['task'])}"]
     state = view["orchestrator_state"]
-    if state["clarification_question"]:
-        lines.append(f"  question: {state['clarification_question']}")
+    if state["clarification_question"] and not view.get("pending_question"):
+        lines.append(f"  question: {clip(state['clarification_question'])}")
         answer = state["user_clarification_response"]
         status = state.get("answer_status")
         if answer is not None:
-            lines.append(f"  answer: {answer}")
+            lines.append(f"  answer: {clip(answer)}")
         elif status:
             lines.append(f"  answer: ({status})")
         if state.get("answer_note"):
-            lines.append(f"  note: {state['answer_note']}")
+            lines.append(f"  note: {clip(state['answer_note'])}")
     lines.append(
         f"  questions surfaced: {view['questions_surfaced']}, "
         f"fallbacks injected: {view['fallbacks_injected']}"
     )
     for task in view.get("tasks") or []:
         files = f" (files: {', '.join(task['files'])})" if task.get("files") else ""
-        lines.append(f"  task {task['number']} [{task['status']}] {task['title']}{files}")
+        lines.append(
+            f"  task {task['number']} [{task['status']}] {clip(task['title'], 200)}{clip(files)}"
+        )
     if view.get("summary"):
-        lines.append(f"  summary: {view['summary']}")
+        lines.append(f"  summary: {clip(view['summary'], 1000)}")
     if view.get("assumptions"):
         lines.append("  assumptions:")
         lines += [
-            f"    - {a['agent']}: {a['assumption']} ({a['why']})" for a in view["assumptions"]
+            f"    - {a['agent']}: {clip(a['assumption'])} ({clip(a['why'])})"
+            for a in view["assumptions"]
         ]
     if view.get("error"):
-        lines.append(f"  error: {view['error']}")
+        lines.append(f"  error: {clip(view['error'], 1000)}")
+    if view.get("stalled"):
+        why = f": {clip(view['last_error'], 1000)}" if view.get("last_error") else ""
+        lines.append(f"  stalled (no process is driving it){why}")
+        lines.append(
+            f"  retry with: orchestrator resume {view['session_id']}   "
+            f"stop with: orchestrator cancel {view['session_id']}"
+        )
+    elif view.get("cancel_requested"):
+        lines.append("  cancel requested: it stops before its next agent call")
     return "\n".join(lines)

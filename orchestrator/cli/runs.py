@@ -5,13 +5,23 @@ from __future__ import annotations
 import atexit
 import gc
 import sys
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
 from orchestrator.cli.output import err
 from orchestrator.cli.render import event_line
 
-__all__ = ["Ui", "OnTimeout", "Status", "sessions_for", "collect_from_here_on", "NO_AGENTS"]
+__all__ = [
+    "Ui",
+    "OnTimeout",
+    "Status",
+    "sessions_for",
+    "read_sessions",
+    "question_shown",
+    "collect_from_here_on",
+    "NO_AGENTS",
+]
 
 
 class Ui(StrEnum):
@@ -31,19 +41,69 @@ class Status(StrEnum):
     completed = "completed"
     failed = "failed"
     cancelled = "cancelled"
+    waiting = "waiting"  # a synonym for paused
+
+
+# Sessions whose question this command printed in full (so the closing lines need not).
+_SHOWN: set[str] = set()
+
+
+def question_shown(session_id: str) -> bool:
+    return session_id in _SHOWN
+
+
+def _checked_url(db: str | None, *, create: bool) -> tuple[str, bool]:
+    from orchestrator.store.db import check_sqlite_file, db_origin, resolve_url
+
+    url = resolve_url(db)
+    return url, check_sqlite_file(url, create=create, origin=db_origin(db))
+
+
+def read_sessions(db: str | None, session_id: str | None = None) -> Any:
+    """The session API for a command that only reads (or answers): a database file that
+    does not exist is not created; it holds no sessions (None, or unknown `session_id`)."""
+    from orchestrator.api import Sessions
+    from orchestrator.errors import SessionNotFound
+
+    url, exists = _checked_url(db, create=False)
+    if not exists:
+        if session_id is not None:
+            raise SessionNotFound(session_id)
+        return None
+    return Sessions(url)
 
 
 def sessions_for(
-    db: str | None, *, progress: bool = False, ui: Ui | None = None, scripted: bool = False
+    db: str | None,
+    *,
+    progress: bool = False,
+    ui: Ui | None = None,
+    scripted: bool = False,
+    create: bool = False,
+    session_id: str | None = None,
 ) -> Any:
     """The session API for one command. With `progress`, events go to stderr as they
-    happen and a spinner runs on a terminal; `ui` decides how the user is asked."""
+    happen and a spinner runs on a terminal; `ui` decides how the user is asked. Only
+    `create` (run) makes a new database file; otherwise `session_id` is unknown in one
+    that does not exist."""
+    _SHOWN.clear()  # one command at a time: what an earlier one printed is not on screen
     from orchestrator.api import Sessions
+    from orchestrator.errors import SessionNotFound
+
+    url, exists = _checked_url(db, create=create)
+    if not exists and not create:
+        raise SessionNotFound(session_id or "?")
 
     # When the interactive prompt will draw the question, it is not logged above it too.
-    quiet = {"question_surfaced"} if _interactive(ui) and not scripted else set()
+    # (Line by line, without a terminal, the prompt prints it too.)
+    quiet = {"question_surfaced"} if _chosen(ui) is Ui.terminal and not scripted else set()
 
-    def show(_session_id: str, event: dict[str, Any]) -> None:
+    current = {"id": session_id}  # the session being run: every event names it
+
+    def show(session_id: str, event: dict[str, Any]) -> None:
+        current["id"] = session_id
+        if event["kind"] == "question_surfaced" and event["kind"] not in quiet:
+            _SHOWN.add(session_id)
         if event["kind"] not in quiet:
             err(event_line(event))
 
@@ -53,12 +113,20 @@ def sessions_for(
 
         activity = Activity()
         atexit.register(activity.close)
-    return Sessions(
-        db,
-        ask=_ask_user(ui) if progress else None,
-        on_event=show if progress else None,
-        activity=activity,
-    )
+    sessions = Sessions(url, on_event=show if progress else None, activity=activity)
+    if progress:
+        sessions.ask = _ask_user(ui, lambda: _keeps_waiting(sessions, current["id"]))
+    return sessions
+
+
+def _keeps_waiting(sessions: Any, session_id: str | None) -> bool:
+    """Whether the session's question stays answerable after its deadline (on-timeout
+    wait, the default): then the prompt stays open too."""
+    if session_id is None:
+        return True
+    # The policy is a stored setting; the session object does not carry it.
+    settings = sessions.store.session(session_id).settings or {}
+    return bool(settings.get("on_timeout", "wait") == "wait")
 
 
 def _chosen(ui: Ui | None) -> Ui:
@@ -66,16 +134,16 @@ def _chosen(ui: Ui | None) -> Ui:
     return ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
 
 
-def _interactive(ui: Ui | None) -> bool:
-    return _chosen(ui) is Ui.terminal and sys.stdin.isatty() and sys.stderr.isatty()
-
-
-def _ask_user(ui: Ui | None) -> Any:
+def _ask_user(ui: Ui | None, keep_open: Callable[[], bool]) -> Any:
     if _chosen(ui) is not Ui.terminal:
         return None
-    from orchestrator.cli.terminal import ask  # questionary and rich only when asking
 
-    return ask
+    def ask_at_terminal(question: Mapping[str, Any]) -> Any:
+        from orchestrator.cli.terminal import ask  # questionary and rich only when asking
+
+        return ask(question, keep_open=keep_open())
+
+    return ask_at_terminal
 
 
 NO_AGENTS = """nothing to run the agents with. Either:

@@ -1,10 +1,13 @@
 """Ask the session's one question at the terminal: arrow-key selects, checkboxes, free text.
 
-Everything is drawn on stderr (stdout carries the `--json` document). Esc or Ctrl+C cancels
-the session for real; a deadline that passes closes the prompt and returns None, and the
-caller applies its timeout policy. Once answered, the prompt and the header above it are
-erased and one summary line stays. When stdin or stderr is not a terminal, the question
-is asked line by line instead.
+Everything is drawn on stderr (stdout carries the `--json` document). Esc or Ctrl+C leave
+the question open (None: the session stays paused and can be answered later); cancelling
+the session is an explicit choice: the "Cancel the session" entry of a select, or Ctrl+X.
+Esc inside "Other" goes back to the options. A line under the prompt counts down to the
+deadline; when it passes, the prompt closes (None, and the caller applies its timeout
+policy) unless `keep_open` (on-timeout `wait`): then it stays open and says so. Once
+answered, the prompt and the header above it are erased and one summary line stays. When
+stdin or stderr is not a terminal, the question is asked line by line instead.
 """
 
 from __future__ import annotations
@@ -26,21 +29,36 @@ if TYPE_CHECKING:
 __all__ = ["ask", "summary_line", "OTHER"]
 
 OTHER = "Other (type an answer)"
+CANCEL_ENTRY = "✖ Cancel the session"
 
 # Prompt results that are not answers. Identity-compared, never shown.
-_CANCEL = object()
+_CANCEL = object()  # the user chose to cancel the session
+_LEAVE = object()  # Esc or Ctrl+C: the question stays open
 _TIMEOUT = object()
 _OTHER = object()
 
 _HINTS = {
-    "free_text": "(enter sends · esc cancels)",
-    "single_select": "(↑/↓ move · enter chooses · esc cancels)",
-    "multi_select": "(↑/↓ move · space toggles · enter confirms · esc cancels)",
+    "free_text": "(enter sends)",
+    "single_select": "(↑/↓ move · enter chooses)",
+    "multi_select": "(↑/↓ move · space toggles · enter confirms)",
+    "other": "(enter sends)",
+}
+# The keys that do not answer, on a line under the prompt (with the time left).
+_LATER = "esc: answer later"
+_KEYS = {
+    "free_text": f"{_LATER} · ctrl+x: cancel the session",
+    "single_select": _LATER,
+    "multi_select": f"{_LATER} · ctrl+x: cancel the session",
+    "other": "esc: back to the options",
 }
 
 
-def ask(question: Mapping[str, Any], *, deadline: float | None = None) -> UserReply | None:
-    """Ask `question`; a cancel is UserReply(action="cancel"), no answer in time is None.
+def ask(
+    question: Mapping[str, Any], *, deadline: float | None = None, keep_open: bool = False
+) -> UserReply | None:
+    """Ask `question`: the reply, UserReply(action="cancel") when the user cancels the
+    session, None when the question stays open (Esc, Ctrl+C, input closed, or the
+    deadline passed and not `keep_open`).
 
     `deadline` is a time.time() timestamp; without it, the question's own ISO `deadline`
     (if any) applies.
@@ -48,36 +66,46 @@ def ask(question: Mapping[str, Any], *, deadline: float | None = None) -> UserRe
     if deadline is None:
         deadline = _parse_deadline(question.get("deadline"))
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return _ask_plain(question, deadline)
+        return _ask_plain(question, None if keep_open else deadline)
 
     from rich.console import Console
 
     console = Console(stderr=True, highlight=False)
     with console.capture() as captured:
-        console.print(_header(question, deadline))
+        console.print(_header(question, None))  # the deadline counts down under the prompt
     header = captured.get()
     console.file.write(header)
     console.file.flush()
-    closed = False
+    closed = left = False
     try:
-        reply = _ask_interactive(question, deadline)
+        result = _ask_interactive(question, _Deadline(deadline, keep_open))
     except EOFError:  # Ctrl+D on an empty line, or the terminal went away
-        reply, closed = None, True
+        result, closed = None, True
+    left = result is _LEAVE
+    reply = None if left or result is None else result
     # The prompts erase themselves (erase_when_done); this erases the header above them.
     console.file.write(f"\x1b[{header.count(chr(10))}F\x1b[J")
-    console.print(_styled(summary_line(question, reply, closed=closed)))
+    console.print(_styled(summary_line(question, reply, closed=closed, left=left)))
+    assert reply is None or isinstance(reply, UserReply)
     return reply
 
 
 def summary_line(
-    question: Mapping[str, Any], reply: UserReply | None, *, closed: bool = False
+    question: Mapping[str, Any],
+    reply: UserReply | None,
+    *,
+    closed: bool = False,
+    left: bool = False,
 ) -> str:
     """The one line left on the terminal after the question: what was answered, or why not.
 
-    `reply` None means no answer: the deadline passed, or (`closed`) the input ended.
+    `reply` None means no answer: the user left it for later (`left`), the input ended
+    (`closed`), or the deadline passed.
     """
     whose = f"{question.get('asked_by') or 'the agent'}'s question"
     if reply is None:
+        if left:
+            return f"⏸ {whose}: left open, to answer later"
         return f"⌛ {whose}: " + (
             "no answer (input closed)" if closed else "no answer before the deadline"
         )
@@ -92,13 +120,51 @@ def summary_line(
 # -- the interactive prompt ---------------------------------------------------------------
 
 
-def _ask_interactive(question: Mapping[str, Any], deadline: float | None) -> UserReply | None:
-    import questionary
+class _Deadline:
+    """When the question's deadline is, and whether the prompt outlives it."""
 
+    def __init__(self, at: float | None, keep_open: bool) -> None:
+        self.at = at
+        self.keep_open = keep_open
+
+    def line(self) -> str:
+        if self.at is None:
+            return ""
+        left = self.at - time.time()
+        if left > 0:
+            after = "the question stays open" if self.keep_open else "the prompt closes"
+            return f"⏳ answer within {_duration(left)} (then {after})"
+        if self.keep_open:
+            return f"⌛ the deadline passed {_duration(-left)} ago; the question is still open"
+        return "⌛ the deadline passed"
+
+
+def _ask_interactive(question: Mapping[str, Any], deadline: _Deadline) -> Any:
+    """The reply, or _LEAVE, or None (deadline passed)."""
     kind = question.get("kind", "free_text")
     message = str(question["question"])
     if kind == "free_text":
-        return _reply(_run(_text(message, _HINTS["free_text"]), deadline), text=True)
+        typed = _run(_text(message, _HINTS[kind]), deadline, kind)
+        return _reply(typed, text=True)
+    while True:  # Esc inside "Other" comes back here
+        picked = _run(_select(question, kind), deadline, kind)
+        labels = picked if isinstance(picked, list) else [picked]
+        if _OTHER not in labels:
+            return _reply(picked)
+        ask_other = "Your answer:" if kind == "single_select" else "Your other answer:"
+        typed = _run(_text(ask_other, _HINTS["other"]), deadline, "other")
+        if typed is _LEAVE:
+            continue
+        if not isinstance(typed, str):
+            return _reply(typed)
+        chosen = [label for label in labels if label is not _OTHER]
+        if chosen:
+            return UserReply(choices=(*chosen, typed.strip()))
+        return UserReply(text=typed.strip())
+
+
+def _select(question: Mapping[str, Any], kind: str) -> Question:
+    import questionary
 
     options = list(question.get("options") or [])
     recommended = [o["label"] for o in options if o.get("recommended")]
@@ -118,45 +184,31 @@ def _ask_interactive(question: Mapping[str, Any], deadline: float | None) -> Use
         "erase_when_done": True,
     }
     if kind == "single_select":
-        picked = _run(
-            questionary.select(
-                message,
-                choices,
-                default=recommended[0] if recommended else None,
-                use_shortcuts=False,
-                **common,
-            ),
-            deadline,
-        )
-        if picked is _OTHER:
-            return _reply(_run(_text("Your answer:", _HINTS["free_text"]), deadline), text=True)
-        return _reply(picked)
-
-    picked = _run(
-        questionary.checkbox(
-            message,
+        choices.append(questionary.Choice(CANCEL_ENTRY, value=_CANCEL))
+        return questionary.select(
+            str(question["question"]),
             choices,
-            validate=lambda values: bool(values) or "choose at least one (space toggles)",
+            default=recommended[0] if recommended else None,
+            use_shortcuts=False,
             **common,
-        ),
-        deadline,
+        )
+    return questionary.checkbox(
+        str(question["question"]),
+        choices,
+        validate=lambda values: bool(values) or "choose at least one (space toggles)",
+        **common,
     )
-    if not isinstance(picked, list) or _OTHER not in picked:
-        return _reply(picked)
-    labels = [value for value in picked if value is not _OTHER]
-    typed = _run(_text("Your other answer:", _HINTS["free_text"]), deadline)
-    if not isinstance(typed, str):
-        return _reply(typed)
-    return UserReply(choices=(*labels, typed.strip())) if labels else UserReply(text=typed.strip())
 
 
-def _reply(result: Any, *, text: bool = False) -> UserReply | None:
+def _reply(result: Any, *, text: bool = False) -> Any:
     if result is _CANCEL:
         return UserReply(action="cancel")
+    if result is _LEAVE:
+        return _LEAVE
     if result is _TIMEOUT:
         return None
-    if text:
-        return UserReply(text=str(result).strip())
+    if isinstance(result, str) and text:
+        return UserReply(text=result.strip())
     if isinstance(result, list):
         return UserReply(choices=tuple(result))
     return UserReply(choices=(str(result),))
@@ -168,40 +220,64 @@ def _text(message: str, instruction: str) -> Question:
     return questionary.text(
         message,
         instruction=instruction,
-        validate=lambda value: bool(value.strip()) or "type an answer (esc cancels)",
+        validate=lambda value: bool(value.strip()) or "type an answer",
         output=_output(),
         erase_when_done=True,
     )
 
 
-def _run(prompt: Question, deadline: float | None) -> Any:
-    """Run one prompt: Esc and Ctrl+C give _CANCEL, a passed deadline gives _TIMEOUT."""
+def _run(prompt: Question, deadline: _Deadline, kind: str) -> Any:
+    """Run one prompt: Esc and Ctrl+C give _LEAVE, Ctrl+X (where the keys line offers it)
+    _CANCEL, a passed deadline _TIMEOUT (unless the prompt is kept open)."""
     from prompt_toolkit.key_binding import KeyBindings, merge_key_bindings
 
     app = prompt.application
-    escape = KeyBindings()
+    keys = KeyBindings()
 
-    # Eager: a lone Esc cancels at once instead of waiting to see if Alt+key follows.
-    @escape.add("escape", eager=True)
-    def _cancel(event: Any) -> None:
-        event.app.exit(result=_CANCEL)
+    # Eager: a lone Esc acts at once instead of waiting to see if Alt+key follows.
+    @keys.add("escape", eager=True)
+    @keys.add("c-c", eager=True)
+    def _leave(event: Any) -> None:
+        event.app.exit(result=_LEAVE)
 
-    app.key_bindings = (
-        merge_key_bindings([app.key_bindings, escape]) if app.key_bindings else escape
-    )
+    if "ctrl+x" in _KEYS[kind]:
+
+        @keys.add("c-x", eager=True)
+        def _cancel(event: Any) -> None:
+            event.app.exit(result=_CANCEL)
+
+    app.key_bindings = merge_key_bindings([app.key_bindings, keys]) if app.key_bindings else keys
+    _keys_line(app, _KEYS[kind], deadline)
 
     def expire() -> None:
         if app.future is not None and not app.future.done():
             app.exit(result=_TIMEOUT)
 
     def arm() -> None:
-        if deadline is not None:
-            asyncio.get_running_loop().call_later(max(0.0, deadline - time.time()), expire)
+        if deadline.at is not None and not deadline.keep_open:
+            asyncio.get_running_loop().call_later(max(0.0, deadline.at - time.time()), expire)
 
     try:
         return app.run(pre_run=arm)
     except KeyboardInterrupt:
-        return _CANCEL
+        return _LEAVE
+
+
+def _keys_line(app: Any, keys: str, deadline: _Deadline) -> None:
+    """Lines under the prompt: the keys that do not answer, and the time left (redrawn
+    every second)."""
+    from prompt_toolkit.layout import HSplit, Layout, Window
+    from prompt_toolkit.layout.controls import FormattedTextControl
+
+    def text() -> Any:
+        left = deadline.line()
+        return [("class:instruction", f"  {keys}" + (f"\n  {left}" if left else ""))]
+
+    lines = Window(FormattedTextControl(text), dont_extend_height=True)
+    old = app.layout
+    app.layout = Layout(HSplit([old.container, lines]), focused_element=old.current_window)
+    if deadline.at is not None:
+        app.refresh_interval = 1.0
 
 
 def _output() -> Any:
@@ -280,7 +356,7 @@ def _ask_plain(question: Mapping[str, Any], deadline: float | None) -> UserReply
     }[kind]
     _say(question_text(question))
     reply: UserReply | None = None
-    closed = False
+    closed = left = False
     try:
         while reply is None:
             _say(f"{hint}: ", end="")
@@ -292,9 +368,10 @@ def _ask_plain(question: Mapping[str, Any], deadline: float | None) -> UserReply
             reply = _parse_plain(line.strip(), kind, labels, bool(question.get("allow_other")))
             if reply is None:
                 _say(f"not an answer; expected {hint}" + (f" from 1-{len(labels)}" * bool(labels)))
-    except KeyboardInterrupt:
-        reply = UserReply(action="cancel")
-    _say(summary_line(question, reply, closed=closed))
+    except KeyboardInterrupt:  # the question stays open, as at the interactive prompt
+        reply, left = None, True
+        _say("")
+    _say(summary_line(question, reply, closed=closed, left=left))
     return reply
 
 

@@ -10,13 +10,12 @@ the Store inside one write transaction:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from orchestrator import gate
+from orchestrator import clock, gate
 from orchestrator.errors import SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,
@@ -73,7 +72,7 @@ def ask(
         state, event, max_fallbacks=max_fallbacks, uncertainty_threshold=uncertainty_threshold
     )
     if isinstance(decision, gate.Surface):
-        deadline = None if timeout is None else time.time() + timeout
+        deadline = None if timeout is None else clock.now() + timeout
         _surface(conn, session_id, event, question, decision, deadline, repaired)
     elif isinstance(decision, gate.Wait):
         if event.key != state.request_key:
@@ -233,7 +232,7 @@ def expire_deadline(conn: Connection, row: Any, *, may_act: bool) -> gate.Resolv
         or not may_act
         or state_row.timed_out
         or state_row.deadline is None
-        or state_row.deadline > time.time()
+        or state_row.deadline > clock.now()
         or not gate_state(conn, session_id).waiting
     ):
         return None

@@ -16,12 +16,11 @@ Ordering rules the engine relies on:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sqlalchemy import Engine, select
 
-from orchestrator import gate
+from orchestrator import clock, gate
 from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, lifecycle, reads, turns
 from orchestrator.store._tx import (
@@ -254,7 +253,7 @@ class Store:
                     _T.c.session_id == session_id, _T.c.timed_out.is_(False)
                 )
             ).scalar()
-        if deadline is None or deadline > time.time():
+        if deadline is None or deadline > clock.now():
             return None
         with self._write(durable=True) as conn:
             if claim is not None:

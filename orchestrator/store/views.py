@@ -135,7 +135,11 @@ def session_view(
 def iso_epoch(value: float | None) -> str | None:
     if value is None:
         return None
-    return iso(datetime.fromtimestamp(value, UTC))
+    try:
+        return iso(datetime.fromtimestamp(value, UTC))
+    except (OverflowError, ValueError, OSError):
+        # A deadline no calendar holds (inf, 1e12: stored by older versions): no deadline.
+        return None
 
 
 def event_view(row: Mapping[str, Any]) -> dict[str, Any]:

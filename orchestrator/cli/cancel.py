@@ -1,0 +1,32 @@
+"""`orchestrator cancel ID`: stop a session that has not ended (contract section 3)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.commands import DbOption, JsonOption, app
+from orchestrator.cli.output import emit, user_errors
+from orchestrator.cli.render import session_text
+from orchestrator.cli.runs import sessions_for
+
+__all__ = ["cancel"]
+
+
+@app.command()
+def cancel(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to stop.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stop a session that has not ended; exit 0 once the stop is recorded.
+
+    A waiting session, or one whose process is gone, is cancelled at once; one whose
+    process lives stops before its next agent call."""
+    with user_errors(as_json):
+        view = sessions_for(db, session_id=session_id).cancel(session_id)
+    text = session_text(view)
+    if view.get("cancel_requested"):
+        text += "\n  the session stops before its next agent call"
+    emit(as_json, view, text)

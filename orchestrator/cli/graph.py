@@ -1,0 +1,23 @@
+"""`orchestrator graph`: the agents' graph as Mermaid text, drawn by LangGraph."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from orchestrator.cli.commands import JsonOption, app
+
+__all__ = ["graph"]
+
+
+@app.command("graph")
+def graph(as_json: JsonOption = False) -> None:
+    """Print the graph (pm, developers, the gate) as a Mermaid diagram."""
+    from orchestrator.graph import build_graph
+
+    text = build_graph().compile().get_graph().draw_mermaid()
+    if as_json:
+        typer.echo(json.dumps({"mermaid": text}, indent=2))
+    else:
+        typer.echo(text.rstrip("\n"))

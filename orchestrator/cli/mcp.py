@@ -1,0 +1,49 @@
+"""`orchestrator mcp`: serve the MCP server (contract section 6) over stdio or HTTP."""
+
+from __future__ import annotations
+
+import gc
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.commands import DbOption, app
+from orchestrator.cli.output import user_errors
+
+__all__ = ["mcp"]
+
+
+@app.command()
+def mcp(
+    http: Annotated[
+        bool,
+        typer.Option(
+            "--http",
+            help="Serve streamable HTTP on 127.0.0.1 (at /mcp) instead of stdio.",
+        ),
+    ] = False,
+    port: Annotated[
+        int,
+        typer.Option("--port", min=1, max=65535, help="The port for --http."),
+    ] = 8766,
+    db: DbOption = None,
+) -> None:
+    """Serve the MCP tools (provide_choice, ask_user and the session tools) to an MCP client."""
+    with user_errors(False):
+        from orchestrator.errors import ConfigError
+
+        try:
+            from orchestrator.mcp_server import serve_http, serve_stdio
+            from orchestrator.mcp_server.transports import log_to_stderr
+        except ImportError as exc:
+            if exc.name is None or not exc.name.startswith("mcp"):
+                raise
+            raise ConfigError(
+                "the MCP server needs the MCP SDK: pip install 'orchestrator[mcp]'"
+            ) from None
+        gc.enable()  # a long-lived server, unlike the one-shot commands main() tunes for
+        log_to_stderr()
+        if http:
+            serve_http(db, port=port)
+        else:
+            serve_stdio(db)

@@ -1,0 +1,17 @@
+"""`orchestrator mcp`: an MCP server (the official MCP Python SDK) with the seven tools of
+contract section 6 over the session API.
+
+`models` declares the tools' inputs and the one result shape, `results` builds results and
+maps errors to codes, `asking` runs provide_choice/ask_user over elicitation or the web
+answer page, `rounds` does it across two calls in the 2026-07-28 protocol era, `record`
+writes those questions to the store, `server` wires the tools, `transports` serves them
+over stdio or streamable HTTP.
+
+Needs the `mcp` extra (`pip install 'orchestrator[mcp]'`); `import orchestrator` never
+imports it.
+"""
+
+from orchestrator.mcp_server.server import TOOLS, build_server
+from orchestrator.mcp_server.transports import serve_http, serve_stdio
+
+__all__ = ["build_server", "serve_stdio", "serve_http", "TOOLS"]

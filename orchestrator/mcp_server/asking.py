@@ -1,0 +1,376 @@
+"""Asking the person: `provide_choice` and `ask_user` over the client's elicitation, or over
+the web answer page where the client has no form elicitation.
+
+Channels, in order of preference:
+1. form elicitation when the client declares it: a titled enum (oneOf const/title) for
+   single select, an array of titled enums for multi select, a free-text string for
+   ask_user, and an optional free-text note. In the handshake era (up to 2025-11-25) the
+   server sends `elicitation/create` while the call waits; in the 2026-07-28 era the form
+   goes back in an `InputRequiredResult` and the client calls again (`rounds`);
+2. URL elicitation when the client declares only that (handshake era): the one-question
+   web page's URL;
+3. otherwise the page's URL in a progress notification (and on stderr).
+The deadline (`timeout_seconds`) bounds the whole wait; no answer by then is `timeout`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import anyio
+import anyio.to_thread
+from mcp.server.context import ServerRequestContext
+from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from orchestrator.answers import UserReply, to_gate_event
+from orchestrator.errors import InvalidAnswer
+from orchestrator.mcp_server.models import AskUserInput, ProvideChoiceInput
+from orchestrator.mcp_server.record import ASKED_BY, WITHDRAWN, Asked, QuestionLog
+from orchestrator.mcp_server.results import ToolFailure
+from orchestrator.mcp_server.rounds import Ended, Rounds
+from orchestrator.store.owner import lease_seconds
+from orchestrator.store.views import iso_epoch
+
+__all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for"]
+
+log = logging.getLogger("orchestrator.mcp")
+
+Channel = Literal["form", "rounds", "url", "progress"]
+NOTE_FIELD = "annotation"
+
+
+class AnswerPage(Protocol):
+    """A one-question web page: its URL, and the person's reply (None: the page closed
+    without one, taken as no answer by the deadline)."""
+
+    url: str
+
+    async def wait(self) -> UserReply | None: ...
+
+
+# Opens the page for a question (the pending-question document) until the context exits;
+# the page takes no answer after the deadline (epoch seconds).
+PageFactory = Callable[[dict[str, Any], float], AbstractAsyncContextManager[AnswerPage]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the question ended (`reply` None: the deadline passed), or, in the 2026-07-28
+    era, the `pending` form the client must fill before calling again."""
+
+    question: dict[str, Any]
+    reply: UserReply | None
+    pending: InputRequiredResult | None = None
+
+
+def channel_for(ctx: ServerRequestContext[Any], page: PageFactory | None) -> Channel | None:
+    """Which way to ask this client (None: no way at all)."""
+    caps = ctx.session.client_capabilities
+    elicitation = caps.elicitation if caps is not None else None
+    # An empty elicitation capability means form mode (clients from before URL mode).
+    form = elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if form:
+            return "rounds"
+    elif ctx.session.can_send_request and elicitation is not None:
+        if form:
+            return "form"
+        if page is not None:
+            return "url"
+    return "progress" if page is not None else None
+
+
+class Asker:
+    """Runs one question: record it, ask through the chosen channel, record the outcome."""
+
+    def __init__(self, questions: QuestionLog, page: PageFactory | None) -> None:
+        self.questions = questions
+        self.page = page
+        self.rounds = Rounds(questions)
+
+    async def provide_choice(
+        self, ctx: ServerRequestContext[Any], args: ProvideChoiceInput, call: CallToolRequestParams
+    ) -> dict[str, Any] | InputRequiredResult:
+        question: dict[str, Any] = {
+            "question": args.prompt,
+            "kind": args.type,
+            "options": [
+                {"label": o.label, **({"description": o.description} if o.description else {})}
+                for o in args.options
+            ],
+            "title": args.title,
+            "allow_cancel": args.allow_cancel,
+        }
+        message = f"{args.title}\n\n{args.prompt}"
+        if not args.allow_cancel:
+            message += "\n\nA choice is needed to continue."
+        outcome = await self._ask(
+            ctx,
+            call,
+            "provide_choice",
+            args.title,
+            question,
+            message,
+            choice_schema(args),
+            args.timeout_seconds,
+        )
+        if outcome.pending is not None:
+            return outcome.pending
+        labels = [option["label"] for option in outcome.question["options"]]
+        reply = outcome.reply
+        if reply is None:
+            return {"action_status": "timeout", "selected": [], "selected_indices": [],
+                    "annotation": None}  # fmt: skip
+        if reply.action != "answer":
+            return {"action_status": "cancelled", "selected": [], "selected_indices": [],
+                    "annotation": reply.note}  # fmt: skip
+        selected = list(reply.choices)
+        return {
+            "action_status": "selected",
+            "selected": selected,
+            "selected_indices": [labels.index(label) for label in selected],
+            "annotation": reply.note,
+        }
+
+    async def ask_user(
+        self, ctx: ServerRequestContext[Any], args: AskUserInput, call: CallToolRequestParams
+    ) -> dict[str, Any] | InputRequiredResult:
+        question: dict[str, Any] = {
+            "question": args.question,
+            "kind": "free_text",
+            "urgency": args.urgency,
+            **({"context": args.context} if args.context else {}),
+        }
+        message = args.question
+        if args.context:
+            message += f"\n\n{args.context}"
+        if args.urgency == "high":
+            message = f"[urgent] {message}"
+        schema = {
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string", "title": "Your answer", "minLength": 1},
+            },
+            "required": ["answer"],
+        }
+        outcome = await self._ask(
+            ctx, call, "ask_user", args.question, question, message, schema, args.timeout_seconds
+        )
+        if outcome.pending is not None:
+            return outcome.pending
+        reply = outcome.reply
+        if reply is None:
+            return {"action_status": "timeout", "answer": None}
+        status = {"answer": "answered", "decline": "declined", "cancel": "cancelled"}[reply.action]
+        return {"action_status": status, "answer": reply.text}
+
+    # -- one question ---------------------------------------------------------------------
+
+    async def _ask(
+        self,
+        ctx: ServerRequestContext[Any],
+        call: CallToolRequestParams,
+        tool: str,
+        task: str,
+        question: dict[str, Any],
+        message: str,
+        schema: dict[str, Any],
+        timeout: float,
+    ) -> Outcome:
+        if call.request_state is not None:
+            return await self._second_round(call.request_state, call.input_responses)
+        channel = channel_for(ctx, self.page)
+        if channel is None:
+            raise ToolFailure(
+                "internal",
+                "this client offers no form elicitation, and the web answer page is not "
+                "available in this installation; use a client with elicitation support",
+            )
+        asked = await anyio.to_thread.run_sync(self.questions.open, tool, task, question, timeout)
+        log.info("%s: asking through %s (session %s)", tool, channel, asked.session_id)
+        if channel == "rounds":
+            return Outcome(question, None, self.rounds.ask(asked, message, schema, timeout))
+        try:
+            reply = await self._held(asked, timeout, ctx, channel, question, message, schema)
+        except ToolFailure as exc:
+            await anyio.to_thread.run_sync(self.questions.failed, asked, exc.message)
+            raise
+        except anyio.get_cancelled_exc_class():
+            # The client withdrew the call: the question is cancelled, not left hanging.
+            with anyio.CancelScope(shield=True):
+                await self._finish(asked, UserReply(action="cancel", note="call cancelled"))
+            raise
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(
+                    self.questions.failed, asked, f"{type(exc).__name__}: {exc}"
+                )
+            raise
+        await self._finish(asked, reply)
+        return Outcome(question, reply)
+
+    async def _second_round(self, token: str, responses: Any) -> Outcome:
+        """The client's call with the person's response to the form of the first call."""
+        got = await anyio.to_thread.run_sync(self.rounds.answered, token, responses)
+        if isinstance(got, Ended):  # recorded already, at the deadline or the cancel
+            withdrawn = UserReply(action="cancel", note=WITHDRAWN)
+            return Outcome(got.question, withdrawn if got.cancelled else None)
+        asked, result = got
+        try:
+            reply = _from_result(asked.question, result)
+        except ToolFailure as exc:
+            await anyio.to_thread.run_sync(self.questions.failed, asked, exc.message)
+            raise
+        await self._finish(asked, reply)
+        return Outcome(asked.question, reply)
+
+    async def _finish(self, asked: Asked, reply: UserReply | None) -> None:
+        if reply is None:
+            await anyio.to_thread.run_sync(self.questions.timed_out, asked)
+            return
+        summary = {
+            "answer": f"answered: {reply.text or ', '.join(reply.choices)}",
+            "decline": "declined",
+            "cancel": "cancelled",
+        }[reply.action]
+        await anyio.to_thread.run_sync(self.questions.reply, asked, reply, summary)
+
+    async def _held(self, asked: Asked, timeout: float, *how: Any) -> UserReply | None:
+        """Wait for the reply until the deadline (None), renewing the claim meanwhile; a
+        cancel requested meanwhile withdraws the question (a cancel reply)."""
+        reply: UserReply | None = None
+        failed: list[Exception] = []
+        waiting = anyio.CancelScope()
+        withdrawn: list[UserReply] = []
+
+        async def keep() -> None:
+            while True:
+                await anyio.sleep(lease_seconds() / 3)
+                if await anyio.to_thread.run_sync(self.questions.keep, asked):
+                    withdrawn.append(UserReply(action="cancel", note=WITHDRAWN))
+                    waiting.cancel()
+                    return
+
+        async with anyio.create_task_group() as beats:
+            beats.start_soon(keep)
+            try:
+                with waiting, anyio.move_on_after(timeout):
+                    reply = _checked(asked.question, await self._through(asked, *how))
+            except Exception as exc:  # re-raised below, outside the task group's wrapping
+                failed.append(exc)
+            beats.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
+        return withdrawn[0] if withdrawn else reply
+
+    async def _through(
+        self,
+        asked: Asked,
+        ctx: ServerRequestContext[Any],
+        channel: Channel,
+        question: dict[str, Any],
+        message: str,
+        schema: dict[str, Any],
+    ) -> UserReply | None:
+        if channel == "form":
+            result = await ctx.session.elicit_form(message, schema, ctx.request_id)
+            return _from_result(question, result)
+        assert self.page is not None
+        async with self.page(_page_question(asked), asked.deadline) as page:
+            if channel == "url":
+                elicitation_id = uuid.uuid4().hex
+                result = await ctx.session.elicit_url(
+                    f"{message}\n\nAnswer on this page: {page.url}",
+                    page.url,
+                    elicitation_id,
+                    ctx.request_id,
+                )
+                if result.action != "accept":
+                    return UserReply(action=result.action)
+                reply = await page.wait()
+                await ctx.session.send_elicit_complete(elicitation_id, ctx.request_id)
+                return reply
+            note = f"{message}\n\nAnswer on this page: {page.url}"
+            log.warning("%s", note)  # stderr: some clients show only the server log
+            await ctx.session.report_progress(0, None, note)
+            return await page.wait()
+
+
+def choice_schema(args: ProvideChoiceInput) -> dict[str, Any]:
+    """The form for provide_choice: titled enum(s) and an optional note."""
+    titled = [
+        {"const": o.label, "title": f"{o.label} — {o.description}" if o.description else o.label}
+        for o in args.options
+    ]
+    if args.type == "single_select":
+        field: dict[str, Any] = {"type": "string", "title": args.title, "oneOf": titled}
+    else:
+        field = {
+            "type": "array",
+            "title": args.title,
+            "minItems": 1,
+            "items": {"anyOf": titled},
+        }
+    return {
+        "type": "object",
+        "properties": {
+            "choice": field,
+            NOTE_FIELD: {
+                "type": "string",
+                "title": "Note (optional)",
+                "description": "Anything the agent should know about your choice.",
+            },
+        },
+        "required": ["choice"],
+    }
+
+
+def _page_question(asked: Asked) -> dict[str, Any]:
+    """The question as the web page shows it: the pending-question document."""
+    deadline = iso_epoch(asked.deadline)
+    return {**asked.question, "asked_by": ASKED_BY, "deadline": deadline, "timed_out": False}
+
+
+def _from_result(question: dict[str, Any], result: ElicitResult) -> UserReply:
+    """The person's reply from the client's elicitation result (checked against the
+    question: the client's form could return anything)."""
+    if result.action != "accept":
+        return UserReply(action=result.action)
+    reply = _checked(question, _from_form(question, result.content or {}))
+    assert reply is not None
+    return reply
+
+
+def _from_form(question: dict[str, Any], content: dict[str, Any]) -> UserReply:
+    note = content.get(NOTE_FIELD)
+    note = note.strip() or None if isinstance(note, str) else None
+    if question["kind"] == "free_text":
+        answer = content.get("answer")
+        if not isinstance(answer, str):
+            raise ToolFailure("internal", "the client accepted the form without an answer")
+        return UserReply(text=answer, note=note)
+    choice = content.get("choice")
+    picks = [choice] if isinstance(choice, str) else choice
+    if not isinstance(picks, list) or not all(isinstance(p, str) for p in picks):
+        raise ToolFailure("internal", f"the client answered the form with {choice!r}, not a choice")
+    return UserReply(choices=tuple(picks), note=note)
+
+
+def _checked(question: dict[str, Any], reply: UserReply | None) -> UserReply | None:
+    """An accepted reply must fit the question (the client's form could be anything)."""
+    if reply is None or reply.action != "answer":
+        return reply
+    try:
+        pending: Any = question  # the question object; to_gate_event reads kind and options
+        _, choices = to_gate_event(pending, reply)
+    except InvalidAnswer as exc:
+        raise ToolFailure("internal", f"the client's answer does not fit: {exc.message}") from exc
+    if choices is not None:  # labels as the options spell them
+        return UserReply(choices=tuple(choices), note=reply.note)
+    return UserReply(text=(reply.text or "").strip(), note=reply.note)

@@ -1,0 +1,185 @@
+"""The seven tools' inputs (pydantic: they are the published input schemas) and the one
+result shape every tool answers with (contract section 6).
+
+Every input is validated here before anything happens; a model that does not validate is
+an `invalid_input` error and nothing is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+__all__ = [
+    "ERROR_CODES",
+    "RESULT_SCHEMA",
+    "Option",
+    "ProvideChoiceInput",
+    "AskUserInput",
+    "StartSessionInput",
+    "SessionIdInput",
+    "ListSessionsInput",
+    "AnswerSessionInput",
+    "DEFAULT_TIMEOUT_SECONDS",
+]
+
+DEFAULT_TIMEOUT_SECONDS = 300.0
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+
+ErrorCode = Literal["invalid_input", "not_found", "not_waiting", "conflict", "internal"]
+ERROR_CODES: tuple[str, ...] = ErrorCode.__args__  # type: ignore[attr-defined]
+
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Timeout = Annotated[
+    float,
+    Field(
+        gt=0,
+        le=MAX_TIMEOUT_SECONDS,
+        strict=True,
+        allow_inf_nan=False,
+        description="Seconds to wait for the person's answer; then the result is `timeout`.",
+    ),
+]
+
+
+class _Input(BaseModel):
+    # Unknown fields are refused: a misspelt `timeout_second` must not be silently ignored.
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class Option(_Input):
+    label: Text = Field(description="What the person sees and what comes back in `selected`.")
+    description: str | None = Field(None, description="One line on what choosing it means.")
+
+
+class ProvideChoiceInput(_Input):
+    """Ask the person to choose among options."""
+
+    title: Text = Field(description="A short title for the decision.")
+    prompt: Text = Field(
+        description="The question, with the task's context and why a choice is needed."
+    )
+    type: Literal["single_select", "multi_select"] = Field(
+        description="single_select: exactly one option; multi_select: one or more."
+    )
+    options: list[Option] = Field(min_length=1, description="The options; labels are unique.")
+    allow_cancel: bool = Field(
+        True, description="Whether the person may cancel instead of choosing (default true)."
+    )
+    timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> ProvideChoiceInput:
+        seen: set[str] = set()
+        for option in self.options:
+            folded = option.label.casefold()
+            if folded in seen:
+                raise ValueError(f"option labels must be unique; {option.label!r} appears twice")
+            seen.add(folded)
+        return self
+
+
+class AskUserInput(_Input):
+    """Ask the person a free-text question."""
+
+    question: Text = Field(description="One question for the person.")
+    context: str | None = Field(None, description="What the person needs to know to answer.")
+    urgency: Literal["low", "medium", "high"] = Field(
+        "medium", description="How urgent the answer is (shown to the person)."
+    )
+    timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+
+
+class StartSessionInput(_Input):
+    """Start a session: `task` and `model`, or `scenario` (a scenario file's YAML text)."""
+
+    task: Text | None = Field(None, description="What the agents should do.")
+    model: Text | None = Field(
+        None, description="PROVIDER:NAME chat model for every agent, e.g. openai:gpt-4o-mini."
+    )
+    scenario: Text | None = Field(
+        None,
+        description="A scenario's YAML (or JSON) text: scripted agents and answers, no model "
+        "is called. `task`, if given too, replaces the scenario's task.",
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> StartSessionInput:
+        if self.scenario is not None:
+            if self.model is not None:
+                raise ValueError("give either `scenario` or `model`, not both")
+        elif self.task is None or self.model is None:
+            raise ValueError("give `task` and `model`, or `scenario`")
+        return self
+
+
+class SessionIdInput(_Input):
+    session_id: Text = Field(description="The session's id (see list_sessions).")
+
+
+class ListSessionsInput(_Input):
+    status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = Field(
+        None, description="Only sessions with this status."
+    )
+
+
+class AnswerSessionInput(_Input):
+    """Answer a paused session's question: exactly one of `answer`, `choices`, `action`."""
+
+    session_id: Text = Field(description="The paused session's id.")
+    answer: Text | None = Field(None, description="A free-text answer (or an option's label).")
+    choices: list[Text] | None = Field(
+        None, min_length=1, description="The chosen options' labels, for a select question."
+    )
+    action: Literal["decline", "cancel"] | None = Field(
+        None,
+        description="decline: resolve without an answer (the agent proceeds on its own "
+        "assumptions); cancel: stop the session.",
+    )
+    note: str | None = Field(None, description="A remark kept with the answer.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AnswerSessionInput:
+        given = [n for n in ("answer", "choices", "action") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of `answer`, `choices` or `action`"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        return self
+
+
+# The one result shape (contract section 6), published as every tool's output schema and
+# checked by the tests for every result, success and error alike.
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "ok": {"const": True},
+                "data": {"type": ["object", "array"]},
+            },
+            "required": ["ok", "data"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "ok": {"const": False},
+                "error": {
+                    "type": "object",
+                    "properties": {
+                        "code": {"enum": list(ERROR_CODES)},
+                        "message": {"type": "string", "minLength": 1},
+                    },
+                    "required": ["code", "message"],
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["ok", "error"],
+            "additionalProperties": False,
+        },
+    ],
+}

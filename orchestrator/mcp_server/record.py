@@ -1,0 +1,130 @@
+"""Each question asked through `provide_choice` or `ask_user` is recorded as a session of
+its own, so it shows in `list`, `status` and `log` like any other question.
+
+Written only through the store's public methods, in this order:
+
+    start_session    task = the title (provide_choice) or the question (ask_user);
+                     agents {"kind": "mcp", "tool": ...}: no agent ever runs for it
+    gate_ask         case A: the question is surfaced (`question_surfaced` event, the
+                     question object, its deadline); the session is held by this process
+    heartbeat,       while the person answers (the claim's lease, as at a terminal prompt);
+    check_call       a cancel requested meanwhile (`orchestrator cancel`) withdraws the
+                     question, which then ends as a cancel
+    resolve          the answer, decline or cancel (`answer` / `decline` / `cancel` event)
+    expire           or, at the deadline, the timeout (`timeout` event; on_timeout=proceed)
+    release          the final status: completed (answered, declined, timed out), failed
+                     (the client answered something unusable); a cancel ends it `cancelled`
+    claim, release   at the next start, a question whose server died unanswered: failed
+
+The session is `running` and claimed by the MCP server while the person answers, like a
+session whose terminal prompt is open: another command (`resume`, the web inbox) is told it
+is busy instead of answering a session it could not run on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator import gate
+from orchestrator.answers import UserReply, to_gate_event
+from orchestrator.errors import CancelRequested, UserError
+from orchestrator.store import Owner, Store
+from orchestrator.store.owner import Claim
+
+__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN"]
+
+ASKED_BY = "mcp-client"
+STOPPED = "the MCP server stopped before the person answered"
+WITHDRAWN = "cancel requested while the person was asked"
+
+
+@dataclass(frozen=True)
+class Asked:
+    question: dict[str, Any]
+    claim: Claim
+    deadline: float  # epoch seconds
+
+    @property
+    def session_id(self) -> str:
+        return self.claim.session_id
+
+
+class QuestionLog:
+    """Record MCP questions in the store (each public method is one or two transactions)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def open(self, tool: str, task: str, question: dict[str, Any], timeout: float) -> Asked:
+        settings = {
+            "source": "mcp",
+            "tool": tool,
+            "timeout": timeout,
+            "on_timeout": "proceed",
+            "max_fallbacks": 0,
+        }
+        deadline = time.time() + timeout
+        claim = self.store.start_session(
+            task, agents={"kind": "mcp", "tool": tool}, settings=settings, owner=Owner()
+        )
+        decision = self.store.gate_ask(
+            claim,
+            gate.Ask(agent=ASKED_BY, key=f"mcp:{tool}", question=question["question"]),
+            question,
+            max_fallbacks=0,
+            uncertainty_threshold=0,  # the caller chose to ask: no threshold applies
+            timeout=timeout,
+        )
+        assert isinstance(decision, gate.Surface), "a new session always surfaces its question"
+        return Asked(question, claim, deadline)
+
+    def keep(self, asked: Asked) -> bool:
+        """Renew the claim while the person answers; True once someone asked to cancel
+        the session (`orchestrator cancel`): the question is then withdrawn."""
+        self.store.heartbeat(asked.claim)
+        try:
+            self.store.check_call(asked.claim)
+        except CancelRequested:
+            return True
+        return False
+
+    def reply(self, asked: Asked, reply: UserReply, summary: str) -> None:
+        """The person's answer, decline or cancel (validated against the question)."""
+        pending: Any = {**asked.question, "asked_by": ASKED_BY}
+        event, choices = to_gate_event(pending, reply)
+        _, claim = self.store.resolve(
+            asked.session_id, asked.claim.owner, event, source="mcp", choices=choices
+        )
+        if not isinstance(event, gate.Cancel):  # a cancel has ended the session already
+            self.store.release(claim, "completed", summary=summary)
+
+    def timed_out(self, asked: Asked) -> None:
+        # The deadline was stored by gate_ask a moment before our wait began, so it has
+        # passed; the loop only guards against a clock that steps.
+        for _ in range(50):
+            if self.store.expire(asked.session_id, claim=asked.claim) is not None:
+                break
+            time.sleep(0.05)
+        self.store.release(asked.claim, "completed", summary="no answer before the deadline")
+
+    def failed(self, asked: Asked, error: str) -> None:
+        self.store.release(asked.claim, "failed", error=error)
+
+    def reap(self) -> list[str]:
+        """End the questions whose MCP server died while the person answered (`failed`);
+        return their session ids. A question held by a live server is left alone (the
+        claim is refused while its owner lives)."""
+        reaped = []
+        for view in self.store.list_views("running"):
+            row = self.store.session(view["session_id"])
+            if (row.agents or {}).get("kind") != "mcp":
+                continue
+            try:
+                claim = self.store.claim(row.id, Owner())
+            except UserError:
+                continue  # its server lives, or it was taken or ended meanwhile
+            self.store.release(claim, "failed", error=STOPPED)
+            reaped.append(row.id)
+        return reaped

@@ -1,0 +1,155 @@
+"""Asking in the 2026-07-28 protocol era, where a server may not send the client requests:
+the question goes back as an `InputRequiredResult` (a form elicitation inside it), and the
+client calls the tool again with the person's response and our `request_state`.
+
+Between the two calls nothing of ours runs for that question, so a keeper thread renews
+the claims of the open questions, records `timeout` for any whose deadline passes and
+withdraws any whose session someone asked to cancel; a response that arrives after that
+gets `timeout` (or `cancelled`). `request_state` is an unguessable
+token for an open question of this process (a restarted server does not know it).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+
+from orchestrator.answers import UserReply
+from orchestrator.mcp_server.record import WITHDRAWN, Asked, QuestionLog
+from orchestrator.mcp_server.results import ToolFailure
+from orchestrator.store.owner import lease_seconds
+
+__all__ = ["Rounds", "Ended", "ANSWER_KEY"]
+
+log = logging.getLogger("orchestrator.mcp")
+
+ANSWER_KEY = "answer"
+ENDED_KEPT = 1000  # tokens of ended questions remembered, to answer the late response
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A question that ended between the calls: at its deadline, or withdrawn (cancel)."""
+
+    question: dict[str, Any]
+    cancelled: bool
+
+
+@dataclass(frozen=True)
+class _Open:
+    asked: Asked
+    deadline: float  # time.time()
+
+
+class Rounds:
+    """The open questions of this process that wait for the client's next call."""
+
+    def __init__(self, questions: QuestionLog) -> None:
+        self.questions = questions
+        self._open: dict[str, _Open] = {}
+        self._ended: dict[str, Ended] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._keeper: threading.Thread | None = None
+
+    def ask(
+        self, asked: Asked, message: str, schema: dict[str, Any], timeout: float
+    ) -> InputRequiredResult:
+        """The first call: hand the form to the client; the question stays open."""
+        token = secrets.token_urlsafe(24)
+        with self._lock:
+            self._open[token] = _Open(asked, time.time() + timeout)
+            if self._keeper is None:
+                self._keeper = threading.Thread(target=self._keep, name="mcp-rounds", daemon=True)
+                self._keeper.start()
+        self._wake.set()
+        form = ElicitRequestFormParams(message=message, requested_schema=schema)
+        return InputRequiredResult(
+            input_requests={ANSWER_KEY: ElicitRequest(params=form)}, request_state=token
+        )
+
+    def answered(
+        self, token: str, responses: dict[str, Any] | None
+    ) -> tuple[Asked, ElicitResult] | Ended:
+        """The second call: the open question and the client's response for it, or how it
+        ended meanwhile (recorded already)."""
+        with self._lock:
+            opened = self._open.pop(token, None)
+            ended = self._ended.get(token)
+        if opened is None:
+            if ended is not None:
+                return ended
+            raise ToolFailure(
+                "invalid_input",
+                "request_state does not name an open question of this server (it was "
+                "answered already, or the server restarted); ask again",
+            )
+        if time.time() >= opened.deadline:
+            return self._end(token, opened, cancelled=False)
+        response = (responses or {}).get(ANSWER_KEY)
+        if isinstance(response, dict):
+            response = ElicitResult.model_validate(response)
+        if not isinstance(response, ElicitResult):
+            with self._lock:  # still open: the client may try again
+                self._open[token] = opened
+            raise ToolFailure(
+                "invalid_input", f"input_responses.{ANSWER_KEY}: the elicitation result is missing"
+            )
+        return opened.asked, response
+
+    def _end(self, token: str, opened: _Open, *, cancelled: bool) -> Ended:
+        """Record how a question ended between the calls (its token is no longer open)."""
+        ended = Ended(opened.asked.question, cancelled)
+        with self._lock:
+            self._ended[token] = ended
+            while len(self._ended) > ENDED_KEPT:
+                del self._ended[next(iter(self._ended))]
+        if cancelled:
+            withdrawn = UserReply(action="cancel", note=WITHDRAWN)
+            self.questions.reply(opened.asked, withdrawn, "cancelled")
+        else:
+            self.questions.timed_out(opened.asked)
+        return ended
+
+    def _keep(self) -> None:
+        """Renew the open questions' claims, record the timeouts when deadlines pass, and
+        withdraw the questions whose sessions someone asked to cancel."""
+        beat = lease_seconds() / 3
+        next_beat = time.time() + beat
+        while True:
+            with self._lock:
+                deadlines = [o.deadline for o in self._open.values()]
+            if deadlines:
+                self._wake.wait(max(0.0, min([next_beat, *deadlines]) - time.time()))
+            else:
+                self._wake.wait()  # nothing open: sleep until `ask` opens a question
+                next_beat = time.time() + beat
+            self._wake.clear()
+            now = time.time()
+            with self._lock:
+                due = [(t, o) for t, o in self._open.items() if o.deadline <= now]
+                for token, _ in due:
+                    del self._open[token]
+                alive = list(self._open.items())
+            for token, opened in due:
+                try:
+                    self._end(token, opened, cancelled=False)
+                except Exception:
+                    log.exception("recording the timeout of session %s", opened.asked.session_id)
+            if now >= next_beat:
+                next_beat = now + beat
+                for token, opened in alive:
+                    try:
+                        if self.questions.keep(opened.asked):
+                            with self._lock:
+                                still_open = self._open.pop(token, None) is not None
+                            if still_open:
+                                self._end(token, opened, cancelled=True)
+                    except Exception:
+                        log.exception("keeping session %s", opened.asked.session_id)

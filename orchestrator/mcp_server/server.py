@@ -1,0 +1,285 @@
+"""The MCP server: seven tools over the session API (contract section 6).
+
+Built on the SDK's low-level `Server` rather than `MCPServer`: MCPServer validates tool
+arguments itself and answers a mismatch with a bare text error, while the contract wants
+every input checked by our models and every answer, errors included, in one shape.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    Tool,
+    ToolAnnotations,
+)
+from pydantic import BaseModel, ValidationError
+
+from orchestrator import __version__
+from orchestrator.mcp_server.asking import Asker, PageFactory
+from orchestrator.mcp_server.models import (
+    RESULT_SCHEMA,
+    AnswerSessionInput,
+    AskUserInput,
+    ListSessionsInput,
+    ProvideChoiceInput,
+    SessionIdInput,
+    StartSessionInput,
+)
+from orchestrator.mcp_server.record import QuestionLog
+from orchestrator.mcp_server.results import fail, from_exception, ok
+
+__all__ = ["build_server", "TOOLS", "Tools"]
+
+log = logging.getLogger("orchestrator.mcp")
+
+INSTRUCTIONS = """\
+Ask the person a question when a decision is theirs: provide_choice for options, ask_user
+for free text (both wait for the answer, up to timeout_seconds). Run and inspect orchestrator
+sessions: start_session, session_status, list_sessions, answer_session, session_log.
+Every tool answers {"ok": true, "data": ...} or {"ok": false, "error": {"code", "message"}}."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    model: type[BaseModel]
+    read_only: bool
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "provide_choice",
+        "Ask the person to choose",
+        "Ask the person to choose among options (single or multi select) and wait for the "
+        "choice. Put the task's context and why a choice is needed in `prompt`. data: "
+        "{action_status: selected|cancelled|timeout, selected: [labels], selected_indices: "
+        "[0-based ints], annotation: the person's note or null}.",
+        ProvideChoiceInput,
+        False,
+    ),
+    ToolSpec(
+        "ask_user",
+        "Ask the person a question",
+        "Ask the person one free-text question and wait for the answer. data: "
+        "{action_status: answered|declined|cancelled|timeout, answer: text or null}.",
+        AskUserInput,
+        False,
+    ),
+    ToolSpec(
+        "start_session",
+        "Start an orchestrator session",
+        "Start a session with `task` and `model` (PROVIDER:NAME), or with `scenario` (a "
+        "scenario file's YAML text: scripted agents, no model), and run it until it "
+        "completes, fails or pauses for an answer. data: the session object.",
+        StartSessionInput,
+        False,
+    ),
+    ToolSpec(
+        "session_status",
+        "Show a session",
+        "data: the session object (status, pending_question when it waits, tasks, summary).",
+        SessionIdInput,
+        True,
+    ),
+    ToolSpec(
+        "list_sessions",
+        "List sessions",
+        "data: the session objects, newest first (optionally only one status).",
+        ListSessionsInput,
+        True,
+    ),
+    ToolSpec(
+        "answer_session",
+        "Answer a paused session",
+        "Answer the question a paused session waits on (exactly one of `answer`, `choices`, "
+        "`action`), then run the session on until it ends or pauses. data: the session "
+        "object. Refused with not_waiting when the session has no open question, conflict "
+        "when another command is answering it.",
+        AnswerSessionInput,
+        False,
+    ),
+    ToolSpec(
+        "session_log",
+        "Show a session's log",
+        "data: the session's events in order (questions, answers, fallbacks, agent replies).",
+        SessionIdInput,
+        True,
+    ),
+)
+
+
+class Tools:
+    """The tools' bodies. Session tools run the (synchronous) session API on a worker thread,
+    each call with its own `Sessions` and claim owner, so calls never share a claim."""
+
+    def __init__(self, db: str | None, page: PageFactory | None = None) -> None:
+        from orchestrator.store import Store, open_engine, resolve_url
+
+        self.url = resolve_url(db)
+        self.store = Store(open_engine(self.url))  # migrated here, before any call
+        questions = QuestionLog(self.store)
+        for session_id in questions.reap():
+            log.warning("session %s: its MCP server stopped before the answer; failed", session_id)
+        self.asker = Asker(questions, page)
+
+    def close(self) -> None:
+        self.store.engine.dispose()
+
+    async def _in_thread(self, work: Callable[[Any], Any], ctx: Any = None) -> Any:
+        """Run `work(sessions)` on a worker thread. With `ctx`, each event the run commits
+        is reported to the client as a progress notification (when it asked for progress)."""
+        from orchestrator.api import Sessions
+
+        on_event = _progress_reporter(ctx) if ctx is not None else None
+
+        def run() -> Any:
+            with Sessions(self.url, on_event=on_event) as sessions:
+                return work(sessions)
+
+        return await anyio.to_thread.run_sync(run)
+
+    async def provide_choice(self, ctx: Any, args: ProvideChoiceInput, call: Any) -> Any:
+        return await self.asker.provide_choice(ctx, args, call)
+
+    async def ask_user(self, ctx: Any, args: AskUserInput, call: Any) -> Any:
+        return await self.asker.ask_user(ctx, args, call)
+
+    async def start_session(self, ctx: Any, args: StartSessionInput, call: Any) -> Any:
+        if args.scenario is not None:
+            text = args.scenario
+            return await self._in_thread(lambda s: s.start_scenario(text, task=args.task), ctx)
+        return await self._in_thread(lambda s: s.start(args.task, models=args.model), ctx)
+
+    async def session_status(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
+        return await self._in_thread(lambda s: s.status(args.session_id))
+
+    async def list_sessions(self, ctx: Any, args: ListSessionsInput, call: Any) -> Any:
+        return await self._in_thread(lambda s: s.list(args.status))
+
+    async def answer_session(self, ctx: Any, args: AnswerSessionInput, call: Any) -> Any:
+        from orchestrator.api import Reply
+
+        if args.action is not None:
+            reply = Reply(action=args.action, note=args.note)
+        elif args.choices is not None:
+            reply = Reply(choices=tuple(args.choices), note=args.note)
+        else:
+            reply = Reply(text=args.answer, note=args.note)
+        return await self._in_thread(lambda s: s.resume(args.session_id, reply), ctx)
+
+    async def session_log(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
+        return await self._in_thread(lambda s: s.log(args.session_id))
+
+
+def _progress_reporter(ctx: Any) -> Callable[[str, dict[str, Any]], None]:
+    """A session-API event listener (called on the worker thread) that reports each event
+    as progress. A client that went away never stops the session's run."""
+    from orchestrator.cli.render import event_line
+
+    count = itertools.count(1)
+    # Events also come from LangGraph's own threads (parallel developers), not only from
+    # the worker thread anyio started: address the event loop explicitly.
+    loop = anyio.lowlevel.current_token()
+
+    def report(session_id: str, event: dict[str, Any]) -> None:
+        message = f"{session_id}: {event_line(event)}"
+        try:
+            anyio.from_thread.run(
+                ctx.session.report_progress, next(count), None, message, token=loop
+            )
+        except Exception:
+            log.debug("progress not delivered", exc_info=True)
+
+    return report
+
+
+def tool_list() -> list[Tool]:
+    return [
+        Tool(
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            input_schema=spec.model.model_json_schema(),
+            output_schema=RESULT_SCHEMA,
+            annotations=ToolAnnotations(
+                title=spec.title, read_only_hint=spec.read_only, open_world_hint=False
+            ),
+        )
+        for spec in TOOLS
+    ]
+
+
+def build_server(db: str | None = None, *, page: PageFactory | None = None) -> Server[Any]:
+    """The MCP server over the database `db` (a URL or SQLite path; None: the default).
+
+    `page` opens the one-question web page for clients without form elicitation (None: the
+    web answer page, when this installation has it)."""
+    tools = Tools(db, page if page is not None else default_page())
+    specs = {spec.name: spec for spec in TOOLS}
+    listed = tool_list()
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=listed)
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult:
+        spec = specs.get(params.name)
+        if spec is None:
+            known = ", ".join(specs)
+            return fail("invalid_input", f"no tool {params.name!r}; the tools are: {known}")
+        try:
+            args = spec.model.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            return from_exception(spec.name, exc)  # invalid_input; nothing has happened
+        body: Callable[[Any, Any, CallToolRequestParams], Awaitable[Any]]
+        body = getattr(tools, spec.name)
+        try:
+            data = await body(ctx, args, params)
+        except Exception as exc:
+            return from_exception(spec.name, exc)
+        if isinstance(data, InputRequiredResult):
+            return data  # 2026-07-28 era: the client asks the person and calls again
+        return ok(data)
+
+    server: Server[Any] = Server(
+        "orchestrator",
+        version=__version__,
+        title="Orchestrator",
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+    return server
+
+
+def default_page() -> PageFactory | None:
+    """The web answer page's one-question server, when this installation has it (the
+    `web` extra); None otherwise."""
+    from orchestrator.mcp_server.webpage import page_factory
+
+    try:
+        return page_factory()
+    except ImportError as exc:
+        log.debug("no web answer page: %s", exc)
+        return None

@@ -1,0 +1,57 @@
+"""Serving the MCP server: stdio (what MCP clients launch) or streamable HTTP on loopback."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+import anyio
+
+from orchestrator.mcp_server.server import build_server
+
+__all__ = ["serve_stdio", "serve_http", "log_to_stderr"]
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """Our log (and tracebacks of failed tools) on stderr: stdout carries the protocol."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("orchestrator mcp: %(levelname)s %(message)s"))
+    logger = logging.getLogger("orchestrator.mcp")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def serve_stdio(db: str | None) -> None:
+    """Serve one client over stdin/stdout until it closes them, in the protocol era the
+    client opens with (the `initialize` handshake, or 2026-07-28 per-request envelopes)."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(db)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def serve_http(db: str | None, *, host: str = "127.0.0.1", port: int = 8766) -> None:
+    """Serve streamable HTTP at http://HOST:PORT/mcp (DNS-rebinding protection on loopback),
+    in both protocol eras as over stdio."""
+    import uvicorn
+
+    from orchestrator.errors import ConfigError
+
+    app = build_server(db).streamable_http_app(host=host)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart right after a stop
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({why})") from None
+    print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

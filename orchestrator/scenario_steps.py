@@ -1,0 +1,103 @@
+"""What a scenario expects, and the steps it plays once its answers ran out.
+
+Read by `orchestrator test` and the pytest plugin (`orchestrator.suite`); `orchestrator run
+--script` checks `expect` when the session ends and leaves `steps` alone. See docs/ci.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["AGENT_KEY", "Expect", "TaskExpect", "EventExpect", "Step"]
+
+AGENT_KEY = re.compile(r"^(pm|developer|developer-[1-9][0-9]*)$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskExpect(_Model):
+    """One planned task as expected (only the keys given are compared)."""
+
+    number: int | None = None
+    title: str | None = None
+    status: Literal["pending", "done", "blocked", "needs_clarification"] | None = None
+
+
+class EventExpect(_Model):
+    """An event in the session's log: its kind, who wrote it, a text in its payload."""
+
+    kind: Annotated[str, Field(min_length=1)]
+    agent: str | None = None
+    text: str | None = None
+
+
+EventMatch = Annotated[str, Field(min_length=1)] | EventExpect
+
+
+class Expect(_Model):
+    """How the session should stand (at the end, or after a step). Unset keys are not
+    checked; texts (`question`, `error`, `assumptions`, events' `text`) must appear."""
+
+    status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = None
+    questions_surfaced: int | None = None
+    fallbacks_injected: int | None = None
+    summary: str | None = None
+    error_contains: str | None = None
+    error: str | None = None
+    asked_by: Annotated[str, Field(pattern=AGENT_KEY.pattern)] | None = None
+    question: str | None = None
+    question_kind: Literal["free_text", "single_select", "multi_select"] | None = None
+    answer: str | None = None
+    answer_status: (
+        Literal["answered", "selected", "declined", "timeout", "cancelled", "none"] | None
+    ) = None
+    assumptions: Annotated[int, Field(ge=0)] | str | list[str] | None = None
+    tasks: Annotated[int, Field(ge=0)] | list[TaskExpect] | None = None
+    events: list[EventMatch] | None = None
+    no_events: list[EventMatch] | None = None
+
+
+STEP_ACTIONS = ("answer", "choices", "action")
+
+
+class Step(_Model):
+    """What happens next once a scenario's answers ran out (run by `orchestrator test`).
+
+    In order: the virtual clock moves `after` on; the reply is given (`answer`, `choices`,
+    or `action`: decline, cancel, or resume with no answer; none of them: the status is
+    read, which applies a passed deadline); `refused` says the reply must be refused with
+    that text in the message; then `expect` is checked.
+    """
+
+    after: float | None = None
+    answer: Annotated[str, Field(min_length=1)] | None = None
+    choices: Annotated[list[str], Field(min_length=1)] | None = None
+    action: Literal["decline", "cancel", "resume"] | None = None
+    note: str | None = None
+    refused: str | None = None
+    expect: Expect | None = None
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, value: Any) -> float | None:
+        from orchestrator.clock import parse_duration
+
+        return None if value is None else parse_duration(value)
+
+    @model_validator(mode="after")
+    def _one_reply(self) -> Step:
+        given = [name for name in STEP_ACTIONS if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of answer, choices, action; got {given}")
+        if not given and self.after is None and self.expect is None:
+            raise ValueError("an empty step; give after, answer, choices, action or expect")
+        if self.refused is not None and not given:
+            raise ValueError("'refused' goes with answer, choices or action")
+        if self.note is not None and (not given or self.action == "resume"):
+            raise ValueError("'note' goes with answer, choices, decline or cancel")
+        return self
