@@ -18,12 +18,12 @@ import os
 import re
 import sqlite3
 import sys
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from orchestrator import clock
 from orchestrator.errors import SessionNotFound
 from orchestrator.expect import ENDED, check_expect
 from orchestrator.readout import (
@@ -274,7 +274,7 @@ def _status(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
     if not rows:
         raise SessionNotFound(session_id)
     (row,) = rows
-    if row.deadline is not None and not row.timed_out and row.deadline <= time.time():
+    if row.deadline is not None and not row.timed_out and row.deadline <= clock.now():
         raise _FallThrough  # the full path applies the on-timeout policy first
     ledger = _rows(
         conn.execute(_EVENTS_SQL + " AND kind = 'assumption' ORDER BY id", {"id": session_id}),

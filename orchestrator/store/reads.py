@@ -7,12 +7,11 @@ the answer, never half of each).
 
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, and_, bindparam, select, text
 
-from orchestrator import gate
+from orchestrator import clock, gate
 from orchestrator.errors import SessionNotFound
 from orchestrator.readout import CURSOR_SQL, LISTED, page_sql
 from orchestrator.records import PendingQuestion
@@ -53,7 +52,7 @@ def status(conn: Connection, session_id: str) -> tuple[dict[str, Any], Any, bool
     row = session_row(conn, session_id)
     state = state_row(conn, session_id)
     doc = _view(conn, row, state)
-    due = state.deadline is not None and not state.timed_out and state.deadline <= time.time()
+    due = state.deadline is not None and not state.timed_out and state.deadline <= clock.now()
     return doc, row, due
 
 
