@@ -197,17 +197,20 @@ class Sessions:
 
     def status(self, session_id: str) -> SessionDoc:
         """The session object; a deadline that passed while nothing ran is applied first."""
-        store = self.store
-        store.expire(session_id)
-        doc = cast(SessionDoc, store.view(session_id))
-        expect = store.session(session_id).settings.get("expect")
+        found, settings = self.store.status(session_id)
+        doc = cast(SessionDoc, found)
+        expect = settings.get("expect")
         if expect and doc["status"] in ENDED:
             doc["expect"] = check_expect(expect, doc, lambda: self.log(session_id))
         return doc
 
-    def list(self, status: str | None = None) -> builtins.list[SessionDoc]:
-        """Sessions, newest first (optionally only those with `status`)."""
-        return self.store.list_views(status)  # type: ignore[return-value]
+    def list(
+        self, status: str | None = None, *, limit: int | None = None, after: str | None = None
+    ) -> builtins.list[SessionDoc]:
+        """Sessions, newest first (optionally only those with `status`): at most `limit`
+        (None: all), starting after the session with id `after` (the last of the previous
+        page; an unknown id raises SessionNotFound)."""
+        return self.store.list_views(status, limit=limit, after=after)  # type: ignore[return-value]
 
     def log(self, session_id: str) -> builtins.list[EventDoc]:
         """The session's events in order."""

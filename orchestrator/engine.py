@@ -210,12 +210,18 @@ class Engine:
                     # writes were saved before its step's checkpoint leaves next == () with
                     # the run unfinished; invoke(None) applies those writes and goes on.)
                     self._finish(claim, snapshot.values)
+                    saver.delete_thread(session_id)
                     return
                 while True:
-                    graph.invoke(payload, config, context=ctx)
+                    # Checkpoints at interrupts and at the end only: a crash in between
+                    # re-runs from the last one, and every agent turn, gate decision and
+                    # event the re-run meets is already in the store (keyed), so it is
+                    # replayed, never repeated. Per-step checkpoints would add nothing.
+                    graph.invoke(payload, config, context=ctx, durability="exit")
                     snapshot = graph.get_state(config)
                     if not snapshot.interrupts:
                         self._finish(claim, snapshot.values)
+                        saver.delete_thread(session_id)
                         return
                     pending_row, question = self.store.pending(session_id)
                     if question is None:

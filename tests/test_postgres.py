@@ -115,8 +115,13 @@ def test_connection_errors_are_config_errors(pg_cluster: pgcluster.Cluster) -> N
 
 
 def test_checkpoints_are_in_postgresql(db_url: str) -> None:
-    result = cli("run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db_url)
-    assert result.returncode == 0, result.stderr
+    # A paused session's checkpoint is there; an ended session keeps none (nothing reads it).
+    result = cli("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url)
+    assert result.returncode == 3, result.stderr
     session_id = json.loads(result.stdout)["session_id"]
-    ((count,),) = query(db_url, "SELECT count(*) FROM checkpoints WHERE thread_id = ?", session_id)
+    sql = "SELECT count(*) FROM checkpoints WHERE thread_id = ?"
+    ((count,),) = query(db_url, sql, session_id)
     assert count > 0
+    done = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
+    assert done.returncode == 0, done.stderr
+    assert query(db_url, sql, session_id) == [(0,)]

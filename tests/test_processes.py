@@ -446,8 +446,9 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
     # Deterministic kill point: we poll while holding off every write to `events` (SQLite's
     # write lock, BEGIN IMMEDIATE; PostgreSQL: LOCK TABLE ... EXCLUSIVE). Once we see the run
     # mid-way we keep the lock, so the child is stuck at its next write and cannot finish
-    # before the SIGKILL lands. Between two polls the child gets ~20 ms, far less than its
-    # dozens of remaining writes.
+    # before the SIGKILL lands. Between two polls the child gets ~2 ms, far less than its
+    # dozens of remaining writes (a whole scripted reply, agent call and store writes, takes
+    # it a few ms).
     with write_lock(db_url) as lock:
         try:
             deadline = time.monotonic() + 60
@@ -460,7 +461,7 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
                 lock.release()
                 assert proc.poll() is None, f"the run ended (exit {proc.returncode}) too soon"
                 assert time.monotonic() < deadline, "the run never got going"
-                time.sleep(0.02)
+                time.sleep(0.002)
             ((session_id, status),) = rows
             assert status == "running"
             assert replies < total_replies
@@ -493,48 +494,45 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
     assert any(e["kind"] == "status" and e.get("previous") == "running" for e in log)
 
 
-# -- 3c. a kill between a task's saved writes and the next checkpoint ---------------------
+# -- 3c. a kill after the work, inside the checkpoint that records it ---------------------
 
 # Runs the real CLI with one change: LangGraph's saver's put (SQLite or PostgreSQL) SIGKILLs
-# the process instead of saving the first checkpoint after the resumed gate (step 2), once the gate
-# task's own writes are durable. LangGraph's default durability is "async": checkpoints are
-# saved in a background thread while the next step already runs, so a real SIGKILL leaves
-# exactly this state now and then (the crash test at reply_recorded:pm#2 above hits it in
-# some runs); this makes it happen every time.
-KILL_BEFORE_CHECKPOINT = """
-import os, signal, sqlite3, sys, time
+# the process instead of saving the checkpoint it was about to write, once the session's
+# last agent reply is in the store. The engine checkpoints at interrupts and at the end
+# only (durability="exit"), so here every agent turn of the resumed run is recorded in our
+# tables while LangGraph's newest checkpoint is still the one at the question: the widest
+# gap between the two sources of truth. The next `resume` re-runs the graph from that
+# checkpoint and must replay every recorded turn, never call an agent twice.
+# (Under per-step checkpoints this test killed between a task's saved writes and its
+# step's checkpoint, inside put_writes' window; those writes no longer exist.)
+KILL_IN_EXIT_CHECKPOINT = """
+import os, signal, sqlite3, sys
 
 sys.path.insert(0, os.environ["KILL_HARNESS_ROOT"])  # this checkout, as `python -m` from ROOT
 DB = os.environ["KILL_HARNESS_DB"]
+DONE = (
+    "SELECT 1 FROM events WHERE kind = 'agent_reply' AND agent = 'pm' "
+    "AND CAST(payload AS TEXT) LIKE '%COMPLETE%'"
+)
 if DB.startswith("sqlite"):
     from langgraph.checkpoint.sqlite import SqliteSaver as Saver
 
-    def writes_landed():
-        conn = sqlite3.connect(DB.removeprefix("sqlite:///"), timeout=30)
-        sql = "SELECT 1 FROM writes WHERE channel = 'branch:to:pm'"
-        return conn.execute(sql).fetchone()
+    def run_done():
+        return sqlite3.connect(DB.removeprefix("sqlite:///"), timeout=30).execute(DONE).fetchone()
 else:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver as Saver
 
-    def writes_landed():
+    def run_done():
         info = DB.replace("postgresql+psycopg://", "postgresql://", 1)
         with psycopg.connect(info, autocommit=True) as conn:
-            sql = "SELECT 1 FROM checkpoint_writes WHERE channel = 'branch:to:pm'"
-            return conn.execute(sql).fetchone()
-
-_put = Saver.put
+            return conn.execute(DONE).fetchone()
 
 
 def put(self, config, checkpoint, metadata, new_versions):
-    if metadata.get("step", -1) >= 2:
-        deadline = time.monotonic() + 30
-        while not writes_landed():
-            if time.monotonic() > deadline:
-                os._exit(99)  # the gate's writes never landed: the harness is out of date
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGKILL)
-    return _put(self, config, checkpoint, metadata, new_versions)
+    if run_done() is None:
+        os._exit(99)  # a checkpoint before the end of the run: the harness is out of date
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 Saver.put = put
@@ -545,10 +543,14 @@ main()
 """
 
 
-def test_kill_after_task_writes_before_checkpoint_then_resume(db_url: str, tmp_path: Path) -> None:
+def test_kill_in_the_exit_checkpoint_then_resume_replays_every_turn(
+    db_url: str, tmp_path: Path
+) -> None:
     session_id = start_paused(db_url)["session_id"]
-    harness = tmp_path / "kill_before_checkpoint.py"
-    harness.write_text(KILL_BEFORE_CHECKPOINT, encoding="utf-8")
+    checkpoints_at_question = checkpoint_count(db_url, session_id)
+    assert checkpoints_at_question > 0
+    harness = tmp_path / "kill_in_exit_checkpoint.py"
+    harness.write_text(KILL_IN_EXIT_CHECKPOINT, encoding="utf-8")
     killed = subprocess.run(
         [
             sys.executable,
@@ -570,6 +572,10 @@ def test_kill_after_task_writes_before_checkpoint_then_resume(db_url: str, tmp_p
     )
     assert killed.returncode == KILLED, describe(killed)
     assert session_row(db_url, session_id)["status"] == "running"
+    # every turn is in our tables; LangGraph's newest checkpoint is still the question's
+    log = events(db_url, session_id)
+    assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == THREE_AND_TWO
+    assert checkpoint_count(db_url, session_id) == checkpoints_at_question
 
     finished = cli("resume", session_id, "--json", db=db_url)
     assert finished.returncode == 0, describe(finished)
@@ -579,7 +585,15 @@ def test_kill_after_task_writes_before_checkpoint_then_resume(db_url: str, tmp_p
     assert view["questions_surfaced"] == 1
     log = events(db_url, session_id)
     assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == THREE_AND_TWO
-    assert Counter(e["kind"] for e in log)["answer"] == 1
+    kinds = Counter(e["kind"] for e in log)
+    assert (kinds["answer"], kinds["answer_delivered"]) == (1, 1)
+    # an ended session keeps no checkpoint: nothing reads it any more
+    assert checkpoint_count(db_url, session_id) == 0
+
+
+def checkpoint_count(db_url: str, session_id: str) -> int:
+    sql = "SELECT count(*) FROM checkpoints WHERE thread_id = ?"
+    return int(query(db_url, sql, session_id)[0][0])
 
 
 # -- 4. who may drive a session: dead owners are taken over, live ones are not -------------

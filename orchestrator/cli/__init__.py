@@ -1,20 +1,46 @@
 """The `orchestrator` command line: an edge over the session API (`orchestrator.api`).
 
 `commands` declares the commands (`cancel`, `worker`, `mcp`, `serve`, `test` and `graph`
-have their own modules, imported below to register themselves), `entry` is the process entry
+have their own modules, loaded with it to register themselves), `entry` is the process entry
 point (usage errors, exit codes), `runs` builds the session API for run/resume (how to
 ask, the progress line), `output` prints documents and turns errors into exit codes,
 `render` writes the human text, `terminal` asks at the terminal, `progress` draws the
-spinner line.
+spinner line. Importing this package loads none of them: `main` first offers the command
+line to the fast read path (orchestrator.fastread), which answers `status`, `list` and
+`log` on SQLite without Typer, SQLAlchemy or pydantic.
 """
 
-from orchestrator.cli import cancel as _cancel  # noqa: F401  (registers `cancel`)
-from orchestrator.cli import graph as _graph  # noqa: F401  (registers `graph`)
-from orchestrator.cli import mcp as _mcp  # noqa: F401  (registers `mcp`)
-from orchestrator.cli import serve as _serve  # noqa: F401  (registers `serve`)
-from orchestrator.cli import suite as _suite  # noqa: F401  (registers `test`)
-from orchestrator.cli import worker as _worker  # noqa: F401  (registers `worker`)
-from orchestrator.cli.commands import EXIT_CODES, app
-from orchestrator.cli.entry import main, run_cli
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["app", "main", "run_cli", "EXIT_CODES"]
+
+if TYPE_CHECKING:
+    from orchestrator.cli.commands import EXIT_CODES, app
+    from orchestrator.cli.entry import run_cli
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `orchestrator` entry point: the fast read path if it can answer, else Typer."""
+    from orchestrator.fastread import serve
+
+    code = serve(sys.argv[1:] if argv is None else argv)
+    if code is not None:
+        raise SystemExit(code)
+    _full().main(argv)
+
+
+def _full() -> ModuleType:
+    """The Typer command line, every command registered; its entry module."""
+    from orchestrator.cli import cancel, entry, graph, mcp, serve, suite, worker  # noqa: F401
+
+    return entry
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("app", "EXIT_CODES", "run_cli"):
+        return getattr(_full(), name)
+    raise AttributeError(f"module 'orchestrator.cli' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli.output import EXIT_CODES, answer_hint, emit, finish, user_errors
+from orchestrator.cli.output import EXIT_CODES, answer_hint, emit, err, finish, user_errors
 from orchestrator.cli.render import event_line, list_table, relative, session_text
 from orchestrator.cli.runs import (
     NO_AGENTS,
@@ -25,6 +25,7 @@ from orchestrator.cli.runs import (
     read_sessions,
     sessions_for,
 )
+from orchestrator.readout import DEFAULT_LIMIT, next_page_hint
 
 __all__ = ["app", "EXIT_CODES", "DEFAULTS", "DbOption", "JsonOption"]
 
@@ -434,14 +435,41 @@ def list_(
         Status | None,
         typer.Option("--status", help="Only sessions with this status ('waiting' = paused)."),
     ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, metavar="N", help=f"At most N sessions [{DEFAULT_LIMIT}]."),
+    ] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every session, no paging.")] = False,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after",
+            metavar="ID",
+            help="The page after this session (the command for the next page is printed "
+            "on stderr when there is one).",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List sessions, newest first."""
+    """List sessions, newest first, a page at a time."""
     wanted = None if status_ is None else "paused" if status_ is Status.waiting else status_.value
     with user_errors(as_json):
+        from orchestrator.errors import ConfigError, SessionNotFound
+
+        if all_ and limit is not None:
+            raise ConfigError("give either --limit or --all, not both")
+        page = None if all_ else (limit or DEFAULT_LIMIT)
         sessions = read_sessions(db)
-        views = [] if sessions is None else sessions.list(wanted)
+        if sessions is None and after is not None:
+            raise SessionNotFound(after)
+        # One more than the page: it tells whether a next page exists.
+        more = None if page is None else page + 1
+        views = [] if sessions is None else sessions.list(wanted, limit=more, after=after)
+        if page is not None and len(views) > page:
+            del views[page:]
+            shown = status_.value if status_ else None
+            err(next_page_hint(views[-1]["session_id"], status=shown, limit=page, db=db))
     emit(as_json, views, list_table(views))
 
 

@@ -1,11 +1,36 @@
 """Our database: sessions, the gate's persisted state, the event log, and session claims.
 
 Imports SQLAlchemy only (no LangGraph, no pydantic models): `status`, `list` and `log`
-run on this alone.
+run on this alone. The names below load on first use, so that the stdlib-only modules of
+this package (`views`, `owner`) import without SQLAlchemy (the fast read path uses them).
 """
 
-from orchestrator.store.db import open_engine, resolve_url
-from orchestrator.store.owner import Claim, Owner
-from orchestrator.store.sessions import Store
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["Store", "Owner", "Claim", "open_engine", "resolve_url"]
+
+if TYPE_CHECKING:
+    from orchestrator.store.db import open_engine, resolve_url
+    from orchestrator.store.owner import Claim, Owner
+    from orchestrator.store.sessions import Store
+
+_LAZY = {
+    "Store": "orchestrator.store.sessions",
+    "Owner": "orchestrator.store.owner",
+    "Claim": "orchestrator.store.owner",
+    "open_engine": "orchestrator.store.db",
+    "resolve_url": "orchestrator.store.db",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orchestrator.store' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

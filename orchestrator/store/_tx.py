@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, bindparam, select, update
 
 from orchestrator import gate
 from orchestrator.errors import ClaimLost, SessionNotFound
@@ -30,6 +30,7 @@ __all__ = [
     "add_assumption",
     "session_row",
     "gate_state",
+    "state_row",
     "write_gate_update",
     "fence",
     "finish",
@@ -113,30 +114,35 @@ def add_event(
         "payload": payload,
         "created_at": utcnow(),
     }
-    # INSERT ... ON CONFLICT (session_id, key) DO NOTHING: one statement, and any other
-    # uniqueness violation (the one-question index) still raises. RETURNING tells whether
-    # a row went in (psycopg reports rowcount -1 for this statement).
-    added = conn.execute(
-        _insert_event(conn)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["session_id", "key"])
-        .returning(_E.c.id)
-    ).first()
+    added = conn.execute(_insert_event(conn.dialect.name), values).first()
     if added is None:
         return False
     conn.info["new_events"].append((session_id, event_view(values)))
     return True
 
 
-def _insert_event(conn: Connection) -> Any:
-    """An INSERT that supports ON CONFLICT DO NOTHING on this database."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
+_EVENT_INSERTS: dict[str, Any] = {}  # dialect name -> the statement, built once
 
-        return postgresql.insert(_E)
-    from sqlalchemy.dialects import sqlite
 
-    return sqlite.insert(_E)
+def _insert_event(dialect: str) -> Any:
+    """INSERT ... ON CONFLICT (session_id, key) DO NOTHING RETURNING id, for `dialect`.
+
+    One statement, and any other uniqueness violation (the one-question index) still
+    raises; RETURNING tells whether a row went in (psycopg reports rowcount -1 for it).
+    Built once (rebuilding it per event cost more than running it); values are bound."""
+    statement = _EVENT_INSERTS.get(dialect)
+    if statement is None:
+        if dialect == "postgresql":
+            from sqlalchemy.dialects import postgresql as dialect_module
+        else:
+            from sqlalchemy.dialects import sqlite as dialect_module  # type: ignore[no-redef]
+        statement = (
+            dialect_module.insert(_E)
+            .on_conflict_do_nothing(index_elements=["session_id", "key"])
+            .returning(_E.c.id)
+        )
+        _EVENT_INSERTS[dialect] = statement
+    return statement
 
 
 def add_assumption(
@@ -162,17 +168,26 @@ def add_assumption(
     )
 
 
+# Statements run several times per agent call, built once (bound by `id`).
+_SESSION = select(_S).where(_S.c.id == bindparam("id"))
+_SESSION_LOCKED = _SESSION.with_for_update()
+_STATE = select(_T).where(_T.c.session_id == bindparam("id"))
+
+
 def session_row(conn: Connection, session_id: str, *, lock: bool = False) -> Any:
-    query = select(_S).where(_S.c.id == session_id)
-    row = conn.execute(query.with_for_update() if lock else query).first()
+    row = conn.execute(_SESSION_LOCKED if lock else _SESSION, {"id": session_id}).first()
     if row is None:
         raise SessionNotFound(session_id)
     return row
 
 
 def gate_state(conn: Connection, session_id: str) -> gate.GateState:
-    row = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
-    return state_from_row(row)
+    return state_from_row(state_row(conn, session_id))
+
+
+def state_row(conn: Connection, session_id: str) -> Any:
+    """The session's orchestrator_state row."""
+    return conn.execute(_STATE, {"id": session_id}).one()
 
 
 def gate_columns(update_: gate.GateUpdate) -> dict[str, Any]:

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, bindparam, select, text
 
-from orchestrator import gate
+from orchestrator import clock, gate
+from orchestrator.errors import SessionNotFound
+from orchestrator.readout import CURSOR_SQL, LISTED, page_sql
 from orchestrator.records import PendingQuestion
-from orchestrator.store._tx import session_row
+from orchestrator.store._tx import session_row, state_row
 from orchestrator.store.schema import events as _E
 from orchestrator.store.schema import sessions as _S
 from orchestrator.store.schema import state as _T
 from orchestrator.store.views import event_view, pending_question, session_view, state_from_row
 
-__all__ = ["Snapshot", "snapshot", "view", "list_views", "events"]
+__all__ = ["Snapshot", "snapshot", "view", "status", "list_views", "events"]
 
 
 class Snapshot(NamedTuple):
@@ -33,7 +35,7 @@ class Snapshot(NamedTuple):
 
 def snapshot(conn: Connection, session_id: str) -> Snapshot:
     row = session_row(conn, session_id)
-    state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+    state = state_row(conn, session_id)
     return Snapshot(
         row, state_from_row(state), pending_question(row, state), _view(conn, row, state)
     )
@@ -41,25 +43,51 @@ def snapshot(conn: Connection, session_id: str) -> Snapshot:
 
 def view(conn: Connection, session_id: str) -> dict[str, Any]:
     """The contract's session object, with the assumptions ledger."""
+    return status(conn, session_id)[0]
+
+
+def status(conn: Connection, session_id: str) -> tuple[dict[str, Any], Any, bool]:
+    """(the session object with its ledger, the session row, whether an open question's
+    deadline has passed unapplied): what `status` needs, in one read."""
     row = session_row(conn, session_id)
-    state = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
-    return _view(conn, row, state)
+    state = state_row(conn, session_id)
+    doc = _view(conn, row, state)
+    due = state.deadline is not None and not state.timed_out and state.deadline <= clock.now()
+    return doc, row, due
 
 
 def _view(conn: Connection, row: Any, state: Any) -> dict[str, Any]:
-    session_id = row.id
-    ledger = conn.execute(
-        select(_E).where(_E.c.session_id == session_id, _E.c.kind == "assumption").order_by(_E.c.id)
-    )
+    ledger = conn.execute(_LEDGER, {"id": row.id})
     return session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
 
 
-def list_views(conn: Connection, status: str | None = None) -> list[dict[str, Any]]:
-    query = select(_S, _T).join(_T, _T.c.session_id == _S.c.id)
-    if status is not None:
-        query = query.where(_S.c.status == status)
-    query = query.order_by(_S.c.created_at.desc(), _S.c.id.desc())
-    return [session_view(row, row) for row in conn.execute(query)]
+_LEDGER = (
+    select(_E)
+    .where(_E.c.session_id == bindparam("id"), _E.c.kind == "assumption")
+    .order_by(_E.c.id)
+)
+
+
+def list_views(
+    conn: Connection,
+    status: str | None = None,
+    *,
+    limit: int | None = None,
+    after: str | None = None,
+) -> list[dict[str, Any]]:
+    """Sessions, newest first: at most `limit`, those listed after session `after`.
+
+    The SQL is the fast read path's too (orchestrator.readout.page_sql), typed here per
+    column; it reads only the columns a listed session shows."""
+    columns = [{"s": _S, "t": _T}[table].c[column] for table, column, _ in LISTED]
+    params: dict[str, Any] = {"status": status, "limit": limit}
+    if after is not None:
+        cursor = conn.execute(text(CURSOR_SQL), {"after": after}).first()
+        if cursor is None:
+            raise SessionNotFound(after)
+        params.update(after_created=cursor[0], after_id=after)
+    sql = page_sql(status=status is not None, after=after is not None, limit=limit is not None)
+    return [session_view(row, row) for row in conn.execute(text(sql).columns(*columns), params)]
 
 
 def events(conn: Connection, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:

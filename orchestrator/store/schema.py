@@ -71,9 +71,16 @@ sessions = Table(
     Column("owner_started", BigInteger),
     Column("cancel_requested_at", DateTime(timezone=True)),
     Column("last_error", Text),
-    Index("ix_sessions_status", "status"),
-    Index("ix_sessions_created_at", "created_at"),
 )
+# 0004: `list` pages, newest first, with or without a status filter, straight off an index
+# (orchestrator.readout.page_sql). They replace the single-column (status) and (created_at).
+Index(
+    "ix_sessions_status_created_at_id",
+    sessions.c.status,
+    sessions.c.created_at.desc(),
+    sessions.c.id.desc(),
+)
+Index("ix_sessions_created_at_id", sessions.c.created_at.desc(), sessions.c.id.desc())
 
 # The persisted orchestrator state the gate decides on (one row per session).
 state = Table(

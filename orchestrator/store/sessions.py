@@ -75,14 +75,27 @@ class Store:
         with self._read() as conn:
             return reads.view(conn, session_id)
 
+    def status(self, session_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the session object, the session's settings), a question deadline that passed
+        while nothing ran applied first. One read unless a deadline is due."""
+        with self._read() as conn:
+            doc, row, due = reads.status(conn, session_id)
+        if due and self.expire(session_id) is not None:
+            with self._read() as conn:
+                doc, row, _ = reads.status(conn, session_id)
+        return doc, row.settings
+
     def pending(self, session_id: str) -> tuple[Any, PendingQuestion | None]:
         """The session's row and its open question (None if none waits), in one read."""
         snap = self.snapshot(session_id)
         return snap.row, snap.question
 
-    def list_views(self, status: str | None = None) -> list[dict[str, Any]]:
+    def list_views(
+        self, status: str | None = None, *, limit: int | None = None, after: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Sessions, newest first: at most `limit`, those listed after session `after`."""
         with self._read() as conn:
-            return reads.list_views(conn, status)
+            return reads.list_views(conn, status, limit=limit, after=after)
 
     def events(self, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:
         with self._read() as conn:
@@ -129,8 +142,9 @@ class Store:
             fence(conn, claim)
 
     def check_call(self, claim: Claim) -> None:
-        """Before an agent call: ClaimLost or CancelRequested, or go ahead."""
-        with self._write() as conn:
+        """Before an agent call: ClaimLost or CancelRequested, or go ahead. A read: it
+        writes nothing, and the call itself runs outside any transaction anyway."""
+        with self._read() as conn:
             lifecycle.check_call(conn, claim)
 
     def release(
@@ -203,10 +217,11 @@ class Store:
         claim: Claim | None = None,
     ) -> tuple[gate.Resolve, Claim]:
         """Accept the user's answer, decline or cancel, and claim the session for `owner`,
-        in one transaction (durable: the answer survives a power loss). A driver passes
+        in one transaction. A person's answer is durable (fsynced: it survives a power
+        loss); a scripted one is not, since the scenario file replays it. A driver passes
         its `claim` (an answer from its prompt or script): fenced like its other writes."""
         claimed: list[Claim] = []
-        with self._write(durable=True) as conn:
+        with self._write(durable=source != "script") as conn:
             if claim is not None:
                 row = fence(conn, claim)
                 claimed.append(claim)  # the driver's own claim: it goes on with it

@@ -1,0 +1,371 @@
+"""The fast read path (orchestrator.fastread) prints exactly what the full path prints.
+
+Every case runs the real entry point (`orchestrator.cli.main`, which tries the fast path
+first) and the Typer app alone (`orchestrator.cli.commands.main`) in new processes on the
+same database, and compares stdout, stderr and the exit code byte for byte. The entry
+point also reports which heavy packages it imported, so each case also checks which path
+answered it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator import fastread
+from orchestrator.fastread import Request, parse, serve, sqlite_file
+from tests.conftest import EXAMPLES, ROOT
+
+HEAVY = ("sqlalchemy", "typer", "pydantic")
+ENTRY = (
+    "import os, sys\n"
+    "sys.argv[0] = 'orchestrator'\n"
+    "from orchestrator.cli import main\n"
+    "try:\n"
+    "    main()\n"
+    "finally:\n"
+    "    with open(os.environ['HEAVY_OUT'], 'w') as out:\n"
+    f"        out.write(' '.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+)
+FULL = (
+    "import sys\n"
+    "sys.argv[0] = 'orchestrator'\n"
+    "from orchestrator.cli import app  # every command registered\n"
+    "from orchestrator.cli.entry import main\n"
+    "main()\n"
+)
+
+FAILING = """
+task: "naïve \\e[31mred\\e[0m task ✓"
+agents:
+  pm: []
+expect:
+  status: completed
+"""
+
+
+def _run(code: str, args: list[str], tmp: Path) -> tuple[str, str, int, str]:
+    heavy = tmp / "heavy.txt"
+    heavy.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "HEAVY_OUT": str(heavy)},
+        timeout=120,
+    )
+    imported = heavy.read_text() if heavy.exists() else ""
+    return done.stdout, done.stderr, done.returncode, imported
+
+
+def both(args: list[str], tmp: Path) -> tuple[tuple[str, str, int], str]:
+    """Run `args` through the entry point and through Typer alone; they must agree."""
+    *fast, imported = _run(ENTRY, args, tmp)
+    *full, _ = _run(FULL, args, tmp)
+    assert tuple(fast) == tuple(full), f"{args}: the two paths differ"
+    return (fast[0], fast[1], fast[2]), imported
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One database with a session in every state the read commands show differently."""
+    from orchestrator import Reply, Sessions
+    from orchestrator.store import Owner
+
+    path = tmp_path_factory.mktemp("zoo") / "zoo.db"
+    ids: dict[str, str] = {"db": str(path)}
+    with Sessions(str(path)) as sessions:
+        ids["completed"] = sessions.start_scenario(EXAMPLES / "answered-question.yaml")[
+            "session_id"
+        ]
+        ids["fallback"] = sessions.start_scenario(EXAMPLES / "hard-cap.yaml")["session_id"]
+        ids["paused"] = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+        ids["select"] = sessions.start_scenario(EXAMPLES / "choose-at-the-terminal.yaml")[
+            "session_id"
+        ]
+        chosen = sessions.start_scenario(EXAMPLES / "choose-at-the-terminal.yaml")["session_id"]
+        ids["assumptions"] = sessions.resume(
+            chosen, Reply(choices=("Both",), note="ask \x1b[1msales\x1b[0m")
+        )["session_id"]
+        ids["failed"] = sessions.start_scenario(FAILING)["session_id"]
+        cancelled = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+        ids["cancelled"] = sessions.cancel(cancelled)["session_id"]
+        ids["stalled"] = sessions.store.create_session(
+            "its driver is gone", agents={}, settings={}, owner=Owner()
+        )
+    with sqlite3.connect(path) as conn:
+        conn.execute(  # a running session whose process is gone
+            "UPDATE sessions SET lease_expires_at = 0, owner_pid = 4194303, "
+            "last_error = 'provider down' WHERE id = ?",
+            (ids["stalled"],),
+        )
+        # `list` shows ages and deadlines relative to now: years and days away, they read
+        # the same to both paths however far apart the two run
+        conn.execute("UPDATE sessions SET created_at = '2019' || substr(created_at, 5)")
+        conn.execute("UPDATE orchestrator_state SET deadline = deadline + 864000")
+    conn.close()
+    yield ids
+
+
+def _zoo_cases(zoo: dict[str, str]) -> list[list[str]]:
+    db = zoo["db"]
+    cases = []
+    for name in (
+        "completed",
+        "fallback",
+        "paused",
+        "select",
+        "assumptions",
+        "failed",
+        "cancelled",
+        "stalled",
+    ):
+        for command in ("status", "log"):
+            cases.append([command, zoo[name], "--db", db])
+            cases.append([command, zoo[name], "--json", "--db", db])
+    cases += [
+        ["list", "--db", db],
+        ["list", "--json", "--db", db],
+        ["list", "--json", f"--db={db}"],
+        ["--json", "--db", db],  # not a read command: full path (usage error)
+        ["list", "--status", "paused", "--db", db],
+        ["list", "--status", "paused", "--json", "--db", db],
+        ["list", "--status", "failed", "--json", "--db", db],
+        ["list", "--limit", "2", "--db", db],
+        ["list", "--limit", "2", "--json", "--db", db],
+        ["list", "--limit=3", "--status", "paused", "--json", "--db", db],
+        ["list", "--all", "--json", "--db", db],  # --json --all is printed as it is read
+        ["list", "--status", "waiting", "--limit", "1", "--db", db],
+        ["list", "--all", "--db", db],
+        ["list", "--all", "--status", "paused", "--json", "--db", db],
+        # after the oldest session there is none: [] and "no sessions"
+        ["list", "--all", "--after", zoo["completed"], "--json", "--db", db],
+        ["list", "--all", "--after", zoo["completed"], "--db", db],
+        ["list", "--after", zoo["paused"], "--json", "--db", db],
+        ["list", "--after", zoo["paused"], "--limit", "1", "--db", db],
+        ["list", "--after", "nope", "--db", db],
+        ["list", "--after", "nope", "--json", "--db", db],
+        ["status", "nope", "--db", db],
+        ["status", "nope", "--json", "--db", db],
+        ["log", "nope", "--json", "--db", db],
+        ["--db", db, "status", zoo["completed"]],  # options first: full path
+        ["status", "--json", "--db", db, zoo["completed"]],  # options before the id
+    ]
+    return cases
+
+
+FALL_THROUGH = [
+    # each goes to the full path: its messages are the only ones
+    ["status", "--help"],
+    ["list", "--help"],
+    ["status"],
+    ["status", "a", "b"],
+    ["status", "X", "--json", "--json"],
+    ["list", "--status", "bogus"],
+    ["list", "--status", "Paused"],
+    ["list", "--limit", "0"],
+    ["list", "--limit", "x"],
+    ["list", "--limit", "2", "--all"],
+    ["list", "--jsn"],
+    ["list", "--"],
+    ["log", "X", "--db"],
+]
+
+
+def test_the_fast_path_prints_what_the_full_path_prints(
+    zoo: dict[str, str], tmp_path: Path
+) -> None:
+    served = 0
+    for args in _zoo_cases(zoo):
+        (out, err, code), imported = both(args, tmp_path)
+        fast = parse(args) is not None
+        assert (imported == "") is fast, f"{args}: imported {imported!r}"
+        served += fast
+        if args[:1] == ["list"] and "--json" in args and code == 0:
+            assert out.startswith("[")  # a JSON list: the next page's command is on stderr
+    assert served >= 30
+    stalled = json.loads(
+        _run(ENTRY, ["status", zoo["stalled"], "--json", "--db", zoo["db"]], tmp_path)[0]
+    )
+    assert stalled["stalled"] and stalled["last_error"] == "provider down"
+
+
+def test_unusual_command_lines_fall_through_to_the_full_path(
+    zoo: dict[str, str], tmp_path: Path
+) -> None:
+    for args in FALL_THROUGH:
+        assert parse([*args, "--db", zoo["db"]]) is None, args
+        _, imported = both([*args, "--db", zoo["db"]], tmp_path)
+        assert "typer" in imported, args
+
+
+def test_text_output_strips_terminal_codes_like_click(zoo: dict[str, str], tmp_path: Path) -> None:
+    (out, _, code), _ = both(["status", zoo["failed"], "--db", zoo["db"]], tmp_path)
+    assert code == 0 and "naïve red task ✓" in out and "\x1b" not in out
+    (out, _, _), _ = both(["status", zoo["failed"], "--json", "--db", zoo["db"]], tmp_path)
+    assert "\\u001b[31m" in out  # JSON escapes it; nothing to strip
+
+
+def test_a_database_that_does_not_exist_is_empty_and_not_created(tmp_path: Path) -> None:
+    for args in (
+        ["list", "--json"],
+        ["list"],
+        ["list", "--status", "paused"],
+        ["status", "abc"],
+        ["status", "abc", "--json"],
+        ["log", "abc"],
+        ["list", "--after", "abc", "--json"],
+    ):
+        fast_db = tmp_path / "missing" / "fast.db"
+        *fast, imported = _run(ENTRY, [*args, "--db", str(fast_db)], tmp_path)
+        *full, _ = _run(FULL, [*args, "--db", str(tmp_path / "full.db")], tmp_path)
+        assert fast == full, args
+        assert imported == ""
+        assert not fast_db.parent.exists()
+    assert _run(ENTRY, ["list", "--json", "--db", str(fast_db)], tmp_path)[0] == "[]\n"
+
+
+def test_the_default_database_and_the_environment_variable(
+    zoo: dict[str, str], tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, _, code, imported = _run(ENTRY, ["list", "--json"], tmp_path)
+    assert (out, code, imported) == ("[]\n", 0, "")
+    assert not list(isolated_home.rglob("orchestrator.db"))
+    assert _run(FULL, ["list", "--json"], tmp_path)[:3] == (out, "", 0)
+    monkeypatch.setenv("ORCHESTRATOR_DB", f"sqlite:///{zoo['db']}")
+    (out, _, code), imported = both(["status", zoo["paused"], "--json"], tmp_path)
+    assert code == 0 and imported == "" and zoo["paused"] in out
+
+
+def test_databases_the_fast_path_leaves_to_the_full_path(tmp_path: Path) -> None:
+    from orchestrator.store.db import open_engine, upgrade
+
+    old = tmp_path / "old.db"  # at revision 0002: the full path migrates it first
+    upgrade(open_engine(f"sqlite:///{old}", migrate=False), "0002")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all" * 100)
+    foreign = tmp_path / "foreign.db"  # someone else's SQLite file
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    for db in (old, garbage, foreign):
+        assert serve(["list", "--json", "--db", str(db)]) is None, db
+    shutil.copy(old, tmp_path / "old-copy.db")
+    *fast, imported = _run(ENTRY, ["list", "--json", "--db", str(old)], tmp_path)
+    *full, _ = _run(FULL, ["list", "--json", "--db", str(tmp_path / "old-copy.db")], tmp_path)
+    assert fast == full and fast[2] == 0 and "sqlalchemy" in imported
+    for url in ("sqlite://", "sqlite:///x.db?mode=ro", "postgresql+psycopg://localhost/x"):
+        assert sqlite_file(url) is None
+        assert serve(["list", "--db", url]) is None
+
+
+def test_a_status_whose_deadline_passed_is_applied_by_the_full_path(tmp_path: Path) -> None:
+    from orchestrator import Sessions
+
+    db = tmp_path / "deadline.db"
+    with Sessions(str(db)) as sessions:
+        doc = sessions.start_scenario(
+            EXAMPLES / "pause-and-resume.yaml", settings={"timeout": 1, "on_timeout": "wait"}
+        )
+    assert doc["status"] == "paused"
+    time.sleep(1.2)
+    assert serve(["status", doc["session_id"], "--db", str(db)]) is None
+    shutil.copy(db, tmp_path / "copy.db")
+    args = ["status", doc["session_id"], "--json", "--db"]
+    *fast, imported = _run(ENTRY, [*args, str(db)], tmp_path)
+    *full, _ = _run(FULL, [*args, str(tmp_path / "copy.db")], tmp_path)
+    assert fast == full and "sqlalchemy" in imported
+    assert '"timed_out": true' in fast[0]
+    # applied once: from now on the fast path answers, with the same document
+    (out, _, _), imported = both(["status", doc["session_id"], "--json", "--db", str(db)], tmp_path)
+    assert imported == "" and out == fast[0]
+
+
+def test_pages_walk_every_session_once_in_order_ties_included(tmp_path: Path) -> None:
+    """Sessions created in the same microsecond are ordered by id, and no page skips one."""
+    from orchestrator import Sessions
+    from orchestrator.store import Owner
+
+    db = tmp_path / "pages.db"
+    with Sessions(str(db)) as sessions:
+        for i in range(7):
+            sessions.store.create_session(f"task {i}", agents={}, settings={}, owner=Owner())
+        every = [s["session_id"] for s in sessions.list()]
+    with sqlite3.connect(db) as conn:  # ended (no live owner), and three share one created_at
+        conn.execute("UPDATE sessions SET status = 'completed', owner = NULL, owner_pid = NULL")
+        conn.execute(
+            "UPDATE sessions SET created_at = (SELECT created_at FROM sessions WHERE id = ?) "
+            "WHERE id IN (?, ?)",
+            (every[3], every[2], every[4]),
+        )
+    expected = [s["session_id"] for s in Sessions(str(db)).list()]
+    assert sorted(expected) == sorted(every)
+    for limit in ("1", "2", "3"):
+        seen: list[str] = []
+        args = ["list", "--limit", limit, "--json", "--db", str(db)]
+        while True:
+            (out, err, code), imported = both(args, tmp_path)
+            assert code == 0 and imported == ""
+            seen += [s["session_id"] for s in json.loads(out)]
+            if not err:
+                break
+            hint = err.strip().removeprefix("more sessions: ").split()
+            assert hint[:3] == ["orchestrator", "list", "--after"]
+            args = [*hint[1:], "--json"]
+        assert seen == expected, limit
+
+
+def test_parse_reads_the_simple_forms_only() -> None:
+    assert parse(["status", "abc"]) == Request("status", "abc")
+    assert parse(["log", "--json", "abc", "--db=x.db"]) == Request(
+        "log", "abc", db="x.db", as_json=True
+    )
+    assert parse(["list", "--all", "--status", "paused"]) == Request(
+        "list", status="paused", limit=None
+    )
+    assert parse(["list", "--limit", "07", "--after", "abc"]) == Request(
+        "list", limit=7, after="abc"
+    )
+    for argv in (
+        [],
+        ["run", "x"],
+        ["status", "--db", "--json", "x"],
+        ["status", "x", "--db="],
+        ["log", "x", "--status", "paused"],  # --status is list's
+        ["list", "--all", "--all"],
+        ["list", "--limit", "+3"],
+        ["list", "--limit", "３"],
+        ["list", "x"],
+        ["status", "-x"],
+    ):
+        assert parse(argv) is None, argv
+
+
+def test_sqlite_file_agrees_with_the_full_path(tmp_path: Path) -> None:
+    from orchestrator.store.db import resolve_url, sqlite_path
+
+    for db in (
+        "x.db",
+        str(tmp_path / "a b.db"),
+        "~/data/o.db",
+        f"sqlite:///{tmp_path}/u.db",
+        "sqlite:///relative/r.db",
+        "sqlite:///a:b@c.db",
+    ):
+        assert sqlite_file(db) == sqlite_path(resolve_url(db)), db
+
+
+def test_the_fast_path_reads_the_schema_revision_the_code_migrates_to() -> None:
+    from orchestrator.store.schema import HEAD_REVISION
+
+    assert fastread.SCHEMA_REVISION == HEAD_REVISION
