@@ -43,7 +43,7 @@ __all__ = ["serve", "SCHEMA_REVISION"]
 
 # The Alembic revision this code reads (store.schema.HEAD_REVISION, checked by a test):
 # a database at any other revision goes to the full path, which migrates it first.
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0005"
 ENV_DB = "ORCHESTRATOR_DB"  # as store.db.ENV_DB
 BUSY_TIMEOUT_S = 30.0  # as store.db.SQLITE_BUSY_TIMEOUT
 # --status values (cli.runs.Status); "waiting" is a synonym for paused.
@@ -194,7 +194,7 @@ def _answer(request: Request, path: Path, out: _Output) -> None:
         elif request.command == "log":
             assert request.session_id is not None
             events = _events(conn, request.session_id)
-            out.document(events, log_text(events))
+            out.document(events, log_text(request.session_id or "", events))
         elif request.limit is None and request.as_json:
             out.stream(_page(conn, request))  # --all: one session at a time, any size
         else:

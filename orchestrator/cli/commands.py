@@ -13,8 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli.output import EXIT_CODES, answer_hint, emit, err, finish, user_errors
-from orchestrator.cli.render import event_line, list_table, relative, session_text
+from orchestrator.cli.output import EXIT_CODES, emit, err, finish, user_errors
 from orchestrator.cli.runs import (
     NO_AGENTS,
     OnTimeout,
@@ -25,7 +24,7 @@ from orchestrator.cli.runs import (
     read_sessions,
     sessions_for,
 )
-from orchestrator.readout import DEFAULT_LIMIT, next_page_hint
+from orchestrator.readout import DEFAULT_LIMIT, list_text, log_text, next_page_hint, status_text
 
 __all__ = ["app", "EXIT_CODES", "DEFAULTS", "DbOption", "JsonOption"]
 
@@ -421,12 +420,7 @@ def status(
     """Show one session."""
     with user_errors(as_json):
         view = read_sessions(db, session_id).status(session_id)
-    first, _, rest = session_text(view).partition("\n")
-    started, changed = relative(view.get("created_at")), relative(view.get("updated_at"))
-    text = f"{first}\n  started {started}, last change {changed}\n{rest}"
-    if view["pending_question"]:
-        text += "\n" + answer_hint(dict(view), db)
-    emit(as_json, view, text)
+    emit(as_json, view, status_text(view, db))
 
 
 @app.command("list")
@@ -470,7 +464,7 @@ def list_(
             del views[page:]
             shown = status_.value if status_ else None
             err(next_page_hint(views[-1]["session_id"], status=shown, limit=page, db=db))
-    emit(as_json, views, list_table(views))
+    emit(as_json, views, list_text(views))
 
 
 @app.command()
@@ -482,11 +476,7 @@ def log(
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
     with user_errors(as_json):
         events = read_sessions(db, session_id).log(session_id)
-    # Each event at its UTC clock time (seconds matter within a run); the day, relatively.
-    first = events[0]["time"] if events else None
-    header = f"session {session_id}, started {relative(first)} ({first}); times in UTC"
-    lines = [f"{(e['time'] or '')[11:19]}  {event_line(e)}" for e in events]
-    emit(as_json, events, "\n".join([header, *lines]))
+    emit(as_json, events, log_text(session_id, events))
 
 
 @db_app.command("upgrade")

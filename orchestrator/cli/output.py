@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TextIO
 
 import typer
 
-from orchestrator.cli.render import question_text, resume_hint, session_text
+from orchestrator.cli.render import answer_hint, session_text
 from orchestrator.errors import OrchestratorError, UserError
 from orchestrator.limits import clip
 
@@ -159,17 +159,3 @@ def finish(
         code = 1
     emit(as_json, view, text)
     raise typer.Exit(code)
-
-
-def answer_hint(view: dict[str, Any], db: str | None, *, question_shown: bool = False) -> str:
-    """'waiting for an answer' with the question (unless shown already) and the command."""
-    question = view["pending_question"]
-    asked = (
-        f"{question.get('asked_by') or 'an agent'}'s question is above"
-        if question_shown
-        else question_text(question)
-    )
-    return (
-        f"waiting for an answer. {asked}\n"
-        f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
-    )

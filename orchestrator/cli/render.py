@@ -221,3 +221,17 @@ def session_text(view: Mapping[str, Any]) -> str:
     elif view.get("cancel_requested"):
         lines.append("  cancel requested: it stops before its next agent call")
     return "\n".join(lines)
+
+
+def answer_hint(view: Mapping[str, Any], db: str | None, *, question_shown: bool = False) -> str:
+    """'waiting for an answer' with the question (unless shown already) and the command."""
+    question = view["pending_question"]
+    asked = (
+        f"{question.get('asked_by') or 'an agent'}'s question is above"
+        if question_shown
+        else question_text(question)
+    )
+    return (
+        f"waiting for an answer. {asked}\n"
+        f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
+    )
