@@ -170,13 +170,21 @@ class Sessions:
     def run_on(self, session_id: str) -> SessionDoc:
         """Drive a session whose answer is committed, or whose driver is gone, until it ends
         or pauses. A session still waiting for an answer is asked through `ask` again."""
-        self._engine().run_on(session_id)
-        return self.status(session_id)
+        return self._ended_on(session_id, self._engine().run_on(session_id))
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
-        self._engine().resume(session_id, reply)
-        return self.status(session_id)
+        return self._ended_on(session_id, self._engine().resume(session_id, reply))
+
+    def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
+        """The document the command ended on. Not a fresh read: another process may have
+        moved the session on meanwhile (a plain resume that saw the question still open
+        reports `paused`, not the `running` of the answer that just landed elsewhere)."""
+        doc = cast(SessionDoc, dict(view))
+        expect = self.store.session(session_id).settings.get("expect")
+        if expect and doc["status"] in ENDED:
+            doc["expect"] = check_expect(expect, doc, lambda: self.log(session_id))
+        return doc
 
     def cancel(self, session_id: str) -> SessionDoc:
         """Stop a session that has not ended: at once when it waits or its process is gone;

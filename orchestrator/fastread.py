@@ -194,7 +194,7 @@ def _answer(request: Request, path: Path, out: _Output) -> None:
         elif request.command == "log":
             assert request.session_id is not None
             events = _events(conn, request.session_id)
-            out.document(events, log_text(events))
+            out.document(events, log_text(request.session_id, events))
         elif request.limit is None and request.as_json:
             out.stream(_page(conn, request))  # --all: one session at a time, any size
         else:

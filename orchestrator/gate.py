@@ -338,7 +338,7 @@ def _decide_ask(
             message = FALLBACK_MESSAGE
             if state.default:
                 message += f"\nFor the open question, take the safe default: {state.default}"
-            return Fallback(ask.agent, state.resolution, bump, message)  # type: ignore[arg-type]
+            return Fallback(ask.agent, state.resolution, bump, message)
         assert state.response is not None, "an answered clarification has its response"
         return Rerun(ask.agent, state.question, state.response)
     if given >= max_fallbacks:

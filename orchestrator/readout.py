@@ -10,7 +10,14 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.cli.render import event_line, list_table, question_text, resume_hint, session_text
+from orchestrator.cli.render import (
+    event_line,
+    list_table,
+    question_text,
+    relative,
+    resume_hint,
+    session_text,
+)
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -104,9 +111,11 @@ def page_sql(*, status: bool, after: bool, limit: bool) -> str:
 
 
 def status_text(view: Mapping[str, Any], db: str | None) -> str:
-    """What `status` prints: the session, and for a waiting one how to answer (as
-    cli.output.answer_hint words it, which imports Typer)."""
-    text = session_text(view)
+    """What `status` prints (cli.commands.status): the session with its times, and for a
+    waiting one how to answer (worded as cli.output.answer_hint, which imports Typer)."""
+    first, _, rest = session_text(view).partition("\n")
+    started, changed = relative(view.get("created_at")), relative(view.get("updated_at"))
+    text = f"{first}\n  started {started}, last change {changed}\n{rest}"
     question = view["pending_question"]
     if question:
         text += (
@@ -120,8 +129,12 @@ def list_text(views: Sequence[Mapping[str, Any]]) -> str:
     return list_table(views)
 
 
-def log_text(events: Sequence[Mapping[str, Any]]) -> str:
-    return "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
+def log_text(session_id: str, events: Sequence[Mapping[str, Any]]) -> str:
+    """What `log` prints (cli.commands.log): each event at its UTC clock time."""
+    first = events[0]["time"] if events else None
+    header = f"session {session_id}, started {relative(first)} ({first}); times in UTC"
+    lines = [f"{(e['time'] or '')[11:19]}  {event_line(e)}" for e in events]
+    return "\n".join([header, *lines])
 
 
 def next_page_hint(last_id: str, *, status: str | None, limit: int, db: str | None) -> str:

@@ -253,9 +253,9 @@ def parse_scenario(text: str, path: str | Path = "<scenario>") -> Scenario:
     data = _parse(path, text)
     _check_shape(path, data)
     if not isinstance(data, dict):
+        got = "an empty file" if data is None else type(data).__name__
         raise ScenarioError(
-            f"{path}: (top level): expected a mapping with 'task' and 'agents', "
-            f"got {type(data).__name__}"
+            f"{path}: (top level): expected a mapping with 'task' and 'agents', got {got}"
         )
     try:
         scenario = Scenario.model_validate(data)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["Cluster", "enabled", "find_bin", "INSTALL_HINT", "OPT_OUT"]
+__all__ = ["Cluster", "enabled", "find_bin", "free_port", "INSTALL_HINT", "OPT_OUT"]
 
 OPT_OUT = "ORCHESTRATOR_TEST_POSTGRES"
 URL_ENV = "ORCHESTRATOR_TEST_POSTGRES_URL"
@@ -68,7 +68,7 @@ def find_bin() -> Path | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -105,7 +105,7 @@ class Cluster:
             os.chown(root, entry.pw_uid, entry.pw_gid)
             as_user = ["runuser", "-u", "postgres", "--"]
         data = root / "data"
-        port = _free_port()
+        port = free_port()
         run = lambda *cmd: subprocess.run(  # noqa: E731
             [*as_user, *cmd], check=True, capture_output=True, text=True, timeout=120
         )

@@ -24,6 +24,8 @@ SELECT = {
     "default": "SQLite",
 }
 
+pytestmark = pytest.mark.backends()
+
 
 def flow(first: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"agents": {"pm": [first, PLAN1, COMPLETE], "developer": [DONE]}, **extra}

@@ -141,6 +141,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     }
     for name, text in scenarios.items():
         (root / name).write_text(text)
+    (root / "latin1.yaml").write_bytes("task: café\nagents: {pm: []}\n".encode("latin-1"))
+    (root / "empty.yaml").write_text("  \n")
     with (root / "huge.yaml").open("w") as file:  # 50 MB: refused before it is read
         file.write("task: t\nagents:\n  pm: []\n")
         chunk = "# " + "x" * 1022 + "\n"
@@ -202,6 +204,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("scenario-long-task", ["run", "--script", "{root}/long-task.yaml"], "at most 2,000"),
     ("scenario-long-answer", ["run", "--script", "{root}/long-answer.yaml"], "at most 10,000"),
     ("scenario-missing", ["run", "--script", "{root}/nope.yaml"], "no such scenario file"),
+    ("scenario-not-utf8", ["run", "--script", "{root}/latin1.yaml"], "not UTF-8"),
+    ("scenario-empty", ["run", "--script", "{root}/empty.yaml"], "an empty file"),
     ("scenario-is-a-folder", ["run", "--script", "{root}"], "cannot read"),
     ("scenario-with-task", ["run", "other task", "--script", DONE], "not both"),
     # very large values
@@ -209,6 +213,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("note-too-long", ["resume", "{paused}", "--decline", "--note", "z" * 10_001], "--note"),
     ("task-too-long", ["run", "t" * 2001, "--model", "openai:x"], "at most 2,000"),
     ("choice-too-long", ["resume", "{choose}", "--choice", "c" * 10_001], "at most 10,000"),
+    ("id-very-long", ["status", "i" * 100_000], "no session"),
+    ("option-value-very-long", ["run", "--script", DONE, "--max-rounds", "9" * 100_000], "rounds"),
     # options: usage errors are JSON too
     ("timeout-negative", ["run", "--script", DONE, "--timeout", "-1"], "--timeout"),
     ("timeout-inf", ["run", "--script", DONE, "--timeout", "inf"], "finite"),
@@ -260,6 +266,8 @@ def test_bad_input_exits_2_says_what_and_changes_nothing(
     assert fragment in document["error"], document["error"]
     assert fragment in result.stderr
     assert len(document["error"]) < 2_000  # never the whole of a long value
+    assert len(result.stderr) < 3_000
+    assert "instance of" not in document["error"]  # no internal class names
     assert snapshot(world.root, world.db) == before
 
 

@@ -602,3 +602,18 @@ def test_install_hints_work_from_where_the_user_is(
     assert install_hints.install_extra("openai") == "pip install 'gated-orchestrator[openai]'"
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'name = "{install_hints.DISTRIBUTION}"' in pyproject
+
+
+def test_a_session_run_on_elsewhere_meanwhile_is_exit_2_not_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import typer
+
+    from orchestrator.cli.output import finish
+
+    view = {"session_id": "abc", "status": "running", "stalled": False}
+    with pytest.raises(typer.Exit) as raised:
+        finish(True, view, None)
+    assert raised.value.exit_code == 2
+    out = capsys.readouterr()
+    assert json.loads(out.out)["exit_code"] == 2 and "another process" in out.err

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sqlite3
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -193,64 +189,3 @@ def test_upgrading_to_0003_keeps_every_sessions_state_and_events(tmp_path: Path)
     view = store.view("s2")
     assert view["status"] == "paused" and view["stalled"] is False and view["owner"] is None
     assert store.session("s2").claim_generation == 0
-
-
-PG_URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
-
-
-@pytest.fixture
-def fresh_postgres() -> Iterator[str]:
-    """A new, empty PostgreSQL database on the opt-in server, dropped afterwards."""
-    if not PG_URL or importlib.util.find_spec("psycopg") is None:
-        pytest.skip("set ORCHESTRATOR_TEST_POSTGRES_URL and install the postgres extra")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"orch_first_use_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def test_eight_concurrent_first_uses_of_a_fresh_postgres_database(fresh_postgres: str) -> None:
-    """Migrations (advisory lock) and LangGraph's checkpoint setup (once per database per
-    process, under a second advisory lock) no longer race on a new database."""
-    import json
-    import subprocess
-
-    from conftest import EXAMPLES, ROOT, argv
-
-    procs = [
-        subprocess.Popen(
-            argv(
-                "run",
-                "--script",
-                str(EXAMPLES / "answered-question.yaml"),
-                "--json",
-                db=fresh_postgres,
-            ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )  # fmt: skip
-        for _ in range(8)
-    ]
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"exit {proc.returncode}\n{stdout}\n{stderr}"
-        assert json.loads(stdout)["status"] == "completed"
-    from orchestrator.store import Store
-
-    store = Store(open_engine(fresh_postgres))
-    try:
-        assert [v["status"] for v in store.list_views()] == ["completed"] * 8
-    finally:
-        store.engine.dispose()

@@ -31,7 +31,7 @@ def refused(*args: str, db: str) -> dict[str, object]:
 
 
 def test_a_server_that_is_down_gets_a_retry_hint(pg_cluster: pgcluster.Cluster) -> None:
-    port = pgcluster._free_port()  # nothing listens there
+    port = pgcluster.free_port()  # nothing listens there
     error = refused("list", db=f"postgresql+psycopg://postgres@127.0.0.1:{port}/x")["error"]
     assert f"127.0.0.1:{port}" in error
     assert "Is the server running" in error and "try again" in error

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -766,49 +765,14 @@ def make_harness(tmp_path: Path, db_url: str) -> Harness:
     return Harness(path, tmp_path / "calls.jsonl", script, db_url)
 
 
-def any_query(url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    """`sql` (named :params) on a SQLite file or PostgreSQL, through SQLAlchemy."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.pool import NullPool
-
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(text(sql), params)]
-    finally:
-        engine.dispose()
-
-
-def any_dump(url: str) -> dict[str, list[str]]:
-    """Every row of every table (ours and LangGraph's), on SQLite or PostgreSQL."""
-    from sqlalchemy import create_engine, inspect, text
-    from sqlalchemy.pool import NullPool
-
-    def plain(value: Any) -> Any:
-        return bytes(value) if isinstance(value, memoryview) else value
-
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            return {
-                table: sorted(
-                    repr(tuple(plain(v) for v in row))
-                    for row in conn.execute(text(f'SELECT * FROM "{table}"'))
-                )
-                for table in sorted(inspect(conn).get_table_names())
-            }
-    finally:
-        engine.dispose()
-
-
 def checkpoint_forks(db_url: str, session_id: str) -> list[tuple[Any, ...]]:
     """Checkpoints of the session's main thread that have more than one child."""
-    return any_query(
+    return query(
         db_url,
-        "SELECT parent_checkpoint_id, count(*) FROM checkpoints WHERE thread_id = :sid "
+        "SELECT parent_checkpoint_id, count(*) FROM checkpoints WHERE thread_id = ? "
         "AND checkpoint_ns = '' AND parent_checkpoint_id IS NOT NULL "
         "GROUP BY parent_checkpoint_id HAVING count(*) > 1",
-        sid=session_id,
+        session_id,
     )
 
 
@@ -831,7 +795,9 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
     owner = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc",
          *harness.argv("run", "--script", str(harness.script))],
-        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="12"),
+        env=harness.env(
+            HARNESS_SLOW="developer", HARNESS_DELAY="12", ORCHESTRATOR_LEASE_SECONDS="4"
+        ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
     )  # fmt: skip
@@ -849,7 +815,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
             assert "being resumed elsewhere" in refused.stderr
             assert "takeover is possible in" in refused.stderr
             refusals += 1
-            time.sleep(2.5)
+            time.sleep(4.5)
         stdout, stderr = owner.communicate(timeout=120)
         assert refusals >= 1, "the owner must still have been running at the first resume"
     finally:
@@ -861,7 +827,10 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
     assert not [e for e in events(db_url, session_id) if e.get("previous") == "running"]
 
 
-def test_eight_concurrent_first_uses_of_a_fresh_database(db_url: str) -> None:
+def test_eight_concurrent_first_uses_of_a_fresh_database(empty_db_url: str) -> None:
+    """Migrations (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL) and LangGraph's
+    checkpoint setup (once per database per process, serialised) do not race."""
+    db_url = empty_db_url
     procs = [
         subprocess.Popen(
             argv("run", "--script", str(ANSWERED), "--json", db=db_url),
@@ -912,44 +881,18 @@ def test_plain_resume_racing_an_answer_exits_2_or_3_never_1(
     assert session_row(db_url, session_id)["status"] == "completed"
 
 
-PG_URL = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_URL")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def any_db(request: pytest.FixtureRequest, db_url: str) -> Iterator[str]:
-    """The test's SQLite file, or a new database on the opt-in PostgreSQL server."""
-    if request.param == "sqlite":
-        yield db_url
-        return
-    if not PG_URL:
-        pytest.skip("set ORCHESTRATOR_TEST_POSTGRES_URL to run this on PostgreSQL too")
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"orch_race_{os.getpid()}_{int(time.time() * 1000) % 10**8}"
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def test_plain_resumes_racing_an_answer_never_exit_1(any_db: str) -> None:
+def test_plain_resumes_racing_an_answer_never_exit_1(db_url: str) -> None:
     """One `resume --answer` against three plain `resume`s, started together: the answer
     wins (0); each plain one still saw the question (3) or found it answered or being run
     on elsewhere (2). Never 1, never a traceback."""
     for _ in range(2):
-        paused = cli("run", "--script", str(PAUSE), "--json", db=any_db)
+        paused = cli("run", "--script", str(PAUSE), "--json", db=db_url)
         assert paused.returncode == 3, describe(paused)
         session_id = run_json(paused)["session_id"]
         commands = [["--answer", "Weekly"], [], [], []]
         procs = [
             subprocess.Popen(
-                argv("resume", session_id, *extra, "--json", db=any_db),
+                argv("resume", session_id, *extra, "--json", db=db_url),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -966,15 +909,13 @@ def test_plain_resumes_racing_an_answer_never_exit_1(any_db: str) -> None:
             assert "Traceback" not in stderr
             document = json.loads(stdout)
             assert (document.get("status") == "paused") if code == 3 else document["exit_code"] == 2
-        final = run_json(cli("status", session_id, "--json", db=any_db))
+        final = run_json(cli("status", session_id, "--json", db=db_url))
         assert final["status"] == "completed" and final["questions_surfaced"] == 1
 
 
 def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
-    tmp_path: Path, any_db: str
+    harness: Harness, db_url: str
 ) -> None:
-    harness = make_harness(tmp_path, any_db)
-    db_url = any_db
     first = subprocess.Popen(
         harness.argv("run", "--script", str(harness.script)),
         env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="4"),
@@ -985,7 +926,7 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
         harness.wait_for_call("developer-1", first)
         time.sleep(0.3)  # well inside developer-1's 4 s call
         os.kill(first.pid, signal.SIGSTOP)
-        (session_id,) = [r[0] for r in any_query(db_url, "SELECT id FROM sessions")]
+        session_id = only_session_id(db_url)
         time.sleep(3)  # past the 2 s lease: the frozen process renews nothing
         taken = subprocess.run(
             harness.argv("resume", session_id),
@@ -994,7 +935,7 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
         )  # fmt: skip
         assert taken.returncode == 0, describe(taken)
         assert run_json(taken)["status"] == "completed"
-        after_takeover = any_dump(db_url)
+        after_takeover = dump_db(db_url)
     finally:
         os.kill(first.pid, signal.SIGCONT)
     stdout, stderr = first.communicate(timeout=120)
@@ -1002,7 +943,7 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
     assert "no longer driven by this process" in stderr
     assert json.loads(stdout)["exit_code"] == 2
     # Nothing the woken process did reached the database: no event, no checkpoint.
-    assert any_dump(db_url) == after_takeover
+    assert dump_db(db_url) == after_takeover
     # It made no agent call after the takeover: only the two it had started before.
     by_first = [(c["agent"], c["call"]) for c in harness.calls() if c["pid"] == first.pid]
     assert by_first == [("pm", 1), ("developer-1", 1)]

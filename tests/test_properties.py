@@ -419,7 +419,9 @@ def _event_rows(store: Any, session_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def run_scenario(scenario: Mapping[str, Any], workdir: Path) -> dict[str, Any]:
+def run_scenario(
+    scenario: Mapping[str, Any], workdir: Path, url: str | None = None
+) -> dict[str, Any]:
     """Start a session, then resume it in a fresh Engine/Store while it is paused."""
     from agents.scripted import ScriptedBackend
     from orchestrator.engine import Engine
@@ -438,7 +440,7 @@ def run_scenario(scenario: Mapping[str, Any], workdir: Path) -> dict[str, Any]:
         requests.append(request)
         return respond(self, request)
 
-    url = f"sqlite:///{workdir / 'orchestrator.db'}"
+    url = url or f"sqlite:///{workdir / 'orchestrator.db'}"  # tests/test_properties_pg.py
     with mock.patch.object(ScriptedBackend, "respond", recording):
         engine, store = _open(url)
         try:

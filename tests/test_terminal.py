@@ -556,3 +556,29 @@ def test_activity_is_safe_to_use_from_many_threads() -> None:
     assert not any(thread.is_alive() for thread in threads), "deadlocked"
     activity.close()
     assert activity.text() == ""
+
+
+def test_ctrl_c_at_a_line_by_line_prompt_leaves_the_question_open(
+    tmp_path: Path, db_url: str
+) -> None:
+    import signal
+
+    script = scenario(tmp_path, question="Which columns?")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", "--script", str(script)]
+        + ["--ui", "terminal", "--json", "--db", db_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stderr is not None
+    seen = ""
+    while "your answer: " not in seen:
+        seen += proc.stderr.read(1)
+    proc.send_signal(signal.SIGINT)
+    out, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 3, seen + rest
+    assert "left open, to answer later" in rest
+    assert json.loads(out)["status"] == "paused"

@@ -5,7 +5,7 @@ an index instead of sorting the whole table. They make the single-column indexes
 status and on created_at redundant (each is a prefix), which are dropped.
 
 Revision ID: 0004
-Revises: 0003
+Revises: 0005
 Create Date: 2026-11-22
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0003"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

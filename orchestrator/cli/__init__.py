@@ -1,7 +1,7 @@
 """The `orchestrator` command line: an edge over the session API (`orchestrator.api`).
 
-`commands` declares the commands (`cancel`, `worker`, `mcp`, `test` and `graph` have
-their own modules, loaded with it to register themselves), `entry` is the process entry
+`commands` declares the commands (`cancel`, `worker`, `mcp`, `serve`, `test` and `graph`
+have their own modules, loaded with it to register themselves), `entry` is the process entry
 point (usage errors, exit codes), `runs` builds the session API for run/resume (how to
 ask, the progress line), `output` prints documents and turns errors into exit codes,
 `render` writes the human text, `terminal` asks at the terminal, `progress` draws the
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _full() -> ModuleType:
     """The Typer command line, every command registered; its entry module."""
-    from orchestrator.cli import cancel, entry, graph, mcp, suite, worker  # noqa: F401  (register)
+    from orchestrator.cli import cancel, entry, graph, mcp, serve, suite, worker  # noqa: F401
 
     return entry
 

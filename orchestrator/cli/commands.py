@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli.output import EXIT_CODES, answer_hint, emit, err, finish, user_errors
-from orchestrator.cli.render import event_line, list_table, session_text
+from orchestrator.cli.render import event_line, list_table, relative, session_text
 from orchestrator.cli.runs import (
     NO_AGENTS,
     OnTimeout,
@@ -56,8 +56,29 @@ UiOption = Annotated[
     Ui | None,
     typer.Option(
         "--ui",
-        help="How to ask when scripted answers run out: 'terminal' prompts, 'none' pauses "
-        "(exit 3). Default: terminal when stdin is a terminal, else none.",
+        help="How to ask when scripted answers run out: 'terminal' prompts, 'web' opens a "
+        "one-question page in the browser, 'none' pauses (exit 3). Default: terminal when "
+        "stdin is a terminal, else none.",
+    ),
+]
+NoBrowserOption = Annotated[
+    bool, typer.Option("--no-browser", help="With --ui web: print the URL, open no browser.")
+]
+NotifyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--notify",
+        metavar="URL",
+        help="Tell people when a question waits: an Apprise URL (json://, slack://, "
+        "mailto://, ntfy://, ...). Repeatable. Default: $ORCHESTRATOR_NOTIFY.",
+    ),
+]
+PublicUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--public-url",
+        metavar="URL",
+        help="Where `orchestrator serve` is reached: notifications carry the answer link.",
     ),
 ]
 
@@ -202,6 +223,9 @@ def run(
         ),
     ] = None,
     ui: UiOption = None,
+    no_browser: NoBrowserOption = False,
+    notify: NotifyOption = None,
+    public_url: PublicUrlOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -228,7 +252,7 @@ def run(
                     f"give either a TASK or --script, not both: the scenario {script} "
                     "has its own task"
                 )
-            view = _run_script(script, limits, ui, db)
+            view = _run_script(script, limits, ui, db, _asking(no_browser, notify, public_url))
         else:
             from agents.models import resolve_models
 
@@ -243,7 +267,8 @@ def run(
             import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
 
             collect_from_here_on()
-            view = sessions_for(db, progress=True, ui=ui, create=True).start(
+            asking = _asking(no_browser, notify, public_url)
+            view = sessions_for(db, progress=True, ui=ui, create=True, **asking).start(
                 task,
                 models=models,
                 settings=limits,
@@ -273,8 +298,19 @@ def checked_settings(limits: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
+def _asking(no_browser: bool, notify: list[str] | None, public_url: str | None) -> dict[str, Any]:
+    """--no-browser, --notify (else $ORCHESTRATOR_NOTIFY) and --public-url, for sessions_for."""
+    from orchestrator.cli.serve import notify_urls
+
+    return {"no_browser": no_browser, "notify": notify_urls(notify), "public_url": public_url}
+
+
 def _run_script(
-    script: Path, limits: Mapping[str, object], ui: Ui | None, db: str | None
+    script: Path,
+    limits: Mapping[str, object],
+    ui: Ui | None,
+    db: str | None,
+    asking: dict[str, Any],
 ) -> dict[str, object]:
     from orchestrator.scenario import load_scenario
 
@@ -282,7 +318,9 @@ def _run_script(
     import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
 
     collect_from_here_on()
-    sessions = sessions_for(db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True)
+    sessions = sessions_for(
+        db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True, **asking
+    )
     return dict(sessions.start_scenario(scenario, settings=limits, source=str(script)))
 
 
@@ -310,6 +348,9 @@ def resume(
         typer.Option("--note", metavar="TEXT", help="A remark kept with your answer."),
     ] = None,
     ui: UiOption = None,
+    no_browser: NoBrowserOption = False,
+    notify: NotifyOption = None,
+    public_url: PublicUrlOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -338,7 +379,13 @@ def resume(
         check_length("the --note", note, MAX_ANSWER_CHARS)
         for picked in choice or ():
             check_length("a --choice", picked, MAX_ANSWER_CHARS)
-        sessions = sessions_for(db, progress=True, ui=ui, session_id=session_id)
+        sessions = sessions_for(
+            db,
+            progress=True,
+            ui=ui,
+            session_id=session_id,
+            **_asking(no_browser, notify, public_url),
+        )
         reply = None
         if answer is not None:
             reply = UserReply(text=answer, note=note)
@@ -374,7 +421,9 @@ def status(
     """Show one session."""
     with user_errors(as_json):
         view = read_sessions(db, session_id).status(session_id)
-    text = session_text(view)
+    first, _, rest = session_text(view).partition("\n")
+    started, changed = relative(view.get("created_at")), relative(view.get("updated_at"))
+    text = f"{first}\n  started {started}, last change {changed}\n{rest}"
     if view["pending_question"]:
         text += "\n" + answer_hint(dict(view), db)
     emit(as_json, view, text)
@@ -433,8 +482,11 @@ def log(
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
     with user_errors(as_json):
         events = read_sessions(db, session_id).log(session_id)
-    text = "\n".join(f"{e['time']}  {event_line(e)}" for e in events)
-    emit(as_json, events, text)
+    # Each event at its UTC clock time (seconds matter within a run); the day, relatively.
+    first = events[0]["time"] if events else None
+    header = f"session {session_id}, started {relative(first)} ({first}); times in UTC"
+    lines = [f"{(e['time'] or '')[11:19]}  {event_line(e)}" for e in events]
+    emit(as_json, events, "\n".join([header, *lines]))
 
 
 @db_app.command("upgrade")

@@ -6,10 +6,9 @@ from __future__ import annotations
 import gc
 import sys
 
-from orchestrator.cli import cancel as _cancel  # noqa: F401  (registers `cancel`)
-from orchestrator.cli import worker as _worker  # noqa: F401  (registers `worker`)
 from orchestrator.cli.commands import EXIT_CODES, app
-from orchestrator.cli.output import EXIT_BAD_INPUT, error_document, pipe_safe
+from orchestrator.cli.output import EXIT_BAD_INPUT, MAX_MESSAGE_CHARS, error_document, pipe_safe
+from orchestrator.limits import clip
 
 __all__ = ["main", "run_cli", "app", "EXIT_CODES"]
 
@@ -54,9 +53,12 @@ def run_cli(args: list[str]) -> int:
         sys.stdout.write(exc.format_message() + "\n")
         return 0
     except ClickException as exc:
+        message = clip(exc.format_message(), MAX_MESSAGE_CHARS)  # it quotes the value given
+        if len(message) < len(exc.format_message()):
+            exc.message = message
         exc.show()
         if as_json:
-            sys.stdout.write(error_document(exc.format_message(), exc.exit_code) + "\n")
+            sys.stdout.write(error_document(message, exc.exit_code) + "\n")
         return exc.exit_code
     except Abort:
         sys.stderr.write("aborted\n")

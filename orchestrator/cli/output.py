@@ -20,6 +20,7 @@ import typer
 
 from orchestrator.cli.render import question_text, resume_hint, session_text
 from orchestrator.errors import OrchestratorError, UserError
+from orchestrator.limits import clip
 
 __all__ = [
     "EXIT_CODES",
@@ -31,10 +32,12 @@ __all__ = [
     "fail",
     "error_document",
     "pipe_safe",
+    "MAX_MESSAGE_CHARS",
 ]
 
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running": 1}
 EXIT_BAD_INPUT = 2
+MAX_MESSAGE_CHARS = 1_500  # an error message, whatever it quotes
 
 
 class _PipeSafe:
@@ -117,6 +120,7 @@ def user_errors(as_json: bool) -> Iterator[None]:
 
 
 def fail(as_json: bool, message: str, code: int) -> NoReturn:
+    message = clip(message, MAX_MESSAGE_CHARS)  # it may quote what the user gave
     err(f"error: {message}")
     if as_json:
         typer.echo(error_document(message, code))
@@ -130,6 +134,15 @@ def finish(
 
     `question_shown`: the progress lines already printed the question in full, so the
     closing lines only point at it and give the command that answers it."""
+    if view["status"] == "running" and not view.get("stalled"):
+        # Another live process took the session on meanwhile (it was answered elsewhere):
+        # nothing of ours ran, as when the claim is refused.
+        fail(
+            as_json,
+            f"session {view['session_id']} is being run on by another process; "
+            f"see orchestrator status {view['session_id']}",
+            EXIT_BAD_INPUT,
+        )
     code = EXIT_CODES.get(view["status"], 1)
     text = session_text(view)
     if view["status"] == "paused" and view["pending_question"]:

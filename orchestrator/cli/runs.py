@@ -27,6 +27,7 @@ __all__ = [
 class Ui(StrEnum):
     terminal = "terminal"
     none = "none"
+    web = "web"
 
 
 class OnTimeout(StrEnum):
@@ -81,11 +82,14 @@ def sessions_for(
     scripted: bool = False,
     create: bool = False,
     session_id: str | None = None,
+    no_browser: bool = False,
+    notify: tuple[str, ...] = (),
+    public_url: str | None = None,
 ) -> Any:
     """The session API for one command. With `progress`, events go to stderr as they
-    happen and a spinner runs on a terminal; `ui` decides how the user is asked. Only
-    `create` (run) makes a new database file; otherwise `session_id` is unknown in one
-    that does not exist."""
+    happen and a spinner runs on a terminal; `ui` decides how the user is asked; `notify`
+    (Apprise URLs) tells people when a question is surfaced. Only `create` (run) makes a
+    new database file; otherwise `session_id` is unknown in one that does not exist."""
     _SHOWN.clear()  # one command at a time: what an earlier one printed is not on screen
     from orchestrator.api import Sessions
     from orchestrator.errors import SessionNotFound
@@ -99,9 +103,12 @@ def sessions_for(
     quiet = {"question_surfaced"} if _chosen(ui) is Ui.terminal and not scripted else set()
 
     current = {"id": session_id}  # the session being run: every event names it
+    notifier = _notifier(db, notify, public_url)
 
     def show(session_id: str, event: dict[str, Any]) -> None:
         current["id"] = session_id
+        if notifier is not None:
+            notifier.on_event(session_id, event)
         if event["kind"] == "question_surfaced" and event["kind"] not in quiet:
             _SHOWN.add(session_id)
         if event["kind"] not in quiet:
@@ -115,8 +122,47 @@ def sessions_for(
         atexit.register(activity.close)
     sessions = Sessions(url, on_event=show if progress else None, activity=activity)
     if progress:
-        sessions.ask = _ask_user(ui, lambda: _keeps_waiting(sessions, current["id"]))
-    return sessions
+        sessions.ask = _ask_user(
+            ui, lambda: _keeps_waiting(sessions, current["id"]), no_browser=no_browser
+        )
+    return sessions if notifier is None else _Notifying(sessions, notifier)
+
+
+class _Notifying:
+    """The session API, and once a command's run returns, its notifications delivered.
+
+    They go out from a background thread while the session runs; a process that is about
+    to exit waits for them here (bounded by the retry schedule), because once the
+    interpreter shuts down no new HTTP work can start."""
+
+    def __init__(self, sessions: Any, notifier: Any) -> None:
+        self._sessions = sessions
+        self._notifier = notifier
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._sessions, name)
+        if name not in ("start", "start_scenario", "resume", "run_on"):
+            return method
+
+        def then_flush(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._notifier.close()
+
+        return then_flush
+
+
+def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> Any:
+    """Apprise notifications for surfaced questions (delivered before the process exits)."""
+    if not urls:
+        return None
+    from orchestrator.install_hints import require_extra
+
+    require_extra("web", "--notify", "apprise")
+    from orchestrator.web.notify import Notifier
+
+    return Notifier(urls, public_url=public_url, db=db)
 
 
 def _keeps_waiting(sessions: Any, session_id: str | None) -> bool:
@@ -134,7 +180,16 @@ def _chosen(ui: Ui | None) -> Ui:
     return ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
 
 
-def _ask_user(ui: Ui | None, keep_open: Callable[[], bool]) -> Any:
+def _ask_user(ui: Ui | None, keep_open: Callable[[], bool], *, no_browser: bool = False) -> Any:
+    if _chosen(ui) is Ui.web:
+        from functools import partial
+
+        from orchestrator.install_hints import require_extra
+
+        require_extra("web", "--ui web", "fastapi", "uvicorn", "jinja2")
+        from orchestrator.web.oneshot import ask_in_browser  # FastAPI only when asked
+
+        return partial(ask_in_browser, open_browser=not no_browser)
     if _chosen(ui) is not Ui.terminal:
         return None
 

@@ -254,7 +254,7 @@ def _postgres_engine(url: str) -> Engine:
     except ModuleNotFoundError as exc:
         raise ConfigError(
             f"the PostgreSQL driver is not installed ({exc.name}); install the extra: "
-            "pip install 'orchestrator[postgres]'"
+            + install_extra("postgres")
         ) from exc
 
 

@@ -6,8 +6,8 @@ lease. A worker's own sessions count too when none of its threads drives them an
 database failure interrupted the drive: the row still names this worker).
 
 Claiming reads a batch of candidates and takes the first ready one in one write
-transaction. On PostgreSQL the candidates are read `FOR UPDATE SKIP LOCKED`: a row another
-worker is looking at is skipped, not waited for, so workers never queue behind each other.
+transaction. On PostgreSQL the chosen row is locked `FOR UPDATE SKIP LOCKED`: a row another
+worker is claiming is skipped, not waited for, so workers never queue behind each other.
 On SQLite the transaction holds the database's write lock (BEGIN IMMEDIATE). Either way the
 claim itself is the same compare-and-swap `resume` uses (lifecycle.take): it bumps the
 claim generation, so whoever held the session before is fenced out.
@@ -19,6 +19,7 @@ import socket
 import time
 from collections.abc import Container
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import or_, select
 
@@ -49,12 +50,12 @@ def claim_ready(
     is not called in a loop.
     """
     now = time.time()
-    query = (
+    candidates = (
         select(_S)
         .where(
             _S.c.status == "running",
             # Cheap prefilter: an expired lease, or a process the OS can be asked about
-            # (same host), or ours. owner_alive() below has the final word.
+            # (same host), or ours. `ready` below has the final word.
             or_(
                 _S.c.lease_expires_at.is_(None),
                 _S.c.lease_expires_at < now,
@@ -64,17 +65,26 @@ def claim_ready(
         )
         .order_by(_S.c.updated_at)
         .limit(BATCH)
-        .with_for_update(skip_locked=True)  # PostgreSQL; SQLite already holds the lock
     )
+
+    def ready(row: Any) -> bool:
+        if row.id in busy or row.status != "running":
+            return False
+        if row.owner != owner.id and owner_alive(row):
+            return False
+        return row.last_error is None or _epoch(row.updated_at) <= failed_before
+
     with write(store.engine, store.listener) as conn:
-        for row in conn.execute(query).all():
-            if row.id in busy:
+        for row in conn.execute(candidates).all():
+            if not ready(row):
                 continue
-            if row.owner != owner.id and owner_alive(row):
-                continue
-            if row.last_error is not None and _epoch(row.updated_at) > failed_before:
-                continue
-            return lifecycle.take(conn, row, owner)
+            # Lock only the one we want; a row another worker holds is skipped, not waited
+            # for (PostgreSQL). Read again under the lock: it may have changed meanwhile.
+            locked = conn.execute(
+                select(_S).where(_S.c.id == row.id).with_for_update(skip_locked=True)
+            ).first()
+            if locked is not None and ready(locked):
+                return lifecycle.take(conn, locked, owner)
     return None
 
 

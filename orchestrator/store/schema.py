@@ -26,10 +26,18 @@ from sqlalchemy import (
     text,
 )
 
-__all__ = ["metadata", "sessions", "state", "events", "HEAD_REVISION", "OUR_TABLES"]
+__all__ = [
+    "metadata",
+    "sessions",
+    "state",
+    "events",
+    "question_links",
+    "HEAD_REVISION",
+    "OUR_TABLES",
+]
 
 # The newest Alembic revision; tests/test_migrations.py checks it matches migrations/.
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0004"  # 0004 follows 0005 (revision ids are names, not an order)
 
 metadata = MetaData()
 
@@ -130,4 +138,23 @@ events = Table(
     ),
 )
 
-OUR_TABLES = frozenset({"sessions", "orchestrator_state", "events", "alembic_version"})
+# 0005: each surfaced question's answer link (`/q/{token}` of the web inbox). The token is
+# unguessable; the link accepts one answer while the question is open.
+question_links = Table(
+    "question_links",
+    metadata,
+    Column("token", String(64), primary_key=True),
+    Column(
+        "session_id",
+        String(32),
+        ForeignKey("sessions.id", ondelete="CASCADE"),
+        nullable=False,
+        unique=True,
+    ),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+)
+
+OUR_TABLES = frozenset(
+    {"sessions", "orchestrator_state", "events", "question_links", "alembic_version"}
+)

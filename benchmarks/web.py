@@ -1,0 +1,258 @@
+"""Benchmarks of the web inbox (`orchestrator serve`). Prints figures; no pass/fail.
+
+  .venv/bin/python benchmarks/web.py [--quick]
+
+1. answer → first agent call: from the start of `POST /api/sessions/{id}/answer` to the
+   moment the background run-on makes its first agent call (server in this process,
+   uvicorn on loopback, a real SQLite file);
+2. the inbox with 10,000 sessions in the database (a third of them waiting): time to
+   first byte of `GET /` and of a late page, against `orchestrator serve` as a process;
+3. memory (RSS) of an idle `orchestrator serve` process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TOKEN = "bench-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+SCENARIO = {
+    "task": "Add a CSV export",
+    "agents": {
+        "pm": [
+            {
+                "status": "NEEDS_CLARIFICATION",
+                "question": "Which columns?",
+                "kind": "single_select",
+                "options": [{"label": "All"}, {"label": "Summary"}],
+            },
+            {"status": "PLANNED", "tasks": [{"title": "Export endpoint"}]},
+            {"status": "COMPLETE", "summary": "done"},
+        ],
+        "developer": [{"status": "DONE", "summary": "done"}],
+    },
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answer_to_first_call(runs: int) -> list[float]:
+    import httpx
+    import uvicorn
+
+    from agents.scripted import ScriptedBackend
+    from orchestrator.api import Sessions
+    from orchestrator.web import WebConfig, create_app
+
+    tmp = Path(tempfile.mkdtemp())
+    db = f"sqlite:///{tmp / 'bench.db'}"
+    first_call: dict[str, float] = {}
+    respond = ScriptedBackend.respond
+
+    def timed(self: Any, request: Any) -> Any:
+        first_call.setdefault(request.session_id, time.perf_counter())
+        return respond(self, request)
+
+    with Sessions(db) as sessions:
+        ids = [
+            sessions.start_scenario(json.dumps(SCENARIO, indent=2))["session_id"]
+            for _ in range(runs + 1)
+        ]
+    ScriptedBackend.respond = timed  # type: ignore[method-assign]
+    port = free_port()
+    app = create_app(WebConfig(db=db, token=TOKEN, port=port))
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    times = []
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH) as client:
+        for n, sid in enumerate(ids):
+            started = time.perf_counter()
+            client.post(f"/api/sessions/{sid}/answer", json={"answer": "All"}).raise_for_status()
+            while sid not in first_call:
+                time.sleep(0.0005)
+            if n:  # the first one pays LangGraph's import
+                times.append(first_call[sid] - started)
+            while client.get(f"/api/sessions/{sid}").json()["status"] == "running":
+                time.sleep(0.01)
+    server.should_exit = True
+    thread.join()
+    ScriptedBackend.respond = respond  # type: ignore[method-assign]
+    return times
+
+
+def fill(db_path: Path, count: int) -> None:
+    """`count` sessions in one transaction: every third waits for an answer."""
+    from sqlalchemy import insert
+
+    from orchestrator.store import open_engine
+    from orchestrator.store.schema import sessions, state
+
+    engine = open_engine(f"sqlite:///{db_path}")
+    now = datetime.now(UTC)
+    rows, states = [], []
+    for n in range(count):
+        sid = uuid.uuid4().hex[:12]
+        waiting = n % 3 == 0
+        created = now - timedelta(seconds=count - n)
+        rows.append(
+            {
+                "id": sid,
+                "task": f"Task number {n}: add a CSV export to report {n}",
+                "status": "paused" if waiting else "completed",
+                "created_at": created,
+                "updated_at": created,
+                "agents": {"kind": "script", "agents": {}},
+                "settings": {},
+                "tasks": [],
+                "round": 1,
+                "answers_used": 0,
+                "summary": None if waiting else "done",
+            }
+        )
+        states.append(
+            {
+                "session_id": sid,
+                "clarification_used": waiting,
+                "clarification_resolved": False,
+                "clarification_question": "Which columns?" if waiting else None,
+                "question_object": {
+                    "question": f"Which columns for report {n}?",
+                    "kind": "single_select",
+                    "options": [{"label": "All"}, {"label": "Summary"}],
+                    "urgency": "medium",
+                }
+                if waiting
+                else None,
+                "asked_by": "pm" if waiting else None,
+                "deadline": time.time() + 3600 + n if waiting else None,
+                "questions_surfaced": int(waiting),
+                "fallbacks_injected": 0,
+                "fallback_counts": {},
+            }
+        )
+    with engine.begin() as conn:
+        conn.execute(insert(sessions), rows)
+        conn.execute(insert(state), states)
+    engine.dispose()
+
+
+def start_server(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "serve",
+            "--port",
+            str(port),
+            "--token",
+            TOKEN,
+            "--db",
+            db,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/api/sessions?status=running", headers=AUTH).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError("the server did not start")
+
+
+def ttfb(base: str, path: str) -> float:
+    """Seconds from sending the request to the first byte of the response body."""
+    import http.client
+
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port))
+    started = time.perf_counter()
+    conn.request("GET", path, headers={**AUTH, "Host": f"{host}:{port}"})
+    response = conn.getresponse()
+    response.read(1)
+    first = time.perf_counter() - started
+    response.read()
+    conn.close()
+    assert response.status == 200, response.status
+    return first
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    times = answer_to_first_call(5 if quick else 20)
+    print(
+        f"1. answer POST -> first agent call: median {statistics.median(times) * 1000:.1f} ms, "
+        f"max {max(times) * 1000:.1f} ms ({len(times)} answers)"
+    )
+
+    tmp = Path(tempfile.mkdtemp())
+    home = tmp / "home"
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "share")}
+    started = time.perf_counter()
+    fill(tmp / "big.db", 10_000)
+    print(f"   (10,000 sessions written in {time.perf_counter() - started:.2f} s)")
+    proc, base = start_server(str(tmp / "big.db"), env)
+    try:
+        ttfb(base, "/")  # warm
+        reps = 5 if quick else 15
+        first = [ttfb(base, "/") for _ in range(reps)]
+        late = [ttfb(base, "/?page=150") for _ in range(reps)]
+        print(
+            f"2. inbox with 10,000 sessions, time to first byte: page 1 median "
+            f"{statistics.median(first) * 1000:.1f} ms, page 150 median "
+            f"{statistics.median(late) * 1000:.1f} ms ({reps} requests each)"
+        )
+    finally:
+        proc.terminate()
+        proc.wait()
+    proc, base = start_server(str(tmp / "idle.db"), env)
+    try:
+        time.sleep(2)
+        print(f"3. idle `orchestrator serve`: RSS {rss_mib(proc.pid):.1f} MiB")
+    finally:
+        proc.terminate()
+        proc.wait()
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""Worker scaling: sessions/s through 1, 2 and 4 `orchestrator worker` processes.
+
+    .venv/bin/python benchmarks/workers.py            # 200 sessions per run (make bench)
+    .venv/bin/python benchmarks/workers.py --quick    # 60 sessions, a smoke test
+
+For each backend (PostgreSQL on a throwaway server from tests/pgcluster.py, and SQLite),
+the same database of N answered sessions is prepared once (each paused on the PM's
+question, answered, and handed off to the workers, as a web server would) and copied for
+every run. Each run starts the workers together and polls the count of completed sessions;
+the figure is the steady-state rate between 10% and 90% done (process start-up and the
+tail excluded), and the ratio is to one worker. After the answer each session makes four
+scripted agent calls (PM, two developers, PM). Target (issue 13): on PostgreSQL, >= 1.6x at
+2 workers on this 2-core machine, and no fall beyond.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+PAUSE = ROOT / "examples" / "pause-and-resume.yaml"
+WORKERS = (1, 2, 4)
+
+
+def prepare(url: str, sessions: int) -> None:
+    """`sessions` sessions answered and handed to the workers, in the database at `url`."""
+    from orchestrator import Reply, Sessions
+    from orchestrator.store.queue import hand_off
+
+    with Sessions(url) as api:
+        for _ in range(sessions):
+            session_id = api.start_scenario(PAUSE)["session_id"]
+            api.answer(session_id, Reply(text="Weekly"))
+            hand_off(api.store, session_id, api.owner)
+
+
+def completed(url: str) -> int:
+    from sqlalchemy import create_engine, text
+
+    engine = _engines.get(url)
+    if engine is None:
+        engine = _engines[url] = create_engine(
+            url.replace("postgresql://", "postgresql+psycopg://")
+        )
+    with engine.connect() as conn:
+        return int(
+            conn.execute(text("SELECT count(*) FROM sessions WHERE status = 'completed'")).scalar()
+            or 0
+        )
+
+
+_engines: dict[str, object] = {}
+
+
+def one_run(url: str, workers: int, sessions: int, env: dict[str, str]) -> dict[str, float]:
+    """Start `workers` workers on `url`; return the steady-state rate and the total time."""
+    command = [sys.executable, "-m", "orchestrator", "worker", "--exit-when-idle", "2",
+               "--json", "--db", url]  # fmt: skip
+    started = time.monotonic()
+    procs = [
+        subprocess.Popen(
+            command,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(workers)
+    ]
+    marks: dict[float, float] = {}
+    low, high = int(sessions * 0.1), int(sessions * 0.9)
+    while True:
+        done = completed(url)
+        now = time.monotonic()
+        for fraction, threshold in ((0.1, low), (0.9, high), (1.0, sessions)):
+            if done >= threshold and fraction not in marks:
+                marks[fraction] = now
+        if done >= sessions or all(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.02)
+    claimed = 0
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        claimed += json.loads(out or b"{}").get("claimed", 0)
+    if completed(url) != sessions or claimed != sessions:
+        raise RuntimeError(f"{workers} workers: {completed(url)} completed, {claimed} claimed")
+    return {
+        "rate": (high - low) / (marks[0.9] - marks[0.1]),
+        "total": marks[1.0] - started,
+    }
+
+
+def bench(
+    name: str, fresh: Callable[[], str], sessions: int, env: dict[str, str]
+) -> dict[int, dict[str, float]]:
+    results = {}
+    for workers in WORKERS:
+        url = fresh()
+        results[workers] = one_run(url, workers, sessions, env)
+        print(
+            f"  {name}: {workers} worker(s) {results[workers]['rate']:.1f} sessions/s",
+            file=sys.stderr,
+        )
+    return results
+
+
+def postgres_runs(
+    tmp: Path, sessions: int, env: dict[str, str]
+) -> dict[int, dict[str, float]] | str:
+    import pgcluster
+
+    bin_dir = pgcluster.find_bin()
+    if bin_dir is None:
+        return "skipped: no PostgreSQL server binaries (apt-get install postgresql-15)"
+    cluster = pgcluster.Cluster.start(bin_dir)
+    try:
+        template = cluster.database("empty")
+        prepare(template, sessions)
+        _dispose()
+        name = template.rsplit("/", 1)[1]
+        counter = iter(range(100))
+
+        def fresh() -> str:
+            _dispose()
+            copy = f"bench_{next(counter)}"
+            cluster.admin(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
+            return cluster.url(copy)
+
+        return bench("postgresql", fresh, sessions, env)
+    finally:
+        _dispose()
+        cluster.close()
+
+
+def sqlite_runs(tmp: Path, sessions: int, env: dict[str, str]) -> dict[int, dict[str, float]]:
+    source = tmp / "template.db"
+    prepare(f"sqlite:///{source}", sessions)
+    counter = iter(range(100))
+
+    def fresh() -> str:
+        _dispose()
+        target = tmp / f"run{next(counter)}.db"
+        with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+            src.backup(dst)
+        with closing(sqlite3.connect(target)) as conn:
+            conn.execute("PRAGMA journal_mode = WAL")
+        return f"sqlite:///{target}"
+
+    return bench("sqlite", fresh, sessions, env)
+
+
+def _dispose() -> None:
+    for engine in _engines.values():
+        engine.dispose()  # type: ignore[attr-defined]
+    _engines.clear()
+
+
+def table(results: dict[str, dict[int, dict[str, float]] | str], sessions: int) -> None:
+    print(f"\n== workers: sessions/s through 1, 2 and 4 `orchestrator worker` processes "
+          f"({sessions} answered sessions each)")  # fmt: skip
+    header = "backend     " + "".join(
+        f"{n} worker{'s' if n > 1 else '':<1}".ljust(22) for n in WORKERS
+    )
+    print(header)
+    for name, runs in results.items():
+        if isinstance(runs, str):
+            print(f"{name:<12}{runs}")
+            continue
+        base = runs[1]["rate"]
+        cells = [
+            f"{runs[n]['rate']:6.1f}/s {runs[n]['rate'] / base:4.2f}x".ljust(22) for n in WORKERS
+        ]
+        print(f"{name:<12}" + "".join(cells))
+    print("(steady state between 10% and 90% done; ratios to one worker; total times: "
+          + "; ".join(
+              f"{name} " + ", ".join(f"{n}: {runs[n]['total']:.1f} s" for n in WORKERS)
+              for name, runs in results.items() if not isinstance(runs, str)
+          ) + ")")  # fmt: skip
+    print("target: PostgreSQL >= 1.6x at 2 workers on 2 cores, and no fall beyond")
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="60 sessions per run")
+    args = parser.parse_args(argv)
+    sessions = 60 if args.quick else args.sessions
+    with tempfile.TemporaryDirectory(prefix="orch-bench-workers-") as tmp_name:
+        tmp = Path(tmp_name)
+        home = tmp / "home"
+        home.mkdir()
+        env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"),
+               "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}  # fmt: skip
+        env.pop("ORCHESTRATOR_DB", None)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["HOME"] = str(home)
+        print(f"load average at start: {os.getloadavg()}", file=sys.stderr)
+        results: dict[str, dict[int, dict[str, float]] | str] = {}
+        results["postgresql"] = postgres_runs(tmp, sessions, env)
+        results["sqlite"] = sqlite_runs(tmp, sessions, env)
+        table(results, sessions)
+        print(f"load average at end: {os.getloadavg()}")
+    shutil.rmtree(tmp_name, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

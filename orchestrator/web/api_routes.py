@@ -1,0 +1,107 @@
+"""The JSON API (contract section 5): the same documents as the CLI's --json.
+
+Errors are `{"error": "…"}`: 401 no or wrong token, 404 unknown session, 409 not waiting
+(already answered, answered elsewhere first, ended), 422 an invalid answer (not one of
+the options, empty, several kinds at once).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.background import BackgroundTask
+
+from orchestrator.api import Reply
+from orchestrator.web.app import ApiError
+from orchestrator.web.security import bearer_or_cookie, csrf_ok
+
+__all__ = ["router", "AnswerBody", "reply_of", "after_answer"]
+
+StatusFilter = Literal["running", "paused", "completed", "failed", "cancelled"]
+
+
+def api_auth(request: Request) -> None:
+    web = request.app.state.web
+    how = bearer_or_cookie(request, web.config.token)
+    if how is None:
+        raise ApiError(401, "missing or wrong access token: send Authorization: Bearer TOKEN")
+    unsafe = request.method not in ("GET", "HEAD", "OPTIONS")
+    if how == "cookie" and unsafe and not csrf_ok(request, request.headers.get("x-csrf-token")):
+        raise ApiError(403, "a POST with the browser's cookie needs the X-CSRF-Token header")
+
+
+router = APIRouter(prefix="/api", dependencies=[Depends(api_auth)], tags=["sessions"])
+
+
+class AnswerBody(BaseModel):
+    """Exactly one of `answer`, `choices`, `action`; `note` is kept with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str | None = Field(None, description="The answer text (or one option's label).")
+    choices: list[str] | None = Field(None, description="Option labels (multi_select).")
+    action: Literal["decline", "cancel"] | None = Field(
+        None, description="decline: resolve without an answer; cancel: stop the session."
+    )
+    note: str | None = Field(None, description="A remark kept with the answer.")
+
+
+def reply_of(body: AnswerBody) -> Any:
+    given = [
+        name
+        for name, value in (
+            ("answer", body.answer),
+            ("choices", body.choices),
+            ("action", body.action),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        what = ", ".join(given) if given else "none"
+        raise ApiError(422, f"give exactly one of answer, choices, action (got {what})")
+    if body.answer is not None:
+        return Reply(text=body.answer, note=body.note)
+    if body.choices is not None:
+        return Reply(choices=tuple(body.choices), note=body.note)
+    return Reply(action=body.action or "decline", note=body.note)
+
+
+def after_answer(request: Request, doc: dict[str, Any]) -> BackgroundTask | None:
+    """Run the session on once the response is sent (when it is ours to run)."""
+    web = request.app.state.web
+    if web.config.run_on and doc["status"] == "running":
+        return BackgroundTask(web.runner.submit, doc["session_id"])
+    return None
+
+
+@router.get("/sessions", summary="List sessions, newest first (as `list --json`)")
+def list_sessions(request: Request, status: StatusFilter | None = None) -> Any:
+    return request.app.state.web.sessions.list(status)
+
+
+@router.get("/sessions/{session_id}", summary="The session object (as `status --json`)")
+def get_session(request: Request, session_id: str) -> Any:
+    return request.app.state.web.sessions.status(session_id)
+
+
+@router.get("/sessions/{session_id}/events", summary="The session's log (as `log --json`)")
+def get_events(request: Request, session_id: str) -> Any:
+    return request.app.state.web.sessions.log(session_id)
+
+
+@router.post(
+    "/sessions/{session_id}/answer",
+    summary="Answer, decline or cancel the open question; the server then runs the session on",
+)
+def answer(request: Request, session_id: str, body: AnswerBody) -> Any:
+    web = request.app.state.web
+    doc = web.sessions.answer(session_id, reply_of(body))
+    return JSONResponse(doc, background=after_answer(request, doc))
+
+
+@router.post("/sessions/{session_id}/cancel", summary="Stop the session (as `orchestrator cancel`)")
+def cancel(request: Request, session_id: str) -> Any:
+    return request.app.state.web.sessions.cancel(session_id)

@@ -1,0 +1,185 @@
+"""The web server: `create_app(config)` builds the FastAPI app that `orchestrator serve` runs.
+
+Routes: the JSON API (`api_routes`, contract section 5), the HTML inbox and session pages
+(`pages`), answer links `/q/{token}` (`links`), live progress over SSE (`live`). The app
+owns a `Runner` (sessions run on after answers) and, with `notify`, a `Notifier`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orchestrator.errors import (
+    InvalidAnswer,
+    OrchestratorError,
+    SessionBusy,
+    SessionNotFound,
+    SessionNotWaiting,
+    UserError,
+)
+from orchestrator.web.config import WebConfig
+from orchestrator.web.runner import Runner
+from orchestrator.web.security import HostCheck
+
+__all__ = ["create_app", "Web", "ApiError", "status_of"]
+
+HERE = Path(__file__).resolve().parent
+log = logging.getLogger("orchestrator.web")
+
+
+class ApiError(Exception):
+    """An HTTP error with the contract's body `{"error": message}` (HTML pages render it)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def status_of(exc: OrchestratorError) -> int:
+    """The contract's HTTP status for one of our errors."""
+    if isinstance(exc, SessionNotFound):
+        return 404
+    if isinstance(exc, SessionNotWaiting | SessionBusy):
+        return 409
+    if isinstance(exc, InvalidAnswer):
+        return 422
+    if isinstance(exc, UserError):
+        return 400
+    return 500
+
+
+class Web:
+    """What every route needs: the settings, the session API, the runner, the templates."""
+
+    def __init__(self, config: WebConfig, sessions: Any = None) -> None:
+        from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+        from orchestrator.api import Sessions
+
+        self.config = config
+        self.notifier: Any = None
+        if config.notify:
+            from orchestrator.web.notify import Notifier
+
+            self.notifier = Notifier(
+                config.notify,
+                public_url=config.public_url,
+                db=config.db,
+                retry_delays=config.retry_delays,
+                reminder_seconds=config.reminder_seconds,
+            )
+        on_event = self.notifier.on_event if self.notifier is not None else None
+        self.sessions = sessions or Sessions(config.db, on_event=on_event)
+        if self.notifier is not None:
+            self.notifier.bind(self.sessions.store.engine)
+        self.runner = Runner(self.sessions, config.workers)
+        self.started_at = time.time()
+        self.templates = Environment(
+            loader=FileSystemLoader(HERE / "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
+        from orchestrator.web.pages import FILTERS
+
+        self.templates.filters.update(FILTERS)
+
+    @property
+    def engine(self) -> Any:
+        return self.sessions.store.engine
+
+
+def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> FastAPI:
+    """The web inbox and HTTP API over `config.db` (or the given session API)."""
+    config = config or WebConfig()
+    web = Web(config, sessions)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if config.run_on:
+            found = web.runner.recover()
+            if found:
+                log.warning("picked up %d answered session(s) not run on", len(found))
+        if web.notifier is not None:
+            web.notifier.start_watching(since=web.started_at)
+        try:
+            yield
+        finally:
+            if web.notifier is not None:
+                web.notifier.close()
+            web.runner.shutdown(wait=False)
+
+    app = FastAPI(
+        title="orchestrator",
+        summary="Sessions of agents that ask at most one question; answer them here.",
+        version=_version(),
+        docs_url=None,  # the stock pages load assets from a CDN; /api/docs is ours
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        lifespan=lifespan,
+    )
+    app.state.web = web
+    app.add_middleware(HostCheck, names=config.host_names())
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    from orchestrator.web import api_routes, links, live, pages
+
+    app.include_router(api_routes.router)
+    app.include_router(live.router)
+    app.include_router(links.router)
+    app.include_router(pages.router)
+    _handlers(app)
+    return app
+
+
+def _handlers(app: FastAPI) -> None:
+    from orchestrator.web.pages import _Redirect, error_page
+
+    @app.exception_handler(_Redirect)
+    async def _redirect(_request: Request, exc: _Redirect) -> Any:
+        return exc.response
+
+    def respond(request: Request, status: int, message: str) -> Any:
+        if request.url.path.startswith("/api/") or request.url.path == "/openapi.json":
+            return JSONResponse({"error": message}, status_code=status)
+        return error_page(request, status, message)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> Any:
+        return respond(request, exc.status, exc.message)
+
+    @app.exception_handler(OrchestratorError)
+    async def _ours(request: Request, exc: OrchestratorError) -> Any:
+        return respond(request, status_of(exc), exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Any:
+        return respond(request, 422, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Any:
+        return respond(request, exc.status_code, str(exc.detail))
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+        parts.append(f"{where or 'body'}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def _version() -> str:
+    from orchestrator import __version__
+
+    return __version__

@@ -1,0 +1,44 @@
+"""The answer form (session page, answer link, one-question page) as a Reply."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator.api import Reply
+from orchestrator.errors import InvalidAnswer
+
+__all__ = ["OTHER", "reply_from_form"]
+
+OTHER = "__other__"  # the "an answer of my own" option's value
+
+
+def reply_from_form(question: Mapping[str, Any], form: Any) -> Any:
+    """Read `action` (answer | decline), `text`, `choice` (repeated), `other`, `note`."""
+    note = (form.get("note") or "").strip() or None
+    action = form.get("action") or "answer"
+    if action == "decline":
+        return Reply(action="decline", note=note)
+    if action != "answer":
+        raise InvalidAnswer(f"unknown action {action!r}; expected answer or decline")
+    kind = question.get("kind", "free_text")
+    if kind == "free_text":
+        return Reply(text=form.get("text") or "", note=note)
+    picks = [c for c in form.getlist("choice") if c]
+    other = (form.get("other") or "").strip()
+    if OTHER in picks:
+        picks.remove(OTHER)
+        if not other:
+            raise InvalidAnswer("you chose an answer of your own: write it in the text field")
+        picks.append(other)
+    elif other and question.get("allow_other"):
+        if kind == "single_select" and picks:
+            raise InvalidAnswer(
+                f"you chose {picks[0]!r} and also wrote an answer of your own: choose "
+                "'Something else' to send your own, or clear the text"
+            )
+        picks.append(other)
+    if not picks:
+        labels = ", ".join(repr(o["label"]) for o in question.get("options") or [])
+        raise InvalidAnswer(f"choose one of the options: {labels}")
+    return Reply(choices=tuple(picks), note=note)

@@ -1,0 +1,91 @@
+"""Answer links `/q/{token}`: one question, one answer, no access token needed.
+
+The token (256 random bits, table `question_links`) opens only its session's question and
+accepts one answer while the question is open; after that, or once the session ended, the
+link answers 410 Gone. Nothing else of the session (log, task details) is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
+
+from orchestrator.errors import OrchestratorError
+
+__all__ = ["router", "answer_url"]
+
+router = APIRouter(include_in_schema=False)
+
+
+def answer_url(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/q/{token}"
+
+
+def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
+    """The session id and its open question, or an ApiError (404 unknown, 410 closed)."""
+    from orchestrator.web.app import ApiError
+    from orchestrator.web.records import session_of_link
+
+    web = request.app.state.web
+    found = session_of_link(web.engine, token)
+    if found is None:
+        raise ApiError(404, "this answer link is unknown")
+    session_id, used = found
+    doc = web.sessions.status(session_id)
+    if used or doc["pending_question"] is None:
+        raise ApiError(410, "this question is no longer open: it was answered or its session ended")
+    return session_id, doc
+
+
+@router.get("/q/{token}")
+def question_page(request: Request, token: str) -> Any:
+    from orchestrator.web.pages import render
+
+    _session_id, doc = _open_question(request, token)
+    return render(
+        request, "link.html", s=doc, q=doc["pending_question"], action=f"/q/{token}", error=None
+    )
+
+
+@router.post("/q/{token}")
+async def answer_by_link(request: Request, token: str) -> HTMLResponse:
+    from orchestrator.web.api_routes import after_answer
+    from orchestrator.web.app import ApiError, status_of
+    from orchestrator.web.forms import reply_from_form
+    from orchestrator.web.pages import _check_csrf, render
+    from orchestrator.web.records import mark_link_used
+
+    web = request.app.state.web
+    form = await request.form()
+    _check_csrf(request, form)
+
+    def commit() -> dict[str, Any]:
+        session_id, doc = _open_question(request, token)
+        answered = web.sessions.answer(session_id, reply_from_form(doc["pending_question"], form))
+        mark_link_used(web.engine, token)
+        return answered  # type: ignore[no-any-return]
+
+    try:
+        doc = await run_in_threadpool(commit)
+    except ApiError:
+        raise
+    except OrchestratorError as exc:
+        status = status_of(exc)
+        if status == 422:  # show the question again with what was wrong
+            _sid, current = await run_in_threadpool(_open_question, request, token)
+            return render(
+                request,
+                "link.html",
+                status=422,
+                s=current,
+                q=current["pending_question"],
+                action=f"/q/{token}",
+                error=exc.message,
+            )
+        raise
+    response = render(request, "answered.html", s=doc)
+    response.background = after_answer(request, doc)
+    return response

@@ -1,0 +1,57 @@
+"""Live progress of one session over Server-Sent Events.
+
+`GET /sessions/{id}/live?after=N` streams `log` events (each new log entry, rendered)
+and `status` events, and ends with `end` once the session pauses, completes, fails or is
+cancelled. It reads the database every half second, so it follows runs driven by any
+process (this server's runner, a CLI `resume`, another server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sse_starlette.sse import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
+
+from orchestrator.web.pages import page_auth
+
+__all__ = ["router", "POLL_SECONDS"]
+
+POLL_SECONDS = 0.5
+STOPPED = ("paused", "completed", "failed", "cancelled")
+
+router = APIRouter(dependencies=[Depends(page_auth)], include_in_schema=False)
+
+
+@router.get("/sessions/{session_id}/live")
+async def live(request: Request, session_id: str, after: int = 0) -> Any:
+    web = request.app.state.web
+    await run_in_threadpool(web.sessions.store.session, session_id)  # 404 before streaming
+
+    async def stream() -> AsyncIterator[dict[str, Any]]:
+        from orchestrator.web.pages import FILTERS
+        from orchestrator.web.records import events_after
+
+        last, status = after, None
+        while not await request.is_disconnected():
+            rows = await run_in_threadpool(events_after, web.engine, session_id, last)
+            row = await run_in_threadpool(web.sessions.store.session, session_id)
+            for event_id, event in rows:
+                last = event_id
+                text: Any = FILTERS["event_text"]
+                data = {"id": event_id, "time": event["time"], "kind": event["kind"]}
+                data["text"] = text(event)
+                yield {"event": "log", "id": str(event_id), "data": json.dumps(data)}
+            if row.status != status:
+                status = row.status
+                yield {"event": "status", "data": json.dumps({"status": status})}
+            if status in STOPPED:
+                yield {"event": "end", "data": json.dumps({"status": status})}
+                return
+            await asyncio.sleep(POLL_SECONDS)
+
+    return EventSourceResponse(stream(), ping=15)

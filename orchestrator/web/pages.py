@@ -1,0 +1,250 @@
+"""The HTML pages: the inbox, a session's page, the cancel confirmation, the API page.
+
+Server-rendered (Jinja2, autoescaped: whatever an agent wrote shows as text); answering
+works without JavaScript. Every form carries the CSRF value (double submit).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from orchestrator.errors import OrchestratorError
+from orchestrator.web.security import (
+    TOKEN_COOKIE,
+    bearer_or_cookie,
+    csrf_ok,
+    csrf_value,
+    set_cookies,
+    token_ok,
+)
+
+__all__ = ["router", "render", "error_page", "FILTERS", "page_auth", "time_left"]
+
+ENDED = ("completed", "failed", "cancelled")
+
+
+class _Redirect(Exception):
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def page_auth(request: Request) -> None:
+    """The cookie (or a Bearer header); `?token=` on any page sets the cookie once."""
+    from orchestrator.web.app import ApiError
+
+    web = request.app.state.web
+    given = request.query_params.get("token")
+    if given is not None and token_ok(given, web.config.token):
+        rest = {k: v for k, v in request.query_params.items() if k != "token"}
+        target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            TOKEN_COOKIE,
+            web.config.token,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        raise _Redirect(response)
+    if bearer_or_cookie(request, web.config.token) is None:
+        raise ApiError(
+            401,
+            "this page needs the access token: open the URL the server printed at start "
+            "(it ends in ?token=…)",
+        )
+
+
+router = APIRouter(dependencies=[Depends(page_auth)], include_in_schema=False)
+
+
+def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    web = request.app.state.web
+    template = web.templates.get_template(name)
+    html = template.render(request=request, csrf=csrf_value(request), now=time.time(), **context)
+    response = HTMLResponse(html, status_code=status)
+    set_cookies(request, response, secure=request.url.scheme == "https")
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    )
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    return render(request, "error.html", status=status, status_code=status, message=message)
+
+
+def time_left(deadline: str | None, now: float | None = None) -> str:
+    """'4 min 10 s', 'passed', or '' for no deadline."""
+    if not deadline:
+        return ""
+    seconds = _epoch(deadline) - (now if now is not None else time.time())
+    if seconds <= 0:
+        return "passed"
+    seconds = math.ceil(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def _event_text(event: dict[str, Any]) -> str:
+    from orchestrator.cli.render import event_line
+
+    if event["kind"] in ("notification_sent", "notification_failed"):
+        what = "sent" if event["kind"] == "notification_sent" else "FAILED"
+        detail = f": {event['error']}" if event.get("error") else ""
+        return (
+            f"notification ({event.get('about', '')}) to {event.get('target', '')} {what}{detail}"
+        )
+    return event_line(event)
+
+
+def _short(text: str | None, size: int = 140) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+FILTERS = {"time_left": time_left, "event_text": _event_text, "short": _short}
+
+
+@router.get("/")
+def inbox(request: Request, page: int = 1) -> Any:
+    from orchestrator.web.records import inbox_page
+
+    web = request.app.state.web
+    page = max(1, page)
+    size = web.config.page_size
+    rows, total = inbox_page(web.engine, offset=(page - 1) * size, limit=size)
+    pages = max(1, math.ceil(total / size))
+    return render(
+        request,
+        "inbox.html",
+        sessions=rows,
+        page=page,
+        pages=pages,
+        total=total,
+    )
+
+
+@router.get("/sessions/{session_id}")
+def session_page(request: Request, session_id: str) -> Any:
+    return _session_page(request, session_id)
+
+
+def _session_page(
+    request: Request, session_id: str, *, status: int = 200, error: str | None = None
+) -> Any:
+    from orchestrator.web.records import events_after
+
+    web = request.app.state.web
+    doc = web.sessions.status(session_id)
+    events = events_after(web.engine, session_id, 0)
+    share = None
+    if doc["pending_question"] is not None:
+        from orchestrator.web.links import answer_url
+        from orchestrator.web.records import link_for
+
+        share = answer_url(web.config.base_url(), link_for(web.engine, session_id))
+    return render(
+        request,
+        "session.html",
+        status=status,
+        s=doc,
+        q=doc["pending_question"],
+        events=events,
+        last_event=events[-1][0] if events else 0,
+        error=error,
+        action=f"/sessions/{session_id}/answer",
+        ended=doc["status"] in ENDED,
+        share=share,
+    )
+
+
+@router.post("/sessions/{session_id}/answer")
+async def answer_form(request: Request, session_id: str) -> Any:
+    from orchestrator.web.forms import reply_from_form
+
+    web = request.app.state.web
+    form = await request.form()
+    _check_csrf(request, form)
+
+    def commit() -> dict[str, Any]:
+        doc = web.sessions.status(session_id)
+        question = doc["pending_question"] or {}
+        return web.sessions.answer(session_id, reply_from_form(question, form))  # type: ignore[no-any-return]
+
+    try:
+        doc = await run_in_threadpool(commit)
+    except OrchestratorError as exc:
+        from orchestrator.web.app import status_of
+
+        if status_of(exc) == 404:
+            raise
+        return await run_in_threadpool(
+            _session_page, request, session_id, status=status_of(exc), error=exc.message
+        )
+    from orchestrator.web.api_routes import after_answer
+
+    return RedirectResponse(
+        f"/sessions/{session_id}", status_code=303, background=after_answer(request, doc)
+    )
+
+
+@router.get("/sessions/{session_id}/cancel")
+def cancel_confirm(request: Request, session_id: str) -> Any:
+    doc = request.app.state.web.sessions.status(session_id)
+    return render(request, "cancel.html", s=doc, ended=doc["status"] in ENDED)
+
+
+@router.post("/sessions/{session_id}/cancel")
+async def cancel_form(request: Request, session_id: str) -> Any:
+    web = request.app.state.web
+    form = await request.form()
+    _check_csrf(request, form)
+    if form.get("confirm") != "yes":
+        return RedirectResponse(f"/sessions/{session_id}", status_code=303)
+    try:
+        await run_in_threadpool(web.sessions.cancel, session_id)
+    except OrchestratorError as exc:
+        from orchestrator.web.app import status_of
+
+        if status_of(exc) == 404:
+            raise
+        return await run_in_threadpool(
+            _session_page, request, session_id, status=status_of(exc), error=exc.message
+        )
+    return RedirectResponse(f"/sessions/{session_id}", status_code=303)
+
+
+@router.get("/api/docs")
+def api_docs(request: Request) -> Any:
+    return render(request, "apidocs.html", spec=request.app.openapi())
+
+
+def _check_csrf(request: Request, form: Any) -> None:
+    from orchestrator.web.app import ApiError
+
+    if not csrf_ok(request, form.get("csrf")):
+        raise ApiError(403, "the form's CSRF value is missing or stale: reload the page and retry")

@@ -1,0 +1,255 @@
+"""A real browser on the web inbox: Playwright driving Debian's headless Chromium.
+
+The server runs in this process (uvicorn in a thread) so that the agents can be slowed
+down and the page seen following a run live. Chromium is installed from Debian's
+packages when missing (CI runs as root with apt reachable); the test is skipped, loudly,
+only when that install fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.api import Sessions
+from tests.conftest import ROOT
+from tests.web_support import TOKEN, paused
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    if not CHROMIUM.exists():
+        steps = [["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                pytest.skip(
+                    f"BROWSER TESTS NOT RUN: cannot install Debian's chromium "
+                    f"({' '.join(step)} exited {done.returncode}: {done.stderr[-500:]})"
+                )
+    if not CHROMIUM.exists():
+        pytest.skip(
+            "BROWSER TESTS NOT RUN: apt-get installed chromium but /usr/bin/chromium is missing"
+        )
+    return CHROMIUM
+
+
+@pytest.fixture
+def server(db_url: str) -> Iterator[tuple[str, Any]]:
+    """The inbox served by uvicorn on a free loopback port, in this process."""
+    import uvicorn
+
+    from orchestrator.web import WebConfig, create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    app = create_app(WebConfig(db=db_url, token=TOKEN, port=port))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", app
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def browser(chromium: Path, tmp_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),  # a new, empty user-data-dir
+            executable_path=str(chromium),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1100, "height": 760},
+        )
+        yield context
+        context.close()
+
+
+def slow_agents(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    from agents.scripted import ScriptedBackend
+
+    respond = ScriptedBackend.respond
+
+    def slowly(self: ScriptedBackend, request: Any) -> Any:
+        time.sleep(seconds)
+        return respond(self, request)
+
+    monkeypatch.setattr(ScriptedBackend, "respond", slowly)
+
+
+def test_answering_in_a_real_browser(
+    server: tuple[str, Any],
+    browser: Any,
+    db_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base, _app = server
+    with Sessions(db_url) as sessions:
+        cancelled = paused(
+            sessions,
+            {
+                "kind": "free_text",
+                "options": [],
+                "question": "Delete the legacy tables too?",
+                "urgency": "low",
+            },
+            task="Clean up the reports database",
+        )
+        declined = paused(
+            sessions,
+            {
+                "kind": "free_text",
+                "options": [],
+                "question": "Which date format do you prefer?",
+                "urgency": "medium",
+            },
+            task="Format dates in the export",
+        )
+        other = paused(
+            sessions,
+            {
+                "question": "Where should the export button go?",
+                "allow_other": True,
+                "options": [{"label": "Toolbar"}, {"label": "Row menu", "recommended": True}],
+            },
+            task="Add an export button",
+        )
+        multi = paused(
+            sessions,
+            {
+                "kind": "multi_select",
+                "question": "Which formats should the export offer?",
+                "options": [
+                    {
+                        "label": "CSV",
+                        "description": "opens in every spreadsheet",
+                        "recommended": True,
+                    },
+                    {"label": "XLSX", "description": "keeps column types"},
+                    {"label": "JSON", "description": "for scripts"},
+                ],
+                "urgency": "medium",
+            },
+            task="Export formats",
+        )
+        evil = paused(
+            sessions,
+            {
+                "question": "Is <script>window.pwned=1</script> allowed?",
+                "kind": "free_text",
+                "options": [],
+                "urgency": "low",
+            },
+            task="An agent wrote <b>markup</b>",
+        )
+        single = paused(sessions, task="Add a CSV export to the reports page")
+
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(f"{base}/?token={TOKEN}")
+    assert page.url == f"{base}/"
+    rows = page.locator("table.inbox tbody tr")
+    assert rows.count() == 6
+    assert "waiting" in rows.first.inner_text()
+    page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
+
+    # a <script> in a question is shown as text and never runs
+    page.goto(f"{base}/sessions/{evil}")
+    assert "<script>window.pwned=1</script>" in page.locator(".question-text").inner_text()
+    assert page.evaluate("window.pwned") is None
+    assert "<b>markup</b>" in page.locator("p.task").inner_text()
+
+    # single select, recommended preselected; the run on is followed live
+    slow_agents(monkeypatch, 0.7)
+    page.goto(f"{base}/sessions/{single}")
+    assert page.locator("input[value='A fixed summary set']").is_checked()
+    assert "what the table shows now" in page.locator("fieldset.options").inner_text()
+    page.screenshot(path=str(tmp_path / "question.png"), full_page=True)
+    page.check("input[value='All visible columns']")
+    page.click("button[value='answer']")
+    page.wait_for_url(f"{base}/sessions/{single}")
+    assert page.locator("#status").inner_text() == "running"
+    page.locator("#timeline li.new").first.wait_for(timeout=30_000)  # appended by SSE
+    page.locator("#status", has_text="completed").wait_for(timeout=60_000)
+    assert "CSV export shipped" in page.content()
+    assert "All visible columns" in page.locator(".answered").inner_text()
+
+    # multi select
+    page.goto(f"{base}/sessions/{multi}")
+    assert page.locator("input[value='CSV']").is_checked()
+    page.check("input[value='JSON']")
+    page.click("button[value='answer']")
+    page.locator("#status", has_text="completed").wait_for(timeout=60_000)
+    assert "CSV, JSON" in page.locator(".answered").inner_text()
+
+    # "other": an answer of the user's own
+    page.goto(f"{base}/sessions/{other}")
+    page.fill("input[name='other']", "Next to the filters")
+    assert page.locator("input[value='__other__']").is_checked()  # the field selects it
+    page.click("button[value='answer']")
+    page.locator("#status", has_text="completed").wait_for(timeout=60_000)
+    assert "Next to the filters" in page.locator(".answered").inner_text()
+
+    # decline
+    page.goto(f"{base}/sessions/{declined}")
+    page.click("button[value='decline']")
+    page.locator("#status", has_text="completed").wait_for(timeout=60_000)
+    assert "declined" in page.locator(".answered").inner_text()
+
+    # cancel, with its confirmation step
+    page.goto(f"{base}/sessions/{cancelled}")
+    page.click("text=Cancel the session…")
+    assert "Yes, cancel the session" in page.content()
+    page.click("text=Yes, cancel the session")
+    assert page.locator("#status").inner_text() == "cancelled"
+
+    assert dialogs == []
+    with Sessions(db_url) as sessions:
+        statuses = {s["session_id"]: s["status"] for s in sessions.list()}
+    assert statuses == {
+        single: "completed",
+        multi: "completed",
+        other: "completed",
+        declined: "completed",
+        cancelled: "cancelled",
+        evil: "paused",
+    }
+    # The README's pictures: written when missing, or renewed on request, so that a test
+    # run does not leave the work tree changed (ORCHESTRATOR_UPDATE_SCREENSHOTS=1).
+    docs = ROOT / "docs" / "images"
+    docs.mkdir(parents=True, exist_ok=True)
+    renew = os.environ.get("ORCHESTRATOR_UPDATE_SCREENSHOTS") == "1"
+    for name in ("inbox.png", "question.png"):
+        assert (tmp_path / name).stat().st_size > 10_000
+        if renew or not (docs / name).exists():
+            shutil.copyfile(tmp_path / name, docs / name)

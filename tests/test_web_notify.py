@@ -1,0 +1,151 @@
+"""--notify: Apprise messages to a local HTTP receiver; a receiver that is down."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from orchestrator.api import Sessions
+from orchestrator.web.notify import Notifier
+from tests.conftest import cli
+from tests.web_support import free_port, paused, scenario
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 that keeps every JSON body posted to it."""
+
+    def __init__(self) -> None:
+        received: list[dict] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                received.append(json.loads(body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"json://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait(self, count: int = 1, timeout: float = 30) -> list[dict]:
+        end = time.time() + timeout
+        while len(self.received) < count and time.time() < end:
+            time.sleep(0.05)
+        assert len(self.received) >= count, self.received
+        return self.received
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+def test_a_surfaced_question_is_sent_with_the_answer_link(db_url: str, receiver: Receiver) -> None:
+    from orchestrator.web.records import link_for
+
+    notifier = Notifier(
+        [receiver.url], public_url="https://inbox.example.org", db=db_url, retry_delays=(0.1,)
+    )
+    with Sessions(db_url, on_event=notifier.on_event) as sessions:
+        sid = paused(sessions)
+        assert notifier.flush(30)
+        (message,) = receiver.wait()
+        token = link_for(sessions.store.engine, sid)
+        log = sessions.log(sid)
+    assert message["title"].startswith("pm asks: Which columns")
+    body = message["message"]
+    assert "Which columns should the export contain?" in body
+    assert "1. All visible columns - what the table shows now" in body
+    assert "Answer by: " in body and "high urgency" in body
+    assert f"Answer here: https://inbox.example.org/q/{token}" in body
+    assert f"orchestrator resume {sid}" in body
+    sent = [e for e in log if e["kind"] == "notification_sent"]
+    assert len(sent) == 1 and sent[0]["about"] == "question" and sent[0]["attempts"] == 1
+    assert "127.0.0.1" not in json.dumps(sent)  # the target is recorded without its address
+    notifier.close()
+
+
+def test_a_receiver_that_is_down_never_stops_the_session(db_url: str) -> None:
+    down = f"json://127.0.0.1:{free_port()}/nobody"
+    notifier = Notifier([down], db=db_url, retry_delays=(0.1, 0.2))
+    with Sessions(db_url, on_event=notifier.on_event) as sessions:
+        sid = paused(sessions)
+        assert sessions.status(sid)["status"] == "paused"
+        assert notifier.flush(30)
+        failed = [e for e in sessions.log(sid) if e["kind"] == "notification_failed"]
+        assert len(failed) == 1
+        assert failed[0]["attempts"] == 3 and failed[0]["error"]
+        from orchestrator.api import Reply
+
+        done = sessions.resume(sid, Reply(text="All visible columns"))
+    assert done["status"] == "completed"
+    notifier.close()
+
+
+def test_run_with_notify_sends_before_exiting(
+    tmp_path: Path, db_url: str, receiver: Receiver
+) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(scenario())
+    run = cli("run", "--script", str(path), "--ui", "none", "--notify", receiver.url, db=db_url)
+    assert run.returncode == 3, run.stderr
+    (message,) = receiver.wait()
+    assert "Which columns should the export contain?" in message["message"]
+    env_run = cli(
+        "run",
+        "--script",
+        str(path),
+        "--ui",
+        "none",
+        db=db_url,
+        env={**os.environ, "ORCHESTRATOR_NOTIFY": receiver.url},
+    )
+    assert env_run.returncode == 3
+    receiver.wait(2)
+
+
+def test_the_server_notifies_new_questions_and_near_deadlines(
+    db_url: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    import orchestrator.web.notify as notify
+    from orchestrator.web import WebConfig, create_app
+
+    monkeypatch.setattr(notify, "WATCH_SECONDS", 0.2)
+    config = WebConfig(db=db_url, token="t", notify=(receiver.url,), reminder_seconds=3600)
+    with TestClient(create_app(config), base_url="http://127.0.0.1:8765"):
+        time.sleep(0.05)
+        with Sessions(db_url) as sessions:  # a process without --notify asks
+            sid = paused(sessions)
+            messages = receiver.wait(2)
+            kinds = sorted(m["title"].split(":")[0] for m in messages)
+            assert kinds == ["Deadline near", "pm asks"]
+            time.sleep(1)  # recorded once: the watcher does not send them again
+            assert len(receiver.received) == 2
+            abouts = sorted(
+                e["about"] for e in sessions.log(sid) if e["kind"] == "notification_sent"
+            )
+    assert abouts == ["deadline", "question"]
+
+
+def test_serve_reads_notify_urls_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.cli.serve import notify_urls
+
+    monkeypatch.setenv("ORCHESTRATOR_NOTIFY", "json://a/x, ntfy://b")
+    assert notify_urls(None) == ("json://a/x", "ntfy://b")
+    assert notify_urls(["slack://c"]) == ("slack://c",)

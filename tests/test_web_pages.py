@@ -1,0 +1,278 @@
+"""The HTML side: inbox, session page, forms with CSRF, escaping, answer links, live SSE."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from orchestrator.api import Reply, Sessions
+from orchestrator.web import WebConfig, create_app
+from tests.web_support import BASE, TOKEN, paused
+
+
+@pytest.fixture
+def sessions(db_url: str) -> Iterator[Sessions]:
+    with Sessions(db_url) as s:
+        yield s
+
+
+def browser(db_url: str, **config: object) -> TestClient:
+    """A client that opened the start URL: it has the token cookie, not a Bearer header."""
+    client = TestClient(create_app(WebConfig(db=db_url, token=TOKEN, **config)), base_url=BASE)
+    client.__enter__()
+    assert client.get(f"/?token={TOKEN}").status_code == 200
+    return client
+
+
+@pytest.fixture
+def page(db_url: str) -> Iterator[TestClient]:
+    client = browser(db_url)
+    yield client
+    client.__exit__(None, None, None)
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "the form carries a CSRF value"
+    return found.group(1)
+
+
+def wait_status(sessions: Sessions, sid: str, status: str, timeout: float = 60) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        doc = sessions.status(sid)
+        if doc["status"] == status:
+            return dict(doc)
+        time.sleep(0.1)
+    raise AssertionError(f"{sid}: {sessions.status(sid)['status']} != {status}")
+
+
+def test_inbox_lists_waiting_sessions_first(page: TestClient, sessions: Sessions) -> None:
+    waiting = paused(sessions, {"question": "Which export format?"}, task="older, waiting")
+    done = sessions.start_scenario(
+        json.dumps(
+            {
+                "task": "newer, completed",
+                "agents": {"pm": [{"status": "COMPLETE", "summary": "nothing to do"}]},
+            },
+            indent=2,
+        )
+    )["session_id"]
+    html = page.get("/").text
+    assert html.index(waiting) < html.index(done)
+    assert "pm asks:" in html and "Which export format?" in html
+    assert "high" in html  # urgency
+    assert re.search(r'<time class="countdown" datetime="[^"]+">\d+ min \d+ s</time>', html)
+
+
+def test_inbox_pages(db_url: str, sessions: Sessions) -> None:
+    ids = [paused(sessions, task=f"task {n}") for n in range(5)]
+    client = browser(db_url, page_size=2)
+    try:
+        first, last = client.get("/").text, client.get("/?page=3").text
+        assert "page 1 of 3" in first and 'rel="next"' in first
+        assert "page 3 of 3" in last and 'rel="prev"' in last and 'rel="next"' not in last
+        shown = [sid for sid in ids if sid in first + client.get("/?page=2").text + last]
+        assert sorted(shown) == sorted(ids)
+    finally:
+        client.__exit__(None, None, None)
+
+
+def test_session_page_shows_every_part_of_a_single_select(
+    page: TestClient, sessions: Sessions
+) -> None:
+    sid = paused(
+        sessions,
+        {
+            "options": [
+                {"label": "All visible columns", "description": "what the table shows now"},
+                {"label": "A fixed summary set", "recommended": True},
+            ],
+            "allow_other": True,
+            "default": "A fixed summary set",
+        },
+    )
+    html = page.get(f"/sessions/{sid}").text
+    assert 'type="radio" name="choice" value="All visible columns">' in html
+    assert 'type="radio" name="choice" value="A fixed summary set" checked>' in html
+    assert "what the table shows now" in html and "recommended" in html
+    assert 'value="__other__"' in html and 'name="other"' in html
+    assert "The table has 40 columns" in html and "reports page, CSV export" in html
+    assert "high urgency" in html and "Without an answer" in html
+    assert 'class="timeline"' in html and "QUESTION" in html
+    assert "Assumptions" in html and f"/sessions/{sid}/cancel" in html
+    from orchestrator.web.records import link_for
+
+    token = link_for(sessions.store.engine, sid)
+    assert f'<code class="answer-link">http://127.0.0.1:8765/q/{token}</code>' in html
+
+
+def test_multi_select_and_free_text_forms(page: TestClient, sessions: Sessions) -> None:
+    multi = paused(
+        sessions,
+        {"kind": "multi_select", "options": [{"label": "A", "recommended": True}, {"label": "B"}]},
+    )
+    html = page.get(f"/sessions/{multi}").text
+    assert 'type="checkbox" name="choice" value="A" checked>' in html
+    assert 'type="checkbox" name="choice" value="B">' in html
+    free = paused(sessions, {"kind": "free_text", "options": []})
+    assert '<textarea name="text"' in page.get(f"/sessions/{free}").text
+
+
+def test_answering_with_the_form_runs_the_session_on(page: TestClient, sessions: Sessions) -> None:
+    sid = paused(
+        sessions,
+        {"kind": "multi_select", "options": [{"label": "A"}, {"label": "B"}], "allow_other": True},
+    )
+    html = page.get(f"/sessions/{sid}").text
+    r = page.post(
+        f"/sessions/{sid}/answer",
+        data={
+            "csrf": csrf_of(html),
+            "action": "answer",
+            "choice": ["A", "__other__"],
+            "other": "C of my own",
+            "note": "from the page",
+        },
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and r.headers["location"] == f"/sessions/{sid}"
+    done = wait_status(sessions, sid, "completed")
+    assert done["orchestrator_state"]["user_clarification_response"] == "A, C of my own"
+    assert done["orchestrator_state"]["answer_note"] == "from the page"
+    assert "CSV export shipped" in page.get(f"/sessions/{sid}").text
+
+
+def test_form_errors_show_on_the_page(page: TestClient, sessions: Sessions) -> None:
+    sid = paused(sessions)
+    csrf = csrf_of(page.get(f"/sessions/{sid}").text)
+    r = page.post(f"/sessions/{sid}/answer", data={"csrf": csrf, "action": "answer"})
+    assert r.status_code == 422 and "choose one of the options" in r.text
+    assert sessions.status(sid)["status"] == "paused"
+
+
+def test_decline_from_the_form(page: TestClient, sessions: Sessions) -> None:
+    sid = paused(sessions)
+    csrf = csrf_of(page.get(f"/sessions/{sid}").text)
+    page.post(f"/sessions/{sid}/answer", data={"csrf": csrf, "action": "decline"})
+    done = wait_status(sessions, sid, "completed")
+    assert done["orchestrator_state"]["answer_status"] == "declined"
+
+
+def test_cancel_asks_for_confirmation(page: TestClient, sessions: Sessions) -> None:
+    sid = paused(sessions)
+    confirm = page.get(f"/sessions/{sid}/cancel")
+    assert "Yes, cancel the session" in confirm.text
+    assert sessions.status(sid)["status"] == "paused"  # looking is not cancelling
+    csrf = csrf_of(confirm.text)
+    r = page.post(f"/sessions/{sid}/cancel", data={"csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and sessions.status(sid)["status"] == "paused"
+    page.post(f"/sessions/{sid}/cancel", data={"csrf": csrf, "confirm": "yes"})
+    assert sessions.status(sid)["status"] == "cancelled"
+
+
+def test_every_form_needs_its_csrf_value(page: TestClient, sessions: Sessions) -> None:
+    sid = paused(sessions)
+    page.get(f"/sessions/{sid}")
+    for path, data in [
+        (f"/sessions/{sid}/answer", {"action": "decline"}),
+        (f"/sessions/{sid}/answer", {"action": "decline", "csrf": "forged"}),
+        (f"/sessions/{sid}/cancel", {"confirm": "yes", "csrf": "forged"}),
+    ]:
+        assert page.post(path, data=data).status_code == 403
+    assert sessions.status(sid)["status"] == "paused"
+
+
+def test_what_an_agent_wrote_is_shown_as_text(page: TestClient, sessions: Sessions) -> None:
+    evil = "<script>alert('x')</script>"
+    sid = paused(
+        sessions,
+        {
+            "question": f"Pick one {evil}",
+            "options": [{"label": '"><img src=x onerror=alert(1)>', "description": evil}],
+            "reason": evil,
+        },
+        task=f"task {evil}",
+    )
+    for html in (page.get(f"/sessions/{sid}").text, page.get("/").text):
+        assert "<script>alert" not in html and "<img src=x" not in html
+        assert "&lt;script&gt;alert(" in html
+    assert (
+        'value="&#34;&gt;&lt;img src=x onerror=alert(1)&gt;"' in page.get(f"/sessions/{sid}").text
+    )
+
+
+def test_answer_link_opens_one_question_and_takes_one_answer(
+    db_url: str, sessions: Sessions
+) -> None:
+    from orchestrator.web.records import link_for
+
+    sid = paused(sessions)
+    token = link_for(sessions.store.engine, sid)
+    assert link_for(sessions.store.engine, sid) == token and len(token) >= 40
+    app = create_app(WebConfig(db=db_url, token=TOKEN))
+    with TestClient(app, base_url=BASE) as anon:  # no access token at all
+        assert anon.get("/").status_code == 401
+        assert anon.get("/q/not-a-token").status_code == 404
+        html = anon.get(f"/q/{token}").text
+        assert "Which columns should the export contain?" in html
+        assert "Log" not in html and f"/sessions/{sid}/cancel" not in html
+        r = anon.post(f"/q/{token}", data={"csrf": csrf_of(html), "choice": "nonsense"})
+        assert r.status_code == 422 and "not one of the options" in r.text
+        r = anon.post(f"/q/{token}", data={"csrf": csrf_of(html), "choice": "All visible columns"})
+        assert r.status_code == 200 and "your answer is recorded" in r.text
+        assert anon.get(f"/q/{token}").status_code == 410
+        again = anon.post(f"/q/{token}", data={"csrf": csrf_of(html), "action": "decline"})
+        assert again.status_code == 410
+        assert anon.get(f"/sessions/{sid}").status_code == 401  # the link opens nothing else
+    done = wait_status(sessions, sid, "completed")
+    assert done["orchestrator_state"]["user_clarification_response"] == "All visible columns"
+
+
+def test_answer_link_closes_when_the_session_ends(db_url: str, sessions: Sessions) -> None:
+    from orchestrator.web.records import link_for
+
+    sid = paused(sessions)
+    token = link_for(sessions.store.engine, sid)
+    sessions.cancel(sid)
+    with TestClient(create_app(WebConfig(db=db_url, token=TOKEN)), base_url=BASE) as anon:
+        assert anon.get(f"/q/{token}").status_code == 410
+
+
+def test_live_progress_streams_until_the_session_stops(
+    page: TestClient, sessions: Sessions
+) -> None:
+    sid = paused(sessions)
+    after = max(0, len(sessions.log(sid)))
+    web = page.app.state.web  # type: ignore[attr-defined]
+    web.sessions.answer(sid, Reply(text="All visible columns"))  # the server's claim
+    web.runner.submit(sid)
+    seen: list[tuple[str, dict]] = []
+    with page.stream("GET", f"/sessions/{sid}/live?after={after}") as stream:
+        kind = None
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                kind = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and kind:
+                seen.append((kind, json.loads(line.split(":", 1)[1])))
+                if kind == "end":
+                    break
+    texts = [d["text"] for k, d in seen if k == "log"]
+    assert any("ANSWER" in t for t in texts)
+    assert any("session completed" in t for t in texts)
+    assert seen[-1] == ("end", {"status": "completed"})
+    ids = [d["id"] for k, d in seen if k == "log"]
+    assert ids == sorted(ids) and len(ids) == len(set(ids))
+
+
+def test_pages_need_the_token(db_url: str, sessions: Sessions) -> None:
+    sid = paused(sessions)
+    with TestClient(create_app(WebConfig(db=db_url, token=TOKEN)), base_url=BASE) as anon:
+        for path in ("/", f"/sessions/{sid}", f"/sessions/{sid}/live", f"/sessions/{sid}/cancel"):
+            r = anon.get(path)
+            assert r.status_code == 401 and "access token" in r.text, path
