@@ -112,10 +112,12 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         )
         # `list` shows ages and deadlines relative to now: years and days away, they read
         # the same to both paths however far apart the two run
-        conn.execute(
-            "UPDATE sessions SET created_at = '2019' || substr(created_at, 5), "
-            "updated_at = '2019' || substr(updated_at, 5)"
-        )
+        for table, column in (
+            ("sessions", "created_at"),
+            ("sessions", "updated_at"),
+            ("events", "created_at"),
+        ):
+            conn.execute(f"UPDATE {table} SET {column} = '2019' || substr({column}, 5)")
         conn.execute("UPDATE orchestrator_state SET deadline = deadline + 864000")
     conn.close()
     yield ids

@@ -1,7 +1,7 @@
 """Answer links: one unguessable token per surfaced question (the web inbox's /q/{token}).
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-22
 """
 
