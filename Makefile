@@ -32,6 +32,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/workers.py
+	$(BIN)/python benchmarks/suite.py
+	$(BIN)/python benchmarks/web.py
 
 # Regenerate requirements.lock after changing dependencies in pyproject.toml.
 lock:

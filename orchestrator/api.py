@@ -183,7 +183,7 @@ class Sessions:
         doc = cast(SessionDoc, dict(view))
         expect = self.store.session(session_id).settings.get("expect")
         if expect and doc["status"] in ENDED:
-            doc["expect"] = check_expect(expect, doc)
+            doc["expect"] = check_expect(expect, doc, lambda: self.log(session_id))
         return doc
 
     def cancel(self, session_id: str) -> SessionDoc:

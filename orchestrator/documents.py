@@ -74,6 +74,10 @@ class SessionDoc(TypedDict):
     round: int
     created_at: str | None
     updated_at: str | None
+    stalled: bool  # running, but its driver failed (last_error) or is gone
+    last_error: str | None
+    owner: dict[str, Any] | None  # pid, host, lease_expires_at, takeover_possible_in, alive
+    cancel_requested: bool
     assumptions: NotRequired[list[dict[str, Any]]]
     expect: NotRequired[ExpectDoc]
 

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-__all__ = ["DISTRIBUTION", "install_extra"]
+__all__ = ["DISTRIBUTION", "install_extra", "require_extra"]
 
 # The name on PyPI; the command is `orchestrator` and the import package `orchestrator`.
 DISTRIBUTION = "gated-orchestrator"
@@ -40,3 +40,18 @@ def install_extra(extra: str) -> str:
         target = shlex.quote(f"{root}[{extra}]")
         pip = str(venv_pip) if uses_repo_venv else f"{shlex.quote(sys.executable)} -m pip"
     return f"{pip} install -e {target}"
+
+
+def require_extra(extra: str, what: str, *modules: str) -> None:
+    """Raise ConfigError (exit 2) with the install command when a module that `extra`
+    provides is missing, e.g. require_extra("web", "orchestrator serve", "fastapi")."""
+    import importlib.util
+
+    from orchestrator.errors import ConfigError
+
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"{what} needs the {extra} extra ({', '.join(missing)} is not installed): "
+            f"{install_extra(extra)}"
+        )

@@ -105,3 +105,11 @@ def test_settings_none_timeout_and_defaults_shown_in_help() -> None:
     from orchestrator.cli.commands import DEFAULTS
 
     assert {name: field.default for name, field in Settings.model_fields.items()} == DEFAULTS
+
+
+def test_a_missing_extra_names_the_command_that_installs_it() -> None:
+    from orchestrator.install_hints import require_extra
+
+    require_extra("web", "orchestrator serve", "json")  # present: nothing happens
+    with pytest.raises(ConfigError, match=r"needs the web extra .*install -e"):
+        require_extra("web", "orchestrator serve", "no_such_module_here")

@@ -263,5 +263,5 @@ def test_without_the_sdk_the_command_says_which_extra_to_install() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert done.returncode == 2, done.stderr
-    assert "pip install 'orchestrator[mcp]'" in done.stderr
+    assert "install -e '.[mcp]'" in done.stderr  # the hint for this checkout
     assert "Traceback" not in done.stderr

@@ -158,10 +158,10 @@ def test_graph_prints_mermaid() -> None:
     assert result.returncode == 0, result.stderr
     for line in ("graph TD;", "__start__ --> pm;", "developer --> join;", "pm -.-> gate;"):
         assert line in result.stdout
-    # docs/ci.md shows the same picture.
-    docs = (ROOT / "docs" / "ci.md").read_text()
-    block = docs.split("```mermaid\n", 1)[1].split("```", 1)[0]
-    assert block.strip() == result.stdout.strip()
+    # docs/ci.md and the README show the same picture.
+    for doc in (ROOT / "docs" / "ci.md", ROOT / "README.md"):
+        block = doc.read_text().split("```mermaid\n", 1)[1].split("```", 1)[0]
+        assert block.strip() == result.stdout.strip(), f"{doc.name} shows another graph"
 
 
 @pytest.mark.parametrize("name", ["github-actions.yml", "gitlab-ci.yml"])

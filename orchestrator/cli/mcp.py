@@ -38,9 +38,9 @@ def mcp(
         except ImportError as exc:
             if exc.name is None or not exc.name.startswith("mcp"):
                 raise
-            raise ConfigError(
-                "the MCP server needs the MCP SDK: pip install 'orchestrator[mcp]'"
-            ) from None
+            from orchestrator.install_hints import install_extra
+
+            raise ConfigError(f"the MCP server needs the MCP SDK: {install_extra('mcp')}") from None
         gc.enable()  # a long-lived server, unlike the one-shot commands main() tunes for
         log_to_stderr()
         if http:

@@ -157,6 +157,9 @@ def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> 
     """Apprise notifications for surfaced questions (delivered before the process exits)."""
     if not urls:
         return None
+    from orchestrator.install_hints import require_extra
+
+    require_extra("web", "--notify", "apprise")
     from orchestrator.web.notify import Notifier
 
     return Notifier(urls, public_url=public_url, db=db)
@@ -181,6 +184,9 @@ def _ask_user(ui: Ui | None, keep_open: Callable[[], bool], *, no_browser: bool 
     if _chosen(ui) is Ui.web:
         from functools import partial
 
+        from orchestrator.install_hints import require_extra
+
+        require_extra("web", "--ui web", "fastapi", "uvicorn", "jinja2")
         from orchestrator.web.oneshot import ask_in_browser  # FastAPI only when asked
 
         return partial(ask_in_browser, open_browser=not no_browser)

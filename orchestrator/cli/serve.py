@@ -57,6 +57,9 @@ def serve(
 ) -> None:
     """Serve the web inbox: answer waiting sessions in a browser or over HTTP."""
     with user_errors(False):
+        from orchestrator.install_hints import require_extra
+
+        require_extra("web", "orchestrator serve", "fastapi", "uvicorn", "jinja2", "sse_starlette")
         import uvicorn
 
         from orchestrator.store.db import resolve_url

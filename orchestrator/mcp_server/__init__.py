@@ -7,7 +7,7 @@ answer page, `rounds` does it across two calls in the 2026-07-28 protocol era, `
 writes those questions to the store, `server` wires the tools, `transports` serves them
 over stdio or streamable HTTP.
 
-Needs the `mcp` extra (`pip install 'orchestrator[mcp]'`); `import orchestrator` never
+Needs the `mcp` extra (`pip install 'gated-orchestrator[mcp]'`); `import orchestrator` never
 imports it.
 """
 
