@@ -115,13 +115,13 @@ def expire_now(db_url: str, session_id: str) -> Store:
     store = Store(open_engine(db_url))
     deadline = store.view(session_id)["pending_question"]["deadline"]
     assert deadline is not None
-    time.sleep(0.3)
+    time.sleep(1.1)  # past the 1 s deadline of the tests below
     store.expire(session_id)
     return store
 
 
 def test_on_timeout_wait_records_the_timeout_and_stays_answerable(db_url: str) -> None:
-    _, sid, _ = start(db_url, flow(SELECT), timeout=0.1)
+    _, sid, _ = start(db_url, flow(SELECT), timeout=1.0)
     store = expire_now(db_url, sid)
     view = store.view(sid)
     assert view["status"] == "paused"
@@ -132,7 +132,7 @@ def test_on_timeout_wait_records_the_timeout_and_stays_answerable(db_url: str) -
 
 
 def test_on_timeout_proceed_gives_the_asker_the_fallback_with_its_default(db_url: str) -> None:
-    _, sid, backend = start(db_url, flow(SELECT), timeout=0.1, on_timeout="proceed")
+    _, sid, backend = start(db_url, flow(SELECT), timeout=1.0, on_timeout="proceed")
     store = expire_now(db_url, sid)
     assert store.view(sid)["orchestrator_state"]["answer_status"] == "timeout"
     resume(db_url, sid)  # a plain resume runs the session on
@@ -144,7 +144,7 @@ def test_on_timeout_proceed_gives_the_asker_the_fallback_with_its_default(db_url
 
 
 def test_on_timeout_cancel_ends_the_session(db_url: str) -> None:
-    _, sid, _ = start(db_url, flow(SELECT), timeout=0.1, on_timeout="cancel")
+    _, sid, _ = start(db_url, flow(SELECT), timeout=1.0, on_timeout="cancel")
     store = expire_now(db_url, sid)
     assert store.view(sid)["status"] == "cancelled"
     with pytest.raises(SessionNotWaiting):
