@@ -242,7 +242,8 @@ def _header(title: str) -> None:
 
 
 def _our_session_factory(db: Path) -> tuple[Callable[[], str], Callable[[str], dict[str, Any]]]:
-    from agents.scripted import ScriptedBackend
+    from orchestrator.agents.scripted import ScriptedBackend
+
     from orchestrator.engine import Engine
     from orchestrator.scenario import load_scenario
     from orchestrator.store import Store, open_engine
