@@ -18,13 +18,13 @@ __all__ = ["load_backend", "load_script", "load_llm"]
 
 
 def load_script(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
-    from agents.scripted import ScriptedBackend
+    from orchestrator.agents.scripted import ScriptedBackend
 
     return ScriptedBackend(description["agents"], replies_so_far=replies_so_far)
 
 
 def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
-    from agents.llm import LLMBackend
+    from orchestrator.agents.llm import LLMBackend
 
     options = {k: v for k, v in description.items() if k not in ("kind", "models")}
     return LLMBackend(description["models"], **options)

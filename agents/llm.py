@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.agents import models as _models
+from orchestrator.agents.prompts import system_prompt, turn_message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agents import models as _models
-from agents.prompts import system_prompt, turn_message
 from orchestrator.agent import AgentRequest, AgentTurn
 from orchestrator.errors import AgentCallError, AgentReplyError
 from orchestrator.replies import AgentReply, parse_reply
@@ -196,7 +196,7 @@ class LLMBackend:
     def _tools(self, role: str, request: AgentRequest) -> tuple[list[Any], set[str]]:
         if role != "developer":
             return [], set()
-        from skills import WORKSPACE_TOOLS, ToolContext, Workspace, make_tools
+        from orchestrator.skills import WORKSPACE_TOOLS, ToolContext, Workspace, make_tools
 
         context = ToolContext(
             workspace=Workspace(self.workspace(request.session_id)),

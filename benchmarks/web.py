@@ -58,8 +58,8 @@ def free_port() -> int:
 def answer_to_first_call(runs: int) -> list[float]:
     import httpx
     import uvicorn
+    from orchestrator.agents.scripted import ScriptedBackend
 
-    from agents.scripted import ScriptedBackend
     from orchestrator.api import Sessions
     from orchestrator.web import WebConfig, create_app
 

@@ -141,7 +141,7 @@ class Sessions:
         `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself (a string of
         one line is a path). `settings`
         override the scenario's own (None values are ignored); `source` names the file."""
-        from agents.scripted import ScriptedBackend
+        from orchestrator.agents.scripted import ScriptedBackend
         from orchestrator.scenario import Scenario, load_scenario, parse_scenario
 
         if isinstance(scenario, str) and "\n" not in scenario:
@@ -241,9 +241,9 @@ def _settings(given: Settings | Mapping[str, Any] | None) -> Settings:
 def _llm_backend(
     models: Mapping[str, str] | str, prompts: Path | None, workdir: Path | None, max_retries: int
 ) -> AgentBackend:
-    from agents.llm import LLMBackend
-    from agents.models import check_models
-    from agents.prompts import check_prompts
+    from orchestrator.agents.llm import LLMBackend
+    from orchestrator.agents.models import check_models
+    from orchestrator.agents.prompts import check_prompts
 
     chosen = {"pm": models, "developer": models} if isinstance(models, str) else dict(models)
     if prompts is not None:

@@ -6,7 +6,7 @@ import or through the `orchestrator.backends` entry point group (name = kind, va
 loader), which is looked up only when a kind is not registered yet:
 
     [project.entry-points."orchestrator.backends"]
-    script = "agents.scripted:load"
+    script = "orchestrator.agents.scripted:load"
 """
 
 from __future__ import annotations

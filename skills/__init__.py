@@ -3,9 +3,17 @@
 Importing the package registers every tool, so `make_tools` knows them all.
 """
 
-from skills.base import Tool, ToolContext, ToolError, ToolResult, make_tools, register, registry
-from skills.files import WORKSPACE_TOOLS
-from skills.workspace import Workspace
+from orchestrator.skills.base import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    make_tools,
+    register,
+    registry,
+)
+from orchestrator.skills.files import WORKSPACE_TOOLS
+from orchestrator.skills.workspace import Workspace
 
 __all__ = [
     "Tool",

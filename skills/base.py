@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool, ToolException
-
-    from skills.workspace import Workspace
+    from orchestrator.skills.workspace import Workspace
 
 __all__ = [
     "ToolError",

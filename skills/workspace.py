@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from skills.base import ToolError
+from orchestrator.skills.base import ToolError
 
 __all__ = ["Workspace"]
 

@@ -217,7 +217,8 @@ def test_every_assumption_is_in_status_in_order_and_in_the_log(db_url: str) -> N
 
 
 def test_the_progress_line_hears_of_every_agent_call(db_url: str) -> None:
-    from agents.scripted import ScriptedBackend
+    from orchestrator.agents.scripted import ScriptedBackend
+
     from orchestrator.engine import Engine
     from orchestrator.scenario import Scenario
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
+from orchestrator.agents.llm import LLMBackend
 
-from agents.llm import LLMBackend
 from orchestrator.answers import UserReply
 from orchestrator.engine import Engine
 from orchestrator.gate import FALLBACK_MESSAGE
@@ -31,7 +31,7 @@ ASK = {
 
 def use(monkeypatch: pytest.MonkeyPatch, **by_spec: Any) -> None:
     """Make init_model return the given fakes, by model spec."""
-    monkeypatch.setattr("agents.models.init_model", lambda spec, **_: by_spec[spec])
+    monkeypatch.setattr("orchestrator.agents.models.init_model", lambda spec, **_: by_spec[spec])
 
 
 def start(db_url: str, tmp_path: Path, *, ask: Any = None, **backend: Any) -> tuple[Store, str]:
@@ -217,8 +217,8 @@ def test_a_missing_provider_package_names_the_extra_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import langchain.chat_models
+    from orchestrator.agents.models import init_model
 
-    from agents.models import init_model
     from orchestrator.errors import ConfigError
 
     def missing(spec: str, **_: Any) -> Any:

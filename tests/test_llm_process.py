@@ -15,7 +15,7 @@ HARNESS = """
 import json, os, sys
 sys.path.insert(0, os.environ["HARNESS_ROOT"])
 from langchain_core.messages import messages_to_dict
-import agents.models
+import orchestrator.agents.models
 from tests.fakes import ToolCallingFake, submit, tool
 
 script = json.loads(open(os.environ["FAKE_SCRIPT"]).read())
@@ -35,7 +35,7 @@ def record(self, messages, *args, **kwargs):
     return _generate(self, messages, *args, **kwargs)
 
 ToolCallingFake._generate = record
-agents.models.init_model = init_model
+orchestrator.agents.models.init_model = init_model
 sys.argv[0] = "orchestrator"
 from orchestrator.cli import main
 main()

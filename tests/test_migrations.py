@@ -88,9 +88,9 @@ def test_concurrent_first_use_of_a_fresh_file(empty_db_url: str) -> None:
 
 @pytest.mark.backends()
 def test_the_database_itself_refuses_a_second_question(db_url: str) -> None:
+    from orchestrator.agents.scripted import ScriptedBackend
     from sqlalchemy.exc import IntegrityError
 
-    from agents.scripted import ScriptedBackend
     from orchestrator.engine import Engine
     from orchestrator.store import Store
     from orchestrator.store.schema import events

@@ -666,7 +666,7 @@ SLOW_AGENTS = """
 import json, os, sys, time
 
 sys.path.insert(0, os.environ["HARNESS_ROOT"])
-from agents.scripted import ScriptedBackend
+from orchestrator.agents.scripted import ScriptedBackend
 
 _respond = ScriptedBackend.respond
 

@@ -423,7 +423,8 @@ def run_scenario(
     scenario: Mapping[str, Any], workdir: Path, url: str | None = None
 ) -> dict[str, Any]:
     """Start a session, then resume it in a fresh Engine/Store while it is paused."""
-    from agents.scripted import ScriptedBackend
+    from orchestrator.agents.scripted import ScriptedBackend
+
     from orchestrator.engine import Engine
     from orchestrator.errors import SessionNotWaiting
     from orchestrator.scenario import Scenario

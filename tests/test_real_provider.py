@@ -31,7 +31,8 @@ pytestmark = pytest.mark.skipif(
 def test_a_real_model_runs_a_session_to_the_end(
     db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agents.llm import LLMBackend
+    from orchestrator.agents.llm import LLMBackend
+
     from orchestrator.engine import Engine
     from orchestrator.store import Store, open_engine
 

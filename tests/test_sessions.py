@@ -7,8 +7,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from orchestrator.agents.scripted import ScriptedBackend
 
-from agents.scripted import ScriptedBackend
 from orchestrator.answers import UserReply
 from orchestrator.engine import Engine
 from orchestrator.errors import InvalidAnswer, SessionNotFound, SessionNotWaiting

@@ -6,13 +6,11 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+import orchestrator.skills.base
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict, Field
-
-import skills.base
-from skills import (
+from orchestrator.skills import (
     WORKSPACE_TOOLS,
     Tool,
     ToolContext,
@@ -23,7 +21,8 @@ from skills import (
     register,
     registry,
 )
-from skills.files import MAX_LISTED, MAX_READ_BYTES, MAX_WRITE_BYTES
+from orchestrator.skills.files import MAX_LISTED, MAX_READ_BYTES, MAX_WRITE_BYTES
+from pydantic import BaseModel, ConfigDict, Field
 
 
 @pytest.fixture
@@ -373,8 +372,8 @@ class _Echo(Tool):
 @pytest.fixture
 def own_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, type[Tool]]:
     """A registry copy for tests that register tools, so nothing leaks into other tests."""
-    copy = dict(skills.base._REGISTRY)
-    monkeypatch.setattr(skills.base, "_REGISTRY", copy)
+    copy = dict(orchestrator.skills.base._REGISTRY)
+    monkeypatch.setattr(orchestrator.skills.base, "_REGISTRY", copy)
     return copy
 
 

@@ -94,7 +94,7 @@ def browser(chromium: Path, tmp_path: Path) -> Iterator[Any]:
 
 
 def slow_agents(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    from agents.scripted import ScriptedBackend
+    from orchestrator.agents.scripted import ScriptedBackend
 
     respond = ScriptedBackend.respond
 

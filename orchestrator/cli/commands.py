@@ -253,7 +253,7 @@ def run(
                 )
             view = _run_script(script, limits, ui, db, _asking(no_browser, notify, public_url))
         else:
-            from agents.models import resolve_models
+            from orchestrator.agents.models import resolve_models
 
             models = resolve_models(model, pm=pm_model, developer=developer_model)
             if models is None:

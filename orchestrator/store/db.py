@@ -11,6 +11,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+import orchestrator.migrations as _migrations_package
 from orchestrator.errors import ConfigError
 from orchestrator.install_hints import install_extra
 from orchestrator.store.schema import HEAD_REVISION
@@ -32,7 +33,8 @@ ENV_DB = "ORCHESTRATOR_DB"
 # Seconds a connection waits for SQLite's write lock before giving up. Agent calls never
 # happen inside a write transaction, so waits are short; this covers many processes at once.
 SQLITE_BUSY_TIMEOUT = 30.0
-MIGRATIONS = Path(__file__).resolve().parent.parent.parent / "migrations"
+# The Alembic scripts: the repository's migrations/, installed as orchestrator.migrations.
+MIGRATIONS = Path(_migrations_package.__file__).resolve().parent
 # PostgreSQL advisory lock keys: migrations take this one, LangGraph's checkpoint setup the
 # next (orchestrator/checkpoints.py). Any fixed number works; this one spells "orch".
 MIGRATION_LOCK_KEY = 0x6F726368
