@@ -251,9 +251,10 @@ def _llm_backend(
     if workdir is not None and workdir.exists() and not workdir.is_dir():
         raise ConfigError(f"--workdir {workdir}: exists and is not a folder")
     check_models(chosen)  # a missing package or key fails here, before any write
-    return LLMBackend(
+    backend: AgentBackend = LLMBackend(
         chosen,
         prompts=str(prompts.resolve()) if prompts else None,
         workdir=str(workdir.resolve()) if workdir else None,
         max_retries=max_retries,
     )
+    return backend
