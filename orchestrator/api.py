@@ -117,6 +117,9 @@ class Sessions:
             raise ConfigError(
                 'give the TASK for the agents, e.g. "Add a CSV export to the reports page"'
             )
+        from orchestrator.limits import MAX_TASK_CHARS, check_length
+
+        check_length("the task", task, MAX_TASK_CHARS)
         chosen = _settings(settings)
         if backend is None:
             if models is None:
@@ -164,7 +167,7 @@ class Sessions:
         returns) without running any agent; `run_on` continues the session. The session is
         claimed for this process until then: if it goes away first, `run_on` (or
         `orchestrator resume`) anywhere takes over."""
-        self._engine().answer(session_id, reply)
+        self._engine().answer(session_id, _bounded(reply))
         return self.status(session_id)
 
     def run_on(self, session_id: str) -> SessionDoc:
@@ -174,6 +177,7 @@ class Sessions:
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
+        reply = None if reply is None else _bounded(reply)
         return self._ended_on(session_id, self._engine().resume(session_id, reply))
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
@@ -226,6 +230,23 @@ class Sessions:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _bounded(reply: UserReply) -> UserReply:
+    """`reply`, refused (InvalidAnswer, nothing written) when a text in it is over the size
+    limit: every edge (the CLI, the web page, MCP) gets the same limit."""
+    from orchestrator.errors import InvalidAnswer
+    from orchestrator.limits import MAX_ANSWER_CHARS
+
+    texts = [("the answer", reply.text), ("the note", reply.note)]
+    texts += [("a choice", choice) for choice in reply.choices]
+    for what, value in texts:
+        if value is not None and len(value) > MAX_ANSWER_CHARS:
+            raise InvalidAnswer(
+                f"{what} is {len(value):,} characters long; at most {MAX_ANSWER_CHARS:,} "
+                "are accepted"
+            )
+    return reply
 
 
 def _settings(given: Settings | Mapping[str, Any] | None) -> Settings:

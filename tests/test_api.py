@@ -113,3 +113,20 @@ def test_a_missing_extra_names_the_command_that_installs_it() -> None:
     require_extra("web", "orchestrator serve", "json")  # present: nothing happens
     with pytest.raises(ConfigError, match=r"needs the web extra .*install -e"):
         require_extra("web", "orchestrator serve", "no_such_module_here")
+
+
+def test_oversized_answers_and_tasks_are_refused_by_the_api_for_every_edge(db_url: str) -> None:
+    from orchestrator.limits import MAX_ANSWER_CHARS, MAX_TASK_CHARS
+
+    sessions = Sessions(db_url)
+    sid = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+    huge = "x" * (MAX_ANSWER_CHARS + 1)
+    for reply in (Reply(text=huge), Reply(text="Weekly", note=huge)):
+        with pytest.raises(InvalidAnswer, match="at most"):
+            sessions.answer(sid, reply)
+        with pytest.raises(InvalidAnswer, match="at most"):
+            sessions.resume(sid, reply)
+    assert sessions.status(sid)["status"] == "paused"  # nothing was written
+    with pytest.raises(ConfigError, match="the task"):
+        sessions.start("y" * (MAX_TASK_CHARS + 1), models="openai:gpt-4o-mini")
+    assert len(sessions.list()) == 1
