@@ -55,7 +55,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def test_a_surfaced_question_is_sent_with_the_answer_link(db_url: str, receiver: Receiver) -> None:
-    from orchestrator.web.records import link_for
+    from orchestrator.store.inbox import link_for
 
     notifier = Notifier(
         [receiver.url], public_url="https://inbox.example.org", db=db_url, retry_delays=(0.1,)

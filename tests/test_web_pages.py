@@ -106,7 +106,7 @@ def test_session_page_shows_every_part_of_a_single_select(
     assert "high urgency" in html and "Without an answer" in html
     assert 'class="timeline"' in html and "QUESTION" in html
     assert "Assumptions" in html and f"/sessions/{sid}/cancel" in html
-    from orchestrator.web.records import link_for
+    from orchestrator.store.inbox import link_for
 
     token = link_for(sessions.store.engine, sid)
     assert f'<code class="answer-link">http://127.0.0.1:8765/q/{token}</code>' in html
@@ -210,7 +210,7 @@ def test_what_an_agent_wrote_is_shown_as_text(page: TestClient, sessions: Sessio
 def test_answer_link_opens_one_question_and_takes_one_answer(
     db_url: str, sessions: Sessions
 ) -> None:
-    from orchestrator.web.records import link_for
+    from orchestrator.store.inbox import link_for
 
     sid = paused(sessions)
     token = link_for(sessions.store.engine, sid)
@@ -235,7 +235,7 @@ def test_answer_link_opens_one_question_and_takes_one_answer(
 
 
 def test_answer_link_closes_when_the_session_ends(db_url: str, sessions: Sessions) -> None:
-    from orchestrator.web.records import link_for
+    from orchestrator.store.inbox import link_for
 
     sid = paused(sessions)
     token = link_for(sessions.store.engine, sid)

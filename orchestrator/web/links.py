@@ -26,8 +26,8 @@ def answer_url(base_url: str, token: str) -> str:
 
 def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
     """The session id and its open question, or an ApiError (404 unknown, 410 closed)."""
+    from orchestrator.store.inbox import session_of_link
     from orchestrator.web.app import ApiError
-    from orchestrator.web.records import session_of_link
 
     web = request.app.state.web
     found = session_of_link(web.engine, token)
@@ -52,11 +52,11 @@ def question_page(request: Request, token: str) -> Any:
 
 @router.post("/q/{token}")
 async def answer_by_link(request: Request, token: str) -> HTMLResponse:
+    from orchestrator.store.inbox import mark_link_used
     from orchestrator.web.api_routes import after_answer
     from orchestrator.web.app import ApiError, status_of
     from orchestrator.web.forms import reply_from_form
     from orchestrator.web.pages import _check_csrf, render
-    from orchestrator.web.records import mark_link_used
 
     web = request.app.state.web
     form = await request.form()

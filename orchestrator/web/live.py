@@ -33,8 +33,8 @@ async def live(request: Request, session_id: str, after: int = 0) -> Any:
     await run_in_threadpool(web.sessions.store.session, session_id)  # 404 before streaming
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
+        from orchestrator.store.inbox import events_after
         from orchestrator.web.pages import FILTERS
-        from orchestrator.web.records import events_after
 
         last, status = after, None
         while not await request.is_disconnected():

@@ -12,6 +12,7 @@ without `--notify` since it started, and reminders when a deadline is near.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import threading
@@ -137,7 +138,7 @@ class Notifier:
         return self._engine
 
     def _watch_forever(self, since: float) -> None:
-        from orchestrator.web.records import has_event, waiting_sessions
+        from orchestrator.store.inbox import has_event, waiting_sessions
 
         def notified(session_id: str, about: str) -> bool:
             return any(has_event(self.engine, session_id, k) for k in self._keys(about))
@@ -158,7 +159,6 @@ class Notifier:
                 log.exception("notification watcher")
 
     def _keys(self, about: str) -> list[str]:
-        from orchestrator.web.records import target_name
 
         return [
             f"notification:{about}:{target_name(url)}:{outcome}"
@@ -180,8 +180,8 @@ class Notifier:
 
     def _deliver(self, session_id: str, about: str) -> None:
         from orchestrator.store import Store
+        from orchestrator.store.inbox import link_for, record_event
         from orchestrator.web.links import answer_url
-        from orchestrator.web.records import link_for, record_event, target_name
 
         doc = Store(self.engine).view(session_id)
         if doc["pending_question"] is None:
@@ -235,3 +235,9 @@ def _epoch(iso: str | None) -> float:
     if not iso:
         return 0.0
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def target_name(url: str) -> str:
+    """A notification URL without its secrets: scheme, and a short digest to tell targets apart."""
+    scheme = url.split("://", 1)[0] if "://" in url else "?"
+    return f"{scheme}://…#{hashlib.sha256(url.encode()).hexdigest()[:8]}"

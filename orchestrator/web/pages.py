@@ -131,7 +131,7 @@ FILTERS = {"time_left": time_left, "event_text": _event_text, "short": _short}
 
 @router.get("/")
 def inbox(request: Request, page: int = 1) -> Any:
-    from orchestrator.web.records import inbox_page
+    from orchestrator.store.inbox import inbox_page
 
     web = request.app.state.web
     page = max(1, page)
@@ -156,15 +156,15 @@ def session_page(request: Request, session_id: str) -> Any:
 def _session_page(
     request: Request, session_id: str, *, status: int = 200, error: str | None = None
 ) -> Any:
-    from orchestrator.web.records import events_after
+    from orchestrator.store.inbox import events_after
 
     web = request.app.state.web
     doc = web.sessions.status(session_id)
     events = events_after(web.engine, session_id, 0)
     share = None
     if doc["pending_question"] is not None:
+        from orchestrator.store.inbox import link_for
         from orchestrator.web.links import answer_url
-        from orchestrator.web.records import link_for
 
         share = answer_url(web.config.base_url(), link_for(web.engine, session_id))
     return render(

@@ -54,7 +54,7 @@ class Runner:
 
     def recover(self) -> list[str]:
         """Queue every answered session whose driving process is gone; return their ids."""
-        from orchestrator.web.records import answered_not_run_on
+        from orchestrator.store.inbox import answered_not_run_on
 
         found = answered_not_run_on(self.sessions.store.engine)
         for session_id in found:

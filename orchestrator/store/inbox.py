@@ -1,19 +1,18 @@
-"""The web edge's own reads and writes (SQLAlchemy Core over the store's tables).
+"""The store's side of the web inbox and notifications.
 
-What the session API does not offer: an inbox page with paging, the log after a given
-event id (live progress), answer-link tokens (table `question_links`, revision 0005), the
-sessions a server must pick up at start, and notification events for the log.
+An inbox page with paging, the log after a given event id (live progress), answer-link
+tokens (table `question_links`, revision 0005), the sessions a server must pick up at
+start, and notification events for the log. The web edge calls these; it runs no SQL.
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
-import uuid
 from typing import Any
 
 from sqlalchemy import Engine, and_, case, func, insert, or_, select, update
 
+from orchestrator.store._tx import add_event, read, utcnow, write
 from orchestrator.store.schema import events as _E
 from orchestrator.store.schema import question_links as _L
 from orchestrator.store.schema import sessions as _S
@@ -30,7 +29,6 @@ __all__ = [
     "record_event",
     "has_event",
     "waiting_sessions",
-    "target_name",
 ]
 
 _WAITING = and_(
@@ -39,10 +37,6 @@ _WAITING = and_(
     _S.c.status.in_(["paused", "running"]),
     or_(_T.c.resolution.is_(None), _T.c.resolution != "cancelled"),
 )
-
-
-def _write(engine: Engine) -> Any:
-    return engine.connect().execution_options(write=True)
 
 
 def inbox_page(engine: Engine, *, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -62,7 +56,7 @@ def inbox_page(engine: Engine, *, offset: int, limit: int) -> tuple[list[dict[st
         .offset(offset)
         .limit(limit)
     )
-    with engine.connect() as conn:
+    with read(engine) as conn:
         total = conn.execute(select(func.count()).select_from(_S)).scalar_one()
         rows = [session_view(row, row) for row in conn.execute(query)]
     return rows, total
@@ -70,7 +64,7 @@ def inbox_page(engine: Engine, *, offset: int, limit: int) -> tuple[list[dict[st
 
 def events_after(engine: Engine, session_id: str, after: int) -> list[tuple[int, dict[str, Any]]]:
     """The session's events with an id above `after`, oldest first, with their ids."""
-    with engine.connect() as conn:
+    with read(engine) as conn:
         rows = conn.execute(
             select(_E).where(_E.c.session_id == session_id, _E.c.id > after).order_by(_E.c.id)
         )
@@ -79,7 +73,7 @@ def events_after(engine: Engine, session_id: str, after: int) -> list[tuple[int,
 
 def link_for(engine: Engine, session_id: str) -> str:
     """The answer-link token of the session's question (made on first use)."""
-    with _write(engine) as conn, conn.begin():
+    with write(engine) as conn:
         token = conn.execute(
             select(_L.c.token).where(_L.c.session_id == session_id)
         ).scalar_one_or_none()
@@ -87,7 +81,7 @@ def link_for(engine: Engine, session_id: str) -> str:
             token = secrets.token_urlsafe(32)  # 256 bits: unguessable
             conn.execute(
                 insert(_L).values(
-                    token=token, session_id=session_id, created_at=_now(), used_at=None
+                    token=token, session_id=session_id, created_at=utcnow(), used_at=None
                 )
             )
         return str(token)
@@ -95,14 +89,14 @@ def link_for(engine: Engine, session_id: str) -> str:
 
 def session_of_link(engine: Engine, token: str) -> tuple[str, bool] | None:
     """(session id, already used) for an answer-link token, or None if unknown."""
-    with engine.connect() as conn:
+    with read(engine) as conn:
         row = conn.execute(select(_L.c.session_id, _L.c.used_at).where(_L.c.token == token)).first()
     return None if row is None else (row.session_id, row.used_at is not None)
 
 
 def mark_link_used(engine: Engine, token: str) -> None:
-    with _write(engine) as conn, conn.begin():
-        conn.execute(update(_L).where(_L.c.token == token).values(used_at=_now()))
+    with write(engine) as conn:
+        conn.execute(update(_L).where(_L.c.token == token).values(used_at=utcnow()))
 
 
 def answered_not_run_on(engine: Engine) -> list[str]:
@@ -121,7 +115,7 @@ def answered_not_run_on(engine: Engine) -> list[str]:
         )
         .order_by(_S.c.updated_at)
     )
-    with engine.connect() as conn:
+    with read(engine) as conn:
         rows = conn.execute(query).all()
     return [row.id for row in rows if not owner_alive(row)]
 
@@ -133,12 +127,12 @@ def waiting_sessions(engine: Engine, *, asked_since: float | None = None) -> lis
         from datetime import UTC, datetime
 
         query = query.where(_T.c.asked_at >= datetime.fromtimestamp(asked_since, UTC))
-    with engine.connect() as conn:
+    with read(engine) as conn:
         return [session_view(row, row) for row in conn.execute(query)]
 
 
 def has_event(engine: Engine, session_id: str, key: str) -> bool:
-    with engine.connect() as conn:
+    with read(engine) as conn:
         found = conn.execute(
             select(_E.c.id).where(_E.c.session_id == session_id, _E.c.key == key)
         ).first()
@@ -149,39 +143,5 @@ def record_event(
     engine: Engine, session_id: str, kind: str, *, key: str | None = None, **payload: Any
 ) -> bool:
     """Append an event to the session's log (once per `key`); False if the key was there."""
-    dialect_insert: Any
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        dialect_insert = postgresql.insert
-    else:
-        from sqlalchemy.dialects import sqlite
-
-        dialect_insert = sqlite.insert
-    statement = (
-        dialect_insert(_E)
-        .values(
-            session_id=session_id,
-            key=key or f"{kind}:{uuid.uuid4().hex}",
-            kind=kind,
-            agent=None,
-            payload=payload,
-            created_at=_now(),
-        )
-        .on_conflict_do_nothing(index_elements=["session_id", "key"])
-        .returning(_E.c.id)
-    )
-    with _write(engine) as conn, conn.begin():
-        return conn.execute(statement).first() is not None
-
-
-def target_name(url: str) -> str:
-    """A notification URL without its secrets: scheme, and a short digest to tell targets apart."""
-    scheme = url.split("://", 1)[0] if "://" in url else "?"
-    return f"{scheme}://…#{hashlib.sha256(url.encode()).hexdigest()[:8]}"
-
-
-def _now() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
+    with write(engine) as conn:
+        return add_event(conn, session_id, kind, key=key, **payload)
