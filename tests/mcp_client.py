@@ -64,6 +64,18 @@ class Session(ClientSession):
         return caps.model_copy(update={"elicitation": elicitation})
 
 
+# The seven tools of contract section 6, in the order the server lists them.
+TOOLS = [
+    "provide_choice",
+    "ask_user",
+    "start_session",
+    "session_status",
+    "list_sessions",
+    "answer_session",
+    "session_log",
+]
+
+
 def _session(read: Any, write: Any, person: Person | None, modes: Iterable[str]) -> Session:
     session = Session(read, write, elicitation_callback=person)
     session.modes = tuple(modes)

@@ -27,7 +27,7 @@ from orchestrator.mcp_server.models import (
     StartSessionInput,
 )
 from tests.conftest import EXAMPLES, cli
-from tests.mcp_client import FakePage, Person, call, in_memory, shaped, snapshot
+from tests.mcp_client import TOOLS, FakePage, Person, call, in_memory, shaped, snapshot
 
 CHOICE = {
     "title": "Export format",
@@ -81,15 +81,7 @@ def test_tool_list_and_schemas(db: Path) -> None:
             return (await session.list_tools()).tools
 
     tools = {tool.name: tool for tool in anyio.run(main)}
-    assert list(tools) == [
-        "provide_choice",
-        "ask_user",
-        "start_session",
-        "session_status",
-        "list_sessions",
-        "answer_session",
-        "session_log",
-    ]
+    assert list(tools) == TOOLS
     models = {
         "provide_choice": ProvideChoiceInput,
         "ask_user": AskUserInput,

@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import EXAMPLES, ROOT, argv, cli
-from tests.mcp_client import Person, Session, call, over_stdio, shaped, snapshot
+from tests.mcp_client import TOOLS, Person, Session, call, over_stdio, shaped, snapshot
 from tests.test_mcp import ASK, CHOICE, MALFORMED, MULTI
 
 
@@ -64,15 +64,7 @@ def test_the_tools_over_stdio(tmp_path: Path) -> None:
             }
 
     out = anyio.run(main)
-    assert out["tools"] == [
-        "provide_choice",
-        "ask_user",
-        "start_session",
-        "session_status",
-        "list_sessions",
-        "answer_session",
-        "session_log",
-    ]
+    assert out["tools"] == TOOLS
     choice_statuses = [(d["data"]["action_status"], d["data"]["selected"]) for d in out["docs"][:5]]
     assert choice_statuses == [
         ("selected", ["CSV"]),
