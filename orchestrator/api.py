@@ -61,7 +61,7 @@ class Sessions:
         activity: Any = None,
         owner: Owner | None = None,
     ) -> None:
-        from orchestrator.store.db import resolve_url
+        from orchestrator.store.connect import resolve_url
 
         self.url = resolve_url(db)
         self.ask = ask
@@ -74,9 +74,9 @@ class Sessions:
     def store(self) -> Store:
         """The store, opened (and migrated) on first use."""
         if self._store is None:
-            from orchestrator.store import Store, open_engine
+            from orchestrator.store import Store
 
-            self._store = Store(open_engine(self.url), listener=self.on_event)
+            self._store = Store.open(self.url, listener=self.on_event)
         return self._store
 
     @property
@@ -222,7 +222,7 @@ class Sessions:
 
     def close(self) -> None:
         if self._store is not None:
-            self._store.engine.dispose()
+            self._store.close()
             self._store = None
 
     def __enter__(self) -> Sessions:

@@ -1,10 +1,13 @@
 """LangGraph's checkpointer for a database URL, in the same database as our tables.
 
-Two rules beyond opening it:
+Three rules beyond opening it:
 - its tables are set up once per database per process, serialised across processes (an
   advisory lock on PostgreSQL; SQLite's own write lock), never once per drive;
-- a driver's checkpointer is fenced: before every `put` and `put_writes` the claim is
-  checked, so a process that lost its session writes no checkpoint (no forked history).
+- a driver's checkpointer is fenced: every `put` and `put_writes` checks the claim, so a
+  process that lost its session writes no checkpoint (no forked history). On SQLite the
+  check runs in the checkpoint's own write transaction;
+- on SQLite it shares the store's connection and lock (orchestrator.store.sql.SqliteDb):
+  the store and the checkpointer never wait on each other's locks in one process.
 """
 
 from __future__ import annotations
@@ -18,24 +21,87 @@ from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.install_hints import install_extra
-from orchestrator.store.db import MIGRATION_LOCK_KEY, SQLITE_BUSY_TIMEOUT, sqlite_path
+from orchestrator.store.connect import sqlite_path
+from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx
 
-__all__ = ["checkpointer", "fenced"]
+__all__ = ["checkpointer", "fenced", "StoreSaver"]
 
 _setup_lock = threading.Lock()
 _set_up: set[str] = set()  # URLs whose checkpoint tables this process has set up
 
 
+def _store_saver_class() -> Any:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    class _StoreSaver(SqliteSaver):
+        """SqliteSaver on the store's connection, under the store's lock. Each write is a
+        transaction of the store's (BEGIN IMMEDIATE) that runs `fence` first."""
+
+        def __init__(self, db: SqliteDb, fence: Callable[[Tx], None] | None) -> None:
+            super().__init__(db.conn)
+            self.db = db
+            self.lock = db.lock  # type: ignore[assignment]  # an RLock: the store's
+            self.fence = fence
+            self.is_setup = True  # set up once per file per process, by checkpointer()
+
+        @contextmanager
+        def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+            if not transaction:  # a read
+                with self.lock:
+                    cur = self.conn.cursor()
+                    try:
+                        yield cur
+                    finally:
+                        cur.close()
+                return
+            with self.db.write() as tx:
+                if self.fence is not None:
+                    self.fence(tx)
+                cur = self.conn.cursor()
+                try:
+                    yield cur
+                finally:
+                    cur.close()
+
+    return _StoreSaver
+
+
+_saver_class: Any = None
+
+
+def StoreSaver(db: SqliteDb, fence: Callable[[Tx], None] | None = None) -> Any:  # noqa: N802
+    """A SqliteSaver sharing `db`'s connection and lock; `fence(tx)` runs first in every
+    write transaction (it raises to refuse the write)."""
+    global _saver_class
+    if _saver_class is None:
+        _saver_class = _store_saver_class()
+    with _setup_lock:
+        if str(db.path) not in _set_up:
+            with db.lock:
+                saver = _saver_class(db, None)
+                saver.is_setup = False
+                saver.setup()  # CREATE TABLE IF NOT EXISTS (autocommit: its own writes)
+            _set_up.add(str(db.path))
+    return _saver_class(db, fence)
+
+
 @contextmanager
-def checkpointer(url: str) -> Iterator[Any]:
-    """SqliteSaver on the same file (WAL, same busy timeout); PostgresSaver for PostgreSQL."""
+def checkpointer(
+    url: str, db: Any = None, fence: Callable[[Tx], None] | None = None
+) -> Iterator[Any]:
+    """The store's own connection when `db` is a SqliteDb (`fence` checks each write in
+    its transaction); else SqliteSaver on the same file (WAL, same busy timeout), or
+    PostgresSaver for PostgreSQL."""
+    if isinstance(db, SqliteDb):
+        yield StoreSaver(db, fence)
+        return
     path = sqlite_path(url)
     if path is not None:
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        conn = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT * 1000)}")
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         # As for our own connection: in WAL mode NORMAL survives a killed process (only a
         # power loss can drop the last commits), and skips an fsync per checkpoint.
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -104,6 +170,8 @@ def _setup_postgres(saver: Any) -> None:
     The lock is polled, not waited for: setup's CREATE INDEX CONCURRENTLY waits for every
     open transaction, a pg_advisory_lock call blocked on us included (a deadlock).
     """
+    from orchestrator.store.db import MIGRATION_LOCK_KEY
+
     key = MIGRATION_LOCK_KEY + 1
     lock = "SELECT pg_try_advisory_lock(%s) AS taken"
     while not (saver.conn.execute(lock, (key,)).fetchone() or {}).get("taken"):

@@ -64,14 +64,14 @@ class Engine:
 
     def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
         """Create a session and run it until it ends or pauses; return its id."""
-        claim = self.store.start_session(
+        claim, row = self.store.create(
             task,
             agents=backend.describe(),
             settings={**Settings().model_dump(), **settings},  # every limit stored
             owner=self.owner,
         )
         crash_point("session_created")
-        self._drive(claim, backend, fresh=True)
+        self._drive(claim, backend, fresh=True, row=row)
         return claim.session_id
 
     def answer(self, session_id: str, reply: UserReply) -> gate.Resolve:
@@ -137,10 +137,9 @@ class Engine:
             else:
                 # Answered (or timed out to proceed) but not run on, or a gone owner's.
                 claim = self.store.claim(session_id, self.owner)
-        backend = load_backend(
-            self.store.session(session_id).agents, self.store.reply_counts(session_id)
-        )
-        self._drive(claim, backend, fresh=False)
+        row = self.store.session(session_id)
+        backend = load_backend(row.agents, self.store.reply_counts(session_id))
+        self._drive(claim, backend, fresh=False, row=row)
         return self.store.view(session_id)
 
     def _still_waiting(self, session_id: str) -> dict[str, Any]:
@@ -157,7 +156,7 @@ class Engine:
 
     # -- the loop -----------------------------------------------------------------------
 
-    def _drive(self, claim: Claim, backend: AgentBackend, *, fresh: bool) -> None:
+    def _drive(self, claim: Claim, backend: AgentBackend, *, fresh: bool, row: Any = None) -> None:
         from langgraph.errors import GraphRecursionError
         from langgraph.types import Command
 
@@ -165,7 +164,7 @@ class Engine:
         from orchestrator.graph import RunContext, compiled, initial_state
 
         session_id = claim.session_id
-        row = self.store.session(session_id)
+        row = row if row is not None else self.store.session(session_id)
         settings = {**Settings().model_dump(), **row.settings}  # older sessions too
         config: Any = {
             "configurable": {"thread_id": session_id},
@@ -177,59 +176,81 @@ class Engine:
             config["max_concurrency"] = 1
         try:
             # The heartbeat covers the whole drive, the user's time at a prompt included.
-            with checkpointer(self.url) as saver, held(self.store, claim) as lease:
+            with held(self.store, claim) as lease:
 
                 def still_ours() -> None:
                     lease.check()
                     self.store.check_fence(claim)
 
+                def fence_in(tx: Any) -> None:  # in a checkpoint's own write transaction
+                    lease.check()
+                    self.store.fence_in(tx, claim)
+
                 def before_call() -> None:
                     lease.check()
                     self.store.check_call(claim)
 
-                ctx = RunContext(
-                    claim=claim,
-                    task=row.task,
-                    store=self.store,
-                    backend=backend,
-                    max_rounds=settings["max_rounds"],
-                    max_fallbacks=settings["max_fallbacks"],
-                    uncertainty_threshold=settings["uncertainty_threshold"],
-                    timeout=settings["timeout"],
-                    before_call=before_call,
-                    activity=self.activity,
-                    recorded={} if fresh else self.store.recorded_turns(session_id),
-                )
-                graph = compiled(fenced(saver, still_ours))
-                snapshot = graph.get_state(config)
-                payload: Any = initial_state() if fresh or not snapshot.values else None
-                if snapshot.interrupts:
-                    payload = self._resume_command(snapshot, Command)
-                elif not fresh and snapshot.values and not snapshot.tasks:
-                    # Crashed after the last step. (Not `not snapshot.next`: a task whose
-                    # writes were saved before its step's checkpoint leaves next == () with
-                    # the run unfinished; invoke(None) applies those writes and goes on.)
-                    self._finish(claim, snapshot.values)
-                    saver.delete_thread(session_id)
-                    return
-                while True:
-                    # Checkpoints at interrupts and at the end only: a crash in between
-                    # re-runs from the last one, and every agent turn, gate decision and
-                    # event the re-run meets is already in the store (keyed), so it is
-                    # replayed, never repeated. Per-step checkpoints would add nothing.
-                    graph.invoke(payload, config, context=ctx, durability="exit")
-                    snapshot = graph.get_state(config)
-                    if not snapshot.interrupts:
-                        self._finish(claim, snapshot.values)
-                        saver.delete_thread(session_id)
-                        return
-                    pending_row, question = self.store.pending(session_id)
-                    if question is None:
-                        self.store.check_fence(claim)  # only a lost claim explains this
-                        raise RuntimeError(f"session {session_id}: interrupted, no question open")
-                    if self._answer_pending(session_id, question, pending_row, claim) is None:
-                        return
-                    payload = self._resume_command(snapshot, Command)
+                with checkpointer(self.url, self.store.db, fence_in) as saver:
+                    shares = self.store.shares(saver)
+                    if not shares:
+                        saver = fenced(saver, still_ours)
+                    ctx = RunContext(
+                        claim=claim,
+                        task=row.task,
+                        store=self.store,
+                        backend=backend,
+                        max_rounds=settings["max_rounds"],
+                        max_fallbacks=settings["max_fallbacks"],
+                        uncertainty_threshold=settings["uncertainty_threshold"],
+                        timeout=settings["timeout"],
+                        before_call=before_call,
+                        activity=self.activity,
+                        recorded={} if fresh else self.store.recorded_turns(session_id),
+                    )
+                    graph = compiled(saver)
+
+                    def finish(values: Mapping[str, Any]) -> None:
+                        # The checkpoints go with the session's end: nothing reads them after
+                        # (on SQLite in the same transaction as the outcome).
+                        self._finish(claim, values, checkpoints=shares)
+                        if not shares:
+                            saver.delete_thread(session_id)
+
+                    payload: Any = initial_state()
+                    if not fresh:  # a fresh session has no checkpoint to look at
+                        snapshot = graph.get_state(config)
+                        if not snapshot.values:
+                            pass
+                        elif snapshot.interrupts:
+                            payload = self._resume_command(snapshot.interrupts, Command)
+                        elif not snapshot.tasks:
+                            # Crashed after the last step. (Not `not snapshot.next`: a task
+                            # whose writes were saved before its step's checkpoint leaves
+                            # next == () with the run unfinished; invoke(None) applies those
+                            # writes and goes on.)
+                            finish(snapshot.values)
+                            return
+                        else:
+                            payload = None
+                    while True:
+                        # Checkpoints at interrupts and at the end only: a crash in between
+                        # re-runs from the last one, and every agent turn, gate decision and
+                        # event the re-run meets is already in the store (keyed), so it is
+                        # replayed, never repeated. Per-step checkpoints would add nothing.
+                        values = graph.invoke(payload, config, context=ctx, durability="exit")
+                        interrupts = values.get("__interrupt__")
+                        if not interrupts:
+                            finish(values)
+                            return
+                        pending_row, question = self.store.pending(session_id)
+                        if question is None:
+                            self.store.check_fence(claim)  # only a lost claim explains this
+                            raise RuntimeError(
+                                f"session {session_id}: interrupted, no question open"
+                            )
+                        if self._answer_pending(session_id, question, pending_row, claim) is None:
+                            return
+                        payload = self._resume_command(interrupts, Command)
         except ClaimLost:
             raise  # not ours any more: nothing more is written
         except CancelRequested:
@@ -252,9 +273,9 @@ class Engine:
             raise
 
     @staticmethod
-    def _resume_command(snapshot: Any, command: Any) -> Any:
+    def _resume_command(interrupts: Any, command: Any) -> Any:
         # The gate re-reads the answer from the store; the value only releases the interrupt.
-        return command(resume={i.id: "answered" for i in snapshot.interrupts})
+        return command(resume={i.id: "answered" for i in interrupts})
 
     def _answer_pending(
         self, session_id: str, question: PendingQuestion, row: Any, claim: Claim | None
@@ -291,7 +312,9 @@ class Engine:
         crash_point("answer_committed")
         return None if decision.cancel else claim
 
-    def _finish(self, claim: Claim, values: Mapping[str, Any]) -> None:
+    def _finish(
+        self, claim: Claim, values: Mapping[str, Any], *, checkpoints: bool = False
+    ) -> None:
         outcome = values.get("outcome") or {}
         status = outcome.get("status", "failed")
         crash_point("before_finish")
@@ -301,4 +324,5 @@ class Engine:
             summary=outcome.get("summary"),
             error=outcome.get("error")
             or (None if outcome else "the graph ended without an outcome"),
+            checkpoints=checkpoints,
         )

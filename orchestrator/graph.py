@@ -159,8 +159,11 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
         for a in asks
     ]
     crash_point("gate_decided")
-    if any(isinstance(d, gate.Surface | gate.Wait) for d in decisions):
-        interrupt(store.pending(sid)[1])
+    waiting = [a["agent"] for a, d in zip(asks, decisions, strict=True) if _waits(d)]
+    if waiting:
+        # The question itself is in the store (the engine reads it from there); the
+        # interrupt only stops the run here until the answer is committed.
+        interrupt({"session_id": sid, "waiting": waiting})
         # Reached only when resumed while the store still has no answer. The engine
         # resumes the graph after the answer commits, and this node then re-runs from
         # the top and decides C/D instead, so getting here is a bug, not a user error.
@@ -180,6 +183,10 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
         elif isinstance(decision, gate.Fallback | gate.Proceed):
             update["instructions"][decision.agent] = decision.message
     return update
+
+
+def _waits(decision: gate.Decision) -> bool:
+    return isinstance(decision, gate.Surface | gate.Wait)
 
 
 def after_pm(state: GraphState) -> Any:

@@ -108,18 +108,18 @@ def run_worker(
         thread.start()
     for thread in threads:
         thread.join()
-    store.engine.dispose()
+    store.close()
     return stats
 
 
 def _open_store(url: str, stop: threading.Event, stats: WorkerStats) -> Any:
     """The store, once the database answers (migrated); None if stopped before that."""
-    from orchestrator.store import Store, open_engine
+    from orchestrator.store import Store
 
     backoff = 0.5
     while not stop.is_set():
         try:
-            return Store(open_engine(url))
+            return Store.open(url)
         except DatabaseUnavailable as exc:
             stats.count("database_errors")
             log.warning("%s (retrying in %.1f s)", exc.message, backoff)

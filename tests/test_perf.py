@@ -17,14 +17,10 @@ from tests.conftest import EXAMPLES
 
 @pytest.fixture
 def traced(tmp_path: Path) -> Iterator[tuple[Sessions, list[str]]]:
-    """Sessions whose store connections record every statement they run."""
-    from sqlalchemy import event
-
+    """Sessions whose store connection (the checkpointer's too) records every statement."""
     statements: list[str] = []
     sessions = Sessions(str(tmp_path / "traced.db"))
-    engine = sessions.store.engine
-    event.listen(engine, "connect", lambda dbapi, _: dbapi.set_trace_callback(statements.append))
-    engine.dispose()  # connections made from now on are traced
+    sessions.store.db.conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
     yield sessions, statements
     sessions.close()
 
@@ -33,6 +29,7 @@ def test_a_scripted_answer_is_not_fsynced(traced: tuple[Sessions, list[str]]) ->
     sessions, statements = traced
     doc = sessions.start_scenario(EXAMPLES / "answered-question.yaml")
     assert doc["status"] == "completed" and doc["orchestrator_state"]["clarification_resolved"]
+    assert any("INSERT INTO events" in s for s in statements)  # the trace saw the run
     assert not [s for s in statements if "synchronous = FULL" in s]
 
 

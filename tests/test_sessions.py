@@ -301,12 +301,15 @@ def test_gate_writes_are_idempotent_when_a_node_reruns(db_url: str) -> None:
     fallback_events = [e for e in store.events(sid) if e["kind"] == "fallback"]
     assert len(fallback_events) == 1
     from orchestrator.store import gate_tx
-    from orchestrator.store._tx import write
+    from orchestrator.store._tx import joined_row
 
     ask = gate.Ask("pm", "pm#2", "Which columns?")
-    with write(store.engine) as conn:  # the node's transaction, as a re-run makes it
+    with store.db.write() as tx:  # the node's transaction, as a re-run makes it
+        row = joined_row(
+            tx, sid, lock=True, extra=gate_tx.STORED_DECISION, params={"final_key": "gate:pm#2"}
+        )
         again = gate_tx.ask(
-            conn, sid, ask, {"question": "Which columns?"}, max_fallbacks=2,
+            tx, row, ask, {"question": "Which columns?"}, max_fallbacks=2,
             uncertainty_threshold=70, timeout=None, repaired=None,
         )  # fmt: skip
     assert isinstance(again, gate.Fallback)  # the recorded decision, replayed

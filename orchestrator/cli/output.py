@@ -111,7 +111,7 @@ def user_errors(as_json: bool) -> Iterator[None]:
     except OrchestratorError as exc:
         fail(as_json, exc.message, 1)
     except Exception as exc:
-        from orchestrator.store.db import damaged_database
+        from orchestrator.store.connect import damaged_database
 
         message = damaged_database(exc)
         if message is None:

@@ -54,7 +54,7 @@ def question_shown(session_id: str) -> bool:
 
 
 def _checked_url(db: str | None, *, create: bool) -> tuple[str, bool]:
-    from orchestrator.store.db import check_sqlite_file, db_origin, resolve_url
+    from orchestrator.store.connect import check_sqlite_file, db_origin, resolve_url
 
     url = resolve_url(db)
     return url, check_sqlite_file(url, create=create, origin=db_origin(db))

@@ -130,17 +130,17 @@ class Tools:
     each call with its own `Sessions` and claim owner, so calls never share a claim."""
 
     def __init__(self, db: str | None, page: PageFactory | None = None) -> None:
-        from orchestrator.store import Store, open_engine, resolve_url
+        from orchestrator.store import Store, resolve_url
 
         self.url = resolve_url(db)
-        self.store = Store(open_engine(self.url))  # migrated here, before any call
+        self.store = Store.open(self.url)  # migrated here, before any call
         questions = QuestionLog(self.store)
         for session_id in questions.reap():
             log.warning("session %s: its MCP server stopped before the answer; failed", session_id)
         self.asker = Asker(questions, page)
 
     def close(self) -> None:
-        self.store.engine.dispose()
+        self.store.close()
 
     async def _in_thread(self, work: Callable[[Any], Any], ctx: Any = None) -> Any:
         """Run `work(sessions)` on a worker thread. With `ctx`, each event the run commits

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["Store", "Owner", "Claim", "open_engine", "resolve_url"]
 
 if TYPE_CHECKING:
-    from orchestrator.store.db import open_engine, resolve_url
+    from orchestrator.store.connect import resolve_url
+    from orchestrator.store.db import open_engine
     from orchestrator.store.owner import Claim, Owner
     from orchestrator.store.sessions import Store
 
@@ -21,7 +22,7 @@ _LAZY = {
     "Owner": "orchestrator.store.owner",
     "Claim": "orchestrator.store.owner",
     "open_engine": "orchestrator.store.db",
-    "resolve_url": "orchestrator.store.db",
+    "resolve_url": "orchestrator.store.connect",
 }
 
 

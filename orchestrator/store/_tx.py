@@ -1,22 +1,19 @@
-"""What every store module shares: transactions, keyed events, the session row, the gate
-state, and the fence a driver's writes pass through."""
+"""What every store module shares: keyed events, the session row, the gate state, and the
+fence a driver's writes pass through. Plain SQL on a `Tx` (orchestrator.store.sql), the
+same text for SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-
-from sqlalchemy import Connection, Engine, bindparam, select, update
 
 from orchestrator import gate
 from orchestrator.errors import ClaimLost, SessionNotFound
 from orchestrator.store.owner import Claim
-from orchestrator.store.schema import events as _E
-from orchestrator.store.schema import sessions as _S
-from orchestrator.store.schema import state as _T
+from orchestrator.store.sql import Row, Tx
 from orchestrator.store.views import event_view, state_from_row
 
 __all__ = [
@@ -24,11 +21,11 @@ __all__ = [
     "FINAL_STATUSES",
     "Listener",
     "utcnow",
-    "write",
-    "read",
     "add_event",
+    "add_fenced_event",
     "add_assumption",
     "session_row",
+    "joined_row",
     "gate_state",
     "state_row",
     "write_gate_update",
@@ -55,49 +52,60 @@ GATE_COLUMNS = {
     "note": "answer_note",
 }
 
+SESSION_SQL = "SELECT * FROM sessions WHERE id = :id"
+STATE_SQL = "SELECT * FROM orchestrator_state WHERE session_id = :id"
+# The session row and its gate state in one statement: one snapshot, also on SQLite where
+# reads run without a transaction around them.
+JOINED_SQL = (
+    "SELECT s.*, t.* FROM sessions AS s JOIN orchestrator_state AS t ON t.session_id = s.id"
+    " WHERE s.id = :id"
+)
+_EVENT_COLUMNS = '(session_id, "key", kind, agent, payload, created_at)'
+# One statement: a key present already adds nothing (RETURNING tells whether a row went
+# in; psycopg reports rowcount -1 for it), and any other uniqueness violation (the
+# one-question index) still raises.
+_INSERT_EVENT = (
+    f"INSERT INTO events {_EVENT_COLUMNS}"
+    " VALUES (:session_id, :key, :kind, :agent, :payload, :created_at)"
+    ' ON CONFLICT (session_id, "key") DO NOTHING RETURNING id'
+)
+# The same, only while `claim` holds the session: the fence and the write in one
+# statement (SQLite runs it under its write lock, so nothing slips between the two).
+_INSERT_FENCED_EVENT = (
+    f"INSERT INTO events {_EVENT_COLUMNS}"
+    " SELECT :session_id, :key, :kind, :agent, :payload, :created_at"
+    " WHERE EXISTS (SELECT 1 FROM sessions WHERE id = :session_id AND status = 'running'"
+    " AND owner = :owner AND claim_generation = :generation)"
+    ' ON CONFLICT (session_id, "key") DO NOTHING RETURNING id'
+)
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@contextmanager
-def write(
-    engine: Engine, listener: Listener | None = None, *, durable: bool = False
-) -> Iterator[Connection]:
-    """A write transaction (BEGIN IMMEDIATE on SQLite); `listener` hears its new events
-    once it has committed.
-
-    `durable`: fsync this commit even on SQLite's synchronous=NORMAL, so that it survives
-    a power loss and not only a killed process (used for the user's answer).
-    """
-    sqlite = engine.dialect.name == "sqlite"
-    with engine.connect().execution_options(write=True) as conn:
-        # On the DBAPI connection: SQLAlchemy would wrap the PRAGMA in a transaction, and
-        # SQLite only changes the safety level outside one.
-        raw = conn.connection.driver_connection if durable and sqlite else None
-        if raw is not None:
-            raw.execute("PRAGMA synchronous = FULL")
-        conn.info["new_events"] = []
-        try:
-            with conn.begin():
-                yield conn
-        finally:
-            if raw is not None:
-                raw.execute("PRAGMA synchronous = NORMAL")
-        new_events = conn.info.pop("new_events")
-    if listener is not None:
-        for session_id, event in new_events:
-            listener(session_id, event)
+def _event_values(
+    session_id: str, kind: str, agent: str | None, key: str | None, payload: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "key": key or f"{kind}:{uuid.uuid4().hex}",
+        "kind": kind,
+        "agent": agent,
+        "payload": payload,
+        "created_at": utcnow(),
+    }
 
 
-@contextmanager
-def read(engine: Engine) -> Iterator[Connection]:
-    with engine.connect() as conn, conn.begin():
-        yield conn
+def _heard(tx: Tx, values: dict[str, Any]) -> None:
+    """Keep a committed-to-be event for the store's listener."""
+    new_events = tx.info.get("new_events")
+    if new_events is not None:
+        new_events.append((values["session_id"], event_view(values)))
 
 
 def add_event(
-    conn: Connection,
+    tx: Tx,
     session_id: str,
     kind: str,
     *,
@@ -106,47 +114,29 @@ def add_event(
     **payload: Any,
 ) -> bool:
     """Append an event; with a `key` already present, do nothing and return False."""
-    values = {
-        "session_id": session_id,
-        "key": key or f"{kind}:{uuid.uuid4().hex}",
-        "kind": kind,
-        "agent": agent,
-        "payload": payload,
-        "created_at": utcnow(),
-    }
-    added = conn.execute(_insert_event(conn.dialect.name), values).first()
-    if added is None:
+    values = _event_values(session_id, kind, agent, key, payload)
+    if tx.first(_INSERT_EVENT, values) is None:
         return False
-    conn.info["new_events"].append((session_id, event_view(values)))
+    _heard(tx, values)
     return True
 
 
-_EVENT_INSERTS: dict[str, Any] = {}  # dialect name -> the statement, built once
-
-
-def _insert_event(dialect: str) -> Any:
-    """INSERT ... ON CONFLICT (session_id, key) DO NOTHING RETURNING id, for `dialect`.
-
-    One statement, and any other uniqueness violation (the one-question index) still
-    raises; RETURNING tells whether a row went in (psycopg reports rowcount -1 for it).
-    Built once (rebuilding it per event cost more than running it); values are bound."""
-    statement = _EVENT_INSERTS.get(dialect)
-    if statement is None:
-        if dialect == "postgresql":
-            from sqlalchemy.dialects import postgresql as dialect_module
-        else:
-            from sqlalchemy.dialects import sqlite as dialect_module  # type: ignore[no-redef]
-        statement = (
-            dialect_module.insert(_E)
-            .on_conflict_do_nothing(index_elements=["session_id", "key"])
-            .returning(_E.c.id)
-        )
-        _EVENT_INSERTS[dialect] = statement
-    return statement
+def add_fenced_event(
+    tx: Tx, claim: Claim, kind: str, *, agent: str | None, key: str, **payload: Any
+) -> bool | None:
+    """Append a keyed event in one statement if `claim` holds the session (SQLite: no
+    transaction around it). True if added; None if nothing went in, for the caller to
+    tell a lost claim from a key present already."""
+    values = _event_values(claim.session_id, kind, agent, key, payload)
+    fenced = values | {"owner": claim.owner.id, "generation": claim.generation}
+    if tx.first(_INSERT_FENCED_EVENT, fenced) is None:
+        return None
+    _heard(tx, values)
+    return True
 
 
 def add_assumption(
-    conn: Connection,
+    tx: Tx,
     session_id: str,
     key: str,
     *,
@@ -157,7 +147,7 @@ def add_assumption(
 ) -> None:
     """One entry of the assumptions ledger (keyed, so a re-run adds nothing)."""
     add_event(
-        conn,
+        tx,
         session_id,
         "assumption",
         agent=agent,
@@ -168,26 +158,47 @@ def add_assumption(
     )
 
 
-# Statements run several times per agent call, built once (bound by `id`).
-_SESSION = select(_S).where(_S.c.id == bindparam("id"))
-_SESSION_LOCKED = _SESSION.with_for_update()
-_STATE = select(_T).where(_T.c.session_id == bindparam("id"))
-
-
-def session_row(conn: Connection, session_id: str, *, lock: bool = False) -> Any:
-    row = conn.execute(_SESSION_LOCKED if lock else _SESSION, {"id": session_id}).first()
+def session_row(tx: Tx, session_id: str, *, lock: bool = False) -> Row:
+    row = tx.first(SESSION_SQL + (tx.lock_rows if lock else ""), {"id": session_id})
     if row is None:
         raise SessionNotFound(session_id)
     return row
 
 
-def gate_state(conn: Connection, session_id: str) -> gate.GateState:
-    return state_from_row(state_row(conn, session_id))
+def joined_row(
+    tx: Tx,
+    session_id: str,
+    *,
+    lock: bool = False,
+    extra: str = "",
+    params: dict[str, Any] | None = None,
+) -> Row:
+    """The session row with its gate state's columns (and `extra` select items, whose
+    parameters are `params`)."""
+    sql = JOINED_SQL if not extra else JOINED_SQL.replace("t.* FROM", f"t.*, {extra} FROM", 1)
+    row = tx.first(sql + (tx.lock_rows if lock else ""), {"id": session_id, **(params or {})})
+    if row is None:
+        raise SessionNotFound(session_id)
+    return row
 
 
-def state_row(conn: Connection, session_id: str) -> Any:
-    """The session's orchestrator_state row."""
-    return conn.execute(_STATE, {"id": session_id}).one()
+def gate_state(tx: Tx, session_id: str) -> gate.GateState:
+    return state_from_row(state_row(tx, session_id))
+
+
+def state_row(tx: Tx, session_id: str) -> Row:
+    """The session's orchestrator_state row (SessionNotFound if there is none)."""
+    row = tx.first(STATE_SQL, {"id": session_id})
+    if row is None:
+        raise SessionNotFound(session_id)
+    return row
+
+
+def update_sql(table: str, columns: list[str], where: str, *, also: str = "") -> str:
+    """UPDATE `table` SET each column to its like-named parameter (and the `also`
+    assignments) WHERE `where`."""
+    assignments = [f"{c} = :{c}" for c in columns] + ([also] if also else [])
+    return f"UPDATE {table} SET {', '.join(assignments)} WHERE {where}"
 
 
 def gate_columns(update_: gate.GateUpdate) -> dict[str, Any]:
@@ -195,31 +206,51 @@ def gate_columns(update_: gate.GateUpdate) -> dict[str, Any]:
     return {GATE_COLUMNS[name]: value for name, value in update_.named().items()}
 
 
-def write_gate_update(
-    conn: Connection, session_id: str, update_: gate.GateUpdate, **extra: Any
-) -> None:
+def write_gate_update(tx: Tx, session_id: str, update_: gate.GateUpdate, **extra: Any) -> None:
     """Write only the fields the gate named (plus `extra` columns): a merge, never an
     overwrite of the whole state."""
     values = gate_columns(update_) | extra
     if values:
-        conn.execute(update(_T).where(_T.c.session_id == session_id).values(**values))
+        tx.run(
+            update_sql("orchestrator_state", list(values), "session_id = :sid"),
+            values | {"sid": session_id},
+        )
 
 
-def fence(conn: Connection, claim: Claim) -> Any:
-    """Raise ClaimLost unless `claim` still holds its session; return the session row.
+def holds(row: Any, claim: Claim) -> bool:
+    return bool(
+        row.status == "running"
+        and row.owner == claim.owner.id
+        and row.claim_generation == claim.generation
+    )
+
+
+def fence(
+    tx: Tx,
+    claim: Claim,
+    *,
+    joined: bool = False,
+    extra: str = "",
+    params: dict[str, Any] | None = None,
+) -> Row:
+    """Raise ClaimLost unless `claim` still holds its session; return the session row
+    (`joined`: with its gate state's columns, and `extra` select items).
 
     Called first in every transaction a driver writes in (and when an agent call starts):
     the row is locked (FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE already holds the
     write lock), so no takeover can slip between this check and the writes after it.
     """
-    row = session_row(conn, claim.session_id, lock=True)
-    if (
-        row.status != "running"
-        or row.owner != claim.owner.id
-        or row.claim_generation != claim.generation
-    ):
-        raise ClaimLost(claim.session_id, _holder(row))
+    if joined or extra:
+        row = joined_row(tx, claim.session_id, lock=True, extra=extra, params=params)
+    else:
+        row = session_row(tx, claim.session_id, lock=True)
+    check_holds(row, claim)
     return row
+
+
+def check_holds(row: Any, claim: Claim) -> None:
+    if not holds(row, claim):
+        raise ClaimLost(claim.session_id, _holder(row))
 
 
 def _holder(row: Any) -> str:
@@ -230,8 +261,28 @@ def _holder(row: Any) -> str:
     return f"taken over by pid {row.owner_pid} on {row.owner_host}"
 
 
+def json_value(value: Any) -> Any:
+    """A JSON value read through a computed column (SQLite hands it back as text)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+_RELEASED = dict.fromkeys(
+    (
+        "owner",
+        "owner_pid",
+        "owner_host",
+        "owner_boot",
+        "owner_pidns",
+        "owner_started",
+        "lease_expires_at",
+        "cancel_requested_at",
+        "last_error",
+    )
+)
+
+
 def finish(
-    conn: Connection,
+    tx: Tx,
     session_id: str,
     status: str,
     *,
@@ -241,21 +292,11 @@ def finish(
     """Set the session's status; a session that stops running drops its claim."""
     values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
     if status != "running":
-        values.update(
-            owner=None,
-            owner_pid=None,
-            owner_host=None,
-            owner_boot=None,
-            owner_pidns=None,
-            owner_started=None,
-            lease_expires_at=None,
-            cancel_requested_at=None,
-            last_error=None,
-        )
+        values.update(_RELEASED)
     if summary is not None:
         values["summary"] = summary
     if error is not None:
         values["error"] = error
-    conn.execute(update(_S).where(_S.c.id == session_id).values(**values))
+    tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
     details = {k: v for k, v in (("summary", summary), ("error", error)) if v is not None}
-    add_event(conn, session_id, "status", status=status, **details)
+    add_event(tx, session_id, "status", status=status, **details)

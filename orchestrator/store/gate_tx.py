@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, select, update
-
 from orchestrator import clock, gate
 from orchestrator.errors import SessionNotWaiting
 from orchestrator.store._tx import (
@@ -23,15 +21,22 @@ from orchestrator.store._tx import (
     add_event,
     finish,
     gate_columns,
-    gate_state,
+    json_value,
+    update_sql,
     utcnow,
     write_gate_update,
 )
-from orchestrator.store.schema import events as _E
-from orchestrator.store.schema import sessions as _S
-from orchestrator.store.schema import state as _T
+from orchestrator.store.sql import Tx
+from orchestrator.store.views import state_from_row
 
-__all__ = ["ask", "resolve_answer", "expire_deadline", "limits"]
+__all__ = ["ask", "resolve_answer", "expire_deadline", "limits", "STORED_DECISION"]
+
+# A select item for the fence's read (store._tx.fence `extra`): the decision stored for
+# the reply `:final_key`, if any, read in the same statement as the session and its state.
+STORED_DECISION = (
+    '(SELECT e.payload FROM events AS e WHERE e.session_id = s.id AND e."key" = :final_key)'
+    " AS stored_decision"
+)
 
 
 def limits(settings: Mapping[str, Any]) -> dict[str, int]:
@@ -46,8 +51,8 @@ def limits(settings: Mapping[str, Any]) -> dict[str, int]:
 
 
 def ask(
-    conn: Connection,
-    session_id: str,
+    tx: Tx,
+    row: Any,
     event: gate.Ask,
     question: dict[str, Any],
     *,
@@ -58,26 +63,26 @@ def ask(
 ) -> gate.Decision:
     """Case A, B or D for one NEEDS_CLARIFICATION reply.
 
-    A final decision (rerun, fallback, fail) is stored under `gate:<reply key>` and
-    returned as stored when the node is re-run, so counters move once per reply.
+    `row`: the session with its gate state and `stored_decision` (STORED_DECISION), read
+    under the write lock by the caller. A final decision (rerun, fallback, fail) is stored
+    under `gate:<reply key>` and returned as stored when the node is re-run, so counters
+    move once per reply.
     """
-    final_key = f"gate:{event.key}"
-    stored = conn.execute(
-        select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == final_key)
-    ).scalar()
+    session_id = row.id
+    stored = json_value(row.stored_decision)
     if stored is not None:
         return _decision_from_payload(stored)
-    state = gate_state(conn, session_id)
+    state = state_from_row(row)
     decision = gate.decide(
         state, event, max_fallbacks=max_fallbacks, uncertainty_threshold=uncertainty_threshold
     )
     if isinstance(decision, gate.Surface):
         deadline = None if timeout is None else clock.now() + timeout
-        _surface(conn, session_id, event, question, decision, deadline, repaired)
+        _surface(tx, session_id, event, question, decision, deadline, repaired)
     elif isinstance(decision, gate.Wait):
         if event.key != state.request_key:
             add_event(
-                conn,
+                tx,
                 session_id,
                 "question_held",
                 agent=event.agent,
@@ -86,12 +91,12 @@ def ask(
                 note="the session's one question is already open; this one waits",
             )
     else:
-        _apply_final(conn, session_id, final_key, decision, state)
+        _apply_final(tx, session_id, f"gate:{event.key}", decision, state)
     return decision
 
 
 def _surface(
-    conn: Connection,
+    tx: Tx,
     session_id: str,
     event: gate.Ask,
     question: dict[str, Any],
@@ -101,21 +106,24 @@ def _surface(
 ) -> None:
     """Case A. Compare-and-set on `clarification_used`, and a unique index on the
     `question_surfaced` event: the database refuses a second question on its own."""
-    spent = conn.execute(
-        update(_T)
-        .where(_T.c.session_id == session_id, _T.c.clarification_used.is_(False))
-        .values(
-            **gate_columns(decision.update),
-            question_object=question,
-            asked_at=utcnow(),
-            deadline=deadline,
-            questions_surfaced=_T.c.questions_surfaced + 1,
-        )
+    values = gate_columns(decision.update) | {
+        "question_object": question,
+        "asked_at": utcnow(),
+        "deadline": deadline,
+    }
+    spent = tx.run(
+        update_sql(
+            "orchestrator_state",
+            list(values),
+            "session_id = :sid AND NOT clarification_used",
+            also="questions_surfaced = questions_surfaced + 1",
+        ),
+        values | {"sid": session_id},
     )
-    if spent.rowcount != 1:
+    if spent != 1:
         raise RuntimeError(f"session {session_id}: the question was already spent")
     if not add_event(
-        conn,
+        tx,
         session_id,
         "question_surfaced",
         agent=event.agent,
@@ -127,7 +135,7 @@ def _surface(
 
 
 def _apply_final(
-    conn: Connection,
+    tx: Tx,
     session_id: str,
     key: str,
     decision: gate.Decision,
@@ -136,12 +144,12 @@ def _apply_final(
     details: dict[str, Any]
     ledger: tuple[str, str, str] | None = None  # assumption, why, source
     if isinstance(decision, gate.Fallback | gate.Proceed):
-        write_gate_update(conn, session_id, decision.update)
+        write_gate_update(tx, session_id, decision.update)
     if isinstance(decision, gate.Fallback):
-        conn.execute(
-            update(_T)
-            .where(_T.c.session_id == session_id)
-            .values(fallbacks_injected=_T.c.fallbacks_injected + 1)
+        tx.run(
+            "UPDATE orchestrator_state SET fallbacks_injected = fallbacks_injected + 1"
+            " WHERE session_id = :sid",
+            {"sid": session_id},
         )
         kind = "fallback"
         details = {"decision": "fallback", "why": decision.why, "message": decision.message}
@@ -167,17 +175,15 @@ def _apply_final(
     if ledger is not None:
         assumption, why, source = ledger
         add_assumption(
-            conn, session_id, key, agent=decision.agent, assumption=assumption, why=why,
+            tx, session_id, key, agent=decision.agent, assumption=assumption, why=why,
             source=source,
         )  # fmt: skip
     # `asker` lets a re-run rebuild this decision (_decision_from_payload).
-    add_event(
-        conn, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details
-    )
+    add_event(tx, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details)
 
 
 def resolve_answer(
-    conn: Connection,
+    tx: Tx,
     row: Any,
     event: gate.Answer | gate.Decline | gate.Cancel,
     *,
@@ -185,66 +191,66 @@ def resolve_answer(
     choices: list[str] | None,
     take: Callable[[], object],
 ) -> gate.Resolve:
-    """Accept the user's answer, decline or cancel for the session `row` (locked by the
-    caller); raise SessionNotWaiting if no question waits. `take` claims the session in
-    this transaction once the gate has accepted the event (it raises if a live process
-    holds the session)."""
+    """Accept the user's answer, decline or cancel for the session `row` (with its gate
+    state's columns, locked by the caller); raise SessionNotWaiting if no question waits.
+    `take` claims the session in this transaction once the gate has accepted the event
+    (it raises if a live process holds the session)."""
     session_id = row.id
     if row.status in FINAL_STATUSES:
         raise SessionNotWaiting(
             f"session {session_id} is {row.status}; it is not waiting for an answer"
         )
-    decision = gate.decide(gate_state(conn, session_id), event, **limits(row.settings))
+    decision = gate.decide(state_from_row(row), event, **limits(row.settings))
     if isinstance(decision, gate.Reject):
         raise SessionNotWaiting(
             f"session {session_id} is not waiting for an answer: {decision.reason}"
         )
     assert isinstance(decision, gate.Resolve)
     take()
-    write_gate_update(conn, session_id, decision.update, resolved_at=utcnow())
+    write_gate_update(tx, session_id, decision.update, resolved_at=utcnow())
     if source == "script":
-        conn.execute(
-            update(_S).where(_S.c.id == session_id).values(answers_used=_S.c.answers_used + 1)
+        tx.run(
+            "UPDATE sessions SET answers_used = answers_used + 1 WHERE id = :sid",
+            {"sid": session_id},
         )
     if isinstance(event, gate.Answer):
         add_event(
-            conn, session_id, "answer", key="answer", response=event.response, choices=choices,
+            tx, session_id, "answer", key="answer", response=event.response, choices=choices,
             source=source,
         )  # fmt: skip
     elif isinstance(event, gate.Decline):
-        add_event(conn, session_id, "decline", key="answer", source=source)
+        add_event(tx, session_id, "decline", key="answer", source=source)
     else:
-        add_event(conn, session_id, "cancel", key="cancel", source=source)
-        finish(conn, session_id, "cancelled")
+        add_event(tx, session_id, "cancel", key="cancel", source=source)
+        finish(tx, session_id, "cancelled")
     return decision
 
 
-def expire_deadline(conn: Connection, row: Any, *, may_act: bool) -> gate.Resolve | None:
+def expire_deadline(tx: Tx, row: Any, *, may_act: bool) -> gate.Resolve | None:
     """Apply the on-timeout policy if the open question's deadline has passed.
 
-    `may_act`: the caller holds the session or nobody live does (a live driver applies its
-    own deadline). Returns the decision, or None if nothing applied.
+    `row`: the session with its gate state's columns, locked by the caller. `may_act`:
+    the caller holds the session or nobody live does (a live driver applies its own
+    deadline). Returns the decision, or None if nothing applied.
     """
     session_id = row.id
-    state_row = conn.execute(select(_T).where(_T.c.session_id == session_id)).one()
+    state = state_from_row(row)
     if (
         row.status in FINAL_STATUSES
         or not may_act
-        or state_row.timed_out
-        or state_row.deadline is None
-        or state_row.deadline > clock.now()
-        or not gate_state(conn, session_id).waiting
+        or row.timed_out
+        or row.deadline is None
+        or row.deadline > clock.now()
+        or not state.waiting
     ):
         return None
     policy = row.settings.get("on_timeout", "wait")
-    decision = gate.decide(
-        gate_state(conn, session_id), gate.Timeout(policy), **limits(row.settings)
-    )
+    decision = gate.decide(state, gate.Timeout(policy), **limits(row.settings))
     assert isinstance(decision, gate.Resolve)
-    write_gate_update(conn, session_id, decision.update)
-    add_event(conn, session_id, "timeout", key="timeout", policy=policy, agent=state_row.asked_by)
+    write_gate_update(tx, session_id, decision.update)
+    add_event(tx, session_id, "timeout", key="timeout", policy=policy, agent=row.asked_by)
     if decision.cancel:
-        finish(conn, session_id, "cancelled")
+        finish(tx, session_id, "cancelled")
     return decision
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, case, func, insert, or_, select, update
 
-from orchestrator.store._tx import add_event, read, utcnow, write
+from orchestrator.store._sa import SaTx, read, write
+from orchestrator.store._tx import add_event, utcnow
 from orchestrator.store.schema import events as _E
 from orchestrator.store.schema import question_links as _L
 from orchestrator.store.schema import sessions as _S
@@ -144,4 +145,4 @@ def record_event(
 ) -> bool:
     """Append an event to the session's log (once per `key`); False if the key was there."""
     with write(engine) as conn:
-        return add_event(conn, session_id, kind, key=key, **payload)
+        return add_event(SaTx(conn), session_id, kind, key=key, **payload)

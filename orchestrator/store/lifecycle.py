@@ -12,13 +12,18 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Connection, insert, update
-
-from orchestrator.errors import CancelRequested, SessionBusy, SessionNotWaiting
-from orchestrator.store._tx import FINAL_STATUSES, add_event, fence, finish, utcnow
+from orchestrator.errors import CancelRequested, SessionBusy, SessionNotFound, SessionNotWaiting
+from orchestrator.store._tx import (
+    FINAL_STATUSES,
+    add_event,
+    check_holds,
+    fence,
+    finish,
+    update_sql,
+    utcnow,
+)
 from orchestrator.store.owner import Claim, Owner, lease_left
-from orchestrator.store.schema import sessions as _S
-from orchestrator.store.schema import state as _T
+from orchestrator.store.sql import Row, Tx
 from orchestrator.store.views import iso_epoch, owner_alive
 
 __all__ = [
@@ -29,6 +34,8 @@ __all__ = [
     "abandon",
     "record_failure",
     "check_call",
+    "check_held",
+    "drop_checkpoints",
     "cancel",
     "busy_message",
 ]
@@ -46,39 +53,45 @@ def _owner_columns(owner: Owner) -> dict[str, Any]:
     }
 
 
+def _insert_sql(table: str, columns: list[str]) -> str:
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
+    )
+
+
 def create(
-    conn: Connection, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
-) -> Claim:
+    tx: Tx, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
+) -> tuple[Claim, Row]:
+    """A new session claimed by `owner`: its claim, and its row as written."""
     session_id = uuid.uuid4().hex[:12]
     now = utcnow()
-    conn.execute(
-        insert(_S).values(
-            id=session_id,
-            task=task,
-            status="running",
-            created_at=now,
-            updated_at=now,
-            claim_generation=1,
-            **_owner_columns(owner),
-            agents=agents,
-            settings=settings,
-            tasks=[],
-            round=0,
-            answers_used=0,
-        )
+    row = Row(
+        id=session_id,
+        task=task,
+        status="running",
+        created_at=now,
+        updated_at=now,
+        claim_generation=1,
+        **_owner_columns(owner),
+        agents=agents,
+        settings=settings,
+        tasks=[],
+        round=0,
+        answers_used=0,
     )
-    conn.execute(
-        insert(_T).values(
-            session_id=session_id,
-            clarification_used=False,
-            clarification_resolved=False,
-            questions_surfaced=0,
-            fallbacks_injected=0,
-            fallback_counts={},
-        )
-    )
-    add_event(conn, session_id, "session_started", task=task, settings=settings)
-    return Claim(session_id, owner, 1)
+    tx.run(_insert_sql("sessions", list(row)), row)
+    state = {
+        "session_id": session_id,
+        "clarification_used": False,
+        "clarification_resolved": False,
+        "questions_surfaced": 0,
+        "fallbacks_injected": 0,
+        "fallback_counts": {},
+        "timed_out": False,
+    }
+    tx.run(_insert_sql("orchestrator_state", list(state)), state)
+    add_event(tx, session_id, "session_started", task=task, settings=settings)
+    return Claim(session_id, owner, 1), row
 
 
 def busy_message(row: Any) -> str:
@@ -92,7 +105,7 @@ def busy_message(row: Any) -> str:
     )
 
 
-def take(conn: Connection, row: Any, owner: Owner) -> Claim:
+def take(tx: Tx, row: Any, owner: Owner) -> Claim:
     """Claim `row` (read under lock in this transaction) for `owner`, or raise.
 
     Every claim moves the generation on, a re-claim by the same owner too: whatever drive
@@ -100,15 +113,12 @@ def take(conn: Connection, row: Any, owner: Owner) -> Claim:
     """
     if row.status == "running" and row.owner == owner.id:
         generation = row.claim_generation + 1
-        conn.execute(
-            update(_S)
-            .where(_S.c.id == row.id)
-            .values(
-                claim_generation=generation,
-                lease_expires_at=owner.lease_until(),
-                updated_at=utcnow(),
-            )
-        )
+        values = {
+            "claim_generation": generation,
+            "lease_expires_at": owner.lease_until(),
+            "updated_at": utcnow(),
+        }
+        tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": row.id})
         return Claim(row.id, owner, generation)
     if row.status in FINAL_STATUSES:
         raise SessionNotWaiting(f"session {row.id} is {row.status}; there is nothing to resume")
@@ -117,27 +127,27 @@ def take(conn: Connection, row: Any, owner: Owner) -> Claim:
     # Compare-and-swap on what we read: exactly one of several racing commands wins, and
     # the generation moves on, which fences out whoever held the claim before.
     generation = row.claim_generation + 1
-    claimed = conn.execute(
-        update(_S)
-        .where(
-            _S.c.id == row.id,
-            _S.c.status == row.status,
-            _S.c.claim_generation == row.claim_generation,
-        )
-        .values(
-            status="running",
-            claim_generation=generation,
-            **_owner_columns(owner),
-            cancel_requested_at=None,
-            last_error=None,
-            updated_at=utcnow(),
-        )
+    values = {
+        "status": "running",
+        "claim_generation": generation,
+        **_owner_columns(owner),
+        "cancel_requested_at": None,
+        "last_error": None,
+        "updated_at": utcnow(),
+    }
+    claimed = tx.run(
+        update_sql(
+            "sessions",
+            list(values),
+            "id = :sid AND status = :was_status AND claim_generation = :was_generation",
+        ),
+        values | {"sid": row.id, "was_status": row.status, "was_generation": row.claim_generation},
     )
-    if claimed.rowcount != 1:
+    if claimed != 1:
         raise SessionBusy(f"session {row.id} was just taken by another command")
     took_over = row.status == "running"
     add_event(
-        conn,
+        tx,
         row.id,
         "status",
         status="running",
@@ -147,23 +157,25 @@ def take(conn: Connection, row: Any, owner: Owner) -> Claim:
     return Claim(row.id, owner, generation)
 
 
-def heartbeat(conn: Connection, claim: Claim) -> bool:
+_HOLDS = "id = :sid AND owner = :owner AND claim_generation = :generation"
+
+
+def _claim_params(claim: Claim) -> dict[str, Any]:
+    return {"sid": claim.session_id, "owner": claim.owner.id, "generation": claim.generation}
+
+
+def heartbeat(tx: Tx, claim: Claim) -> bool:
     """Renew the lease; False once the claim is lost (the driver must stop)."""
-    renewed = conn.execute(
-        update(_S)
-        .where(
-            _S.c.id == claim.session_id,
-            _S.c.owner == claim.owner.id,
-            _S.c.claim_generation == claim.generation,
-            _S.c.status == "running",
-        )
-        .values(lease_expires_at=claim.owner.lease_until())
+    renewed = tx.run(
+        "UPDATE sessions SET lease_expires_at = :lease_expires_at"
+        f" WHERE {_HOLDS} AND status = 'running'",
+        _claim_params(claim) | {"lease_expires_at": claim.owner.lease_until()},
     )
-    return renewed.rowcount == 1
+    return renewed == 1
 
 
 def release(
-    conn: Connection,
+    tx: Tx,
     claim: Claim,
     status: str,
     *,
@@ -171,45 +183,56 @@ def release(
     error: str | None = None,
 ) -> None:
     """Leave the session in `status` and drop the claim (raises ClaimLost if not ours)."""
-    fence(conn, claim)
-    finish(conn, claim.session_id, status, summary=summary, error=error)
+    fence(tx, claim)
+    finish(tx, claim.session_id, status, summary=summary, error=error)
 
 
-def abandon(conn: Connection, claim: Claim) -> None:
+def abandon(tx: Tx, claim: Claim) -> None:
     """Give up the claim without an outcome (Ctrl+C, a bug): the next resume takes over.
     Does nothing if the claim was lost already."""
-    conn.execute(
-        update(_S)
-        .where(
-            _S.c.id == claim.session_id,
-            _S.c.owner == claim.owner.id,
-            _S.c.claim_generation == claim.generation,
-        )
-        .values(lease_expires_at=0.0, updated_at=utcnow())
+    tx.run(
+        f"UPDATE sessions SET lease_expires_at = 0.0, updated_at = :updated_at WHERE {_HOLDS}",
+        _claim_params(claim) | {"updated_at": utcnow()},
     )
 
 
-def record_failure(conn: Connection, claim: Claim, agent: str | None, message: str) -> None:
+def record_failure(tx: Tx, claim: Claim, agent: str | None, message: str) -> None:
     """An agent call failed: log it, show it (`stalled`, `last_error`), and let go of the
     session so that `resume` retries the call and `cancel` ends it at once."""
-    fence(conn, claim)
-    add_event(conn, claim.session_id, "agent_failed", agent=agent, error=message)
-    conn.execute(
-        update(_S)
-        .where(_S.c.id == claim.session_id)
-        .values(last_error=message, lease_expires_at=0.0, updated_at=utcnow())
+    fence(tx, claim)
+    add_event(tx, claim.session_id, "agent_failed", agent=agent, error=message)
+    tx.run(
+        "UPDATE sessions SET last_error = :last_error, lease_expires_at = 0.0,"
+        " updated_at = :updated_at WHERE id = :sid",
+        {"last_error": message, "updated_at": utcnow(), "sid": claim.session_id},
     )
 
 
-def check_call(conn: Connection, claim: Claim) -> None:
+_CALL_SQL = (
+    "SELECT id, status, owner, owner_pid, owner_host, claim_generation, cancel_requested_at"
+    " FROM sessions WHERE id = :id"
+)
+
+
+def check_held(tx: Tx, claim: Claim) -> Row:
+    """Raise ClaimLost unless `claim` still holds its session; one SELECT, no lock (a
+    check before acting: the writes that follow are fenced in their own transactions)."""
+    row = tx.first(_CALL_SQL, {"id": claim.session_id})
+    if row is None:
+        raise SessionNotFound(claim.session_id)
+    check_holds(row, claim)
+    return row
+
+
+def check_call(tx: Tx, claim: Claim) -> None:
     """Before an agent call: the claim still holds (else ClaimLost) and no cancel was asked
-    (else CancelRequested). One transaction, at the same place for both."""
-    row = fence(conn, claim)
+    (else CancelRequested). One read, at the same place for both."""
+    row = check_held(tx, claim)
     if row.cancel_requested_at is not None:
         raise CancelRequested(f"session {claim.session_id}: cancel was requested")
 
 
-def cancel(conn: Connection, row: Any, *, resolve: Any) -> str:
+def cancel(tx: Tx, row: Any, *, resolve: Any) -> str:
     """Stop a session that has not ended; returns "cancelled" or "cancel_requested".
 
     A waiting session (its open question is cancelled through the gate: `resolve`) and a
@@ -220,15 +243,28 @@ def cancel(conn: Connection, row: Any, *, resolve: Any) -> str:
         raise SessionNotWaiting(f"session {row.id} is {row.status}; there is nothing to cancel")
     if row.status == "running" and owner_alive(row):
         if row.cancel_requested_at is None:
-            conn.execute(
-                update(_S)
-                .where(_S.c.id == row.id)
-                .values(cancel_requested_at=utcnow(), updated_at=utcnow())
+            now = utcnow()
+            tx.run(
+                "UPDATE sessions SET cancel_requested_at = :cancel_requested_at,"
+                " updated_at = :updated_at WHERE id = :sid",
+                {"cancel_requested_at": now, "updated_at": now, "sid": row.id},
             )
-            add_event(conn, row.id, "cancel_requested", key="cancel_requested", source="user")
+            add_event(tx, row.id, "cancel_requested", key="cancel_requested", source="user")
         return "cancel_requested"
     if resolve():  # the open question, cancelled through the gate (ends the session)
         return "cancelled"
-    add_event(conn, row.id, "cancel", key="cancel", source="user")
-    finish(conn, row.id, "cancelled")
+    add_event(tx, row.id, "cancel", key="cancel", source="user")
+    finish(tx, row.id, "cancelled")
     return "cancelled"
+
+
+# LangGraph's SqliteSaver tables (what SqliteSaver.delete_thread deletes from).
+_SQLITE_CHECKPOINT_TABLES = ("checkpoints", "writes")
+
+
+def drop_checkpoints(tx: Tx, session_id: str) -> None:
+    """Delete the session's LangGraph checkpoints in this transaction (SQLite: they live in
+    the same file; nothing reads them once the session has ended)."""
+    assert tx.dialect == "sqlite", "PostgreSQL's checkpoints go through PostgresSaver"
+    for table in _SQLITE_CHECKPOINT_TABLES:
+        tx.run(f"DELETE FROM {table} WHERE thread_id = :sid", {"sid": session_id})

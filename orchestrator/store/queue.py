@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from orchestrator.store import lifecycle
-from orchestrator.store._tx import write
+from orchestrator.store._sa import SaTx, write
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.schema import sessions as _S
 from orchestrator.store.sessions import Store
@@ -84,7 +84,7 @@ def claim_ready(
                 select(_S).where(_S.c.id == row.id).with_for_update(skip_locked=True)
             ).first()
             if locked is not None and ready(locked):
-                return lifecycle.take(conn, locked, owner)
+                return lifecycle.take(SaTx(conn), locked, owner)
     return None
 
 

@@ -9,23 +9,19 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, bindparam, select, text
-
 from orchestrator import clock, gate
 from orchestrator.errors import SessionNotFound
-from orchestrator.readout import CURSOR_SQL, LISTED, page_sql
+from orchestrator.readout import CURSOR_SQL, page_sql
 from orchestrator.records import PendingQuestion
-from orchestrator.store._tx import session_row, state_row
-from orchestrator.store.schema import events as _E
-from orchestrator.store.schema import sessions as _S
-from orchestrator.store.schema import state as _T
+from orchestrator.store._tx import joined_row
+from orchestrator.store.sql import Row, Tx
 from orchestrator.store.views import event_view, pending_question, session_view, state_from_row
 
-__all__ = ["Snapshot", "snapshot", "view", "status", "list_views", "events"]
+__all__ = ["Snapshot", "snapshot", "view", "status", "list_views", "events", "pending"]
 
 
 class Snapshot(NamedTuple):
-    """A session as one transaction saw it: what a plain `resume` decides on."""
+    """A session as one statement saw it: what a plain `resume` decides on."""
 
     row: Any
     state: gate.GateState
@@ -33,43 +29,45 @@ class Snapshot(NamedTuple):
     view: dict[str, Any]
 
 
-def snapshot(conn: Connection, session_id: str) -> Snapshot:
-    row = session_row(conn, session_id)
-    state = state_row(conn, session_id)
-    return Snapshot(
-        row, state_from_row(state), pending_question(row, state), _view(conn, row, state)
-    )
+def snapshot(tx: Tx, session_id: str) -> Snapshot:
+    row = joined_row(tx, session_id)
+    return Snapshot(row, state_from_row(row), pending_question(row, row), _view(tx, row))
 
 
-def view(conn: Connection, session_id: str) -> dict[str, Any]:
+def pending(tx: Tx, session_id: str) -> tuple[Row, PendingQuestion | None]:
+    """The session's row (with its gate state) and its open question, in one read."""
+    row = joined_row(tx, session_id)
+    return row, pending_question(row, row)
+
+
+def view(tx: Tx, session_id: str) -> dict[str, Any]:
     """The contract's session object, with the assumptions ledger."""
-    return status(conn, session_id)[0]
+    return status(tx, session_id)[0]
 
 
-def status(conn: Connection, session_id: str) -> tuple[dict[str, Any], Any, bool]:
+def status(tx: Tx, session_id: str) -> tuple[dict[str, Any], Any, bool]:
     """(the session object with its ledger, the session row, whether an open question's
-    deadline has passed unapplied): what `status` needs, in one read."""
-    row = session_row(conn, session_id)
-    state = state_row(conn, session_id)
-    doc = _view(conn, row, state)
-    due = state.deadline is not None and not state.timed_out and state.deadline <= clock.now()
+    deadline has passed unapplied): what `status` needs, in one read of the session."""
+    row = joined_row(tx, session_id)
+    doc = _view(tx, row)
+    due = row.deadline is not None and not row.timed_out and row.deadline <= clock.now()
     return doc, row, due
 
 
-def _view(conn: Connection, row: Any, state: Any) -> dict[str, Any]:
-    ledger = conn.execute(_LEDGER, {"id": row.id})
-    return session_view(row, state, [event_view(dict(r._mapping)) for r in ledger])
-
-
 _LEDGER = (
-    select(_E)
-    .where(_E.c.session_id == bindparam("id"), _E.c.kind == "assumption")
-    .order_by(_E.c.id)
+    "SELECT created_at, kind, agent, payload FROM events"
+    " WHERE session_id = :id AND kind = 'assumption' ORDER BY id"
 )
 
 
+def _view(tx: Tx, row: Row) -> dict[str, Any]:
+    # The ledger is append-only: read after the row, it can only hold as much or more.
+    ledger = tx.rows(_LEDGER, {"id": row.id})
+    return session_view(row, row, [event_view(entry) for entry in ledger])
+
+
 def list_views(
-    conn: Connection,
+    tx: Tx,
     status: str | None = None,
     *,
     limit: int | None = None,
@@ -77,22 +75,29 @@ def list_views(
 ) -> list[dict[str, Any]]:
     """Sessions, newest first: at most `limit`, those listed after session `after`.
 
-    The SQL is the fast read path's too (orchestrator.readout.page_sql), typed here per
-    column; it reads only the columns a listed session shows."""
-    columns = [{"s": _S, "t": _T}[table].c[column] for table, column, _ in LISTED]
+    The SQL is the fast read path's too (orchestrator.readout.page_sql); it reads only the
+    columns a listed session shows."""
     params: dict[str, Any] = {"status": status, "limit": limit}
     if after is not None:
-        cursor = conn.execute(text(CURSOR_SQL), {"after": after}).first()
+        # As stored (aliased, so SQLite's text is not made a datetime and back): the page
+        # compares it with the column itself.
+        cursor = tx.first(CURSOR_SQL.replace("created_at", "created_at AS at", 1), {"after": after})
         if cursor is None:
             raise SessionNotFound(after)
-        params.update(after_created=cursor[0], after_id=after)
+        params.update(after_created=cursor.at, after_id=after)
     sql = page_sql(status=status is not None, after=after is not None, limit=limit is not None)
-    return [session_view(row, row) for row in conn.execute(text(sql).columns(*columns), params)]
+    return [session_view(row, row) for row in tx.rows(sql, params)]
 
 
-def events(conn: Connection, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:
-    session_row(conn, session_id)
-    rows = conn.execute(
-        select(_E).where(and_(_E.c.session_id == session_id, _E.c.id > after)).order_by(_E.c.id)
-    )
-    return [event_view(dict(row._mapping)) for row in rows]
+_EVENTS = (
+    "SELECT e.id, e.created_at, e.kind, e.agent, e.payload, s.id AS session FROM sessions AS s"
+    " LEFT JOIN events AS e ON e.session_id = s.id AND e.id > :after"
+    " WHERE s.id = :sid ORDER BY e.id"
+)
+
+
+def events(tx: Tx, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:
+    rows = tx.rows(_EVENTS, {"sid": session_id, "after": after})
+    if not rows:
+        raise SessionNotFound(session_id)
+    return [event_view(row) for row in rows if row.id is not None]

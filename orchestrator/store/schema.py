@@ -26,6 +26,9 @@ from sqlalchemy import (
     text,
 )
 
+# The newest Alembic revision (kept with the standard-library opening code).
+from orchestrator.store.connect import HEAD_REVISION
+
 __all__ = [
     "metadata",
     "sessions",
@@ -36,8 +39,6 @@ __all__ = [
     "OUR_TABLES",
 ]
 
-# The newest Alembic revision; tests/test_migrations.py checks it matches migrations/.
-HEAD_REVISION = "0005"
 
 metadata = MetaData()
 

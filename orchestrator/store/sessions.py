@@ -16,9 +16,9 @@ Ordering rules the engine relies on:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
-
-from sqlalchemy import Engine, select
 
 from orchestrator import clock, gate
 from orchestrator.records import PendingQuestion
@@ -27,98 +27,176 @@ from orchestrator.store._tx import (
     FINAL_STATUSES,
     STATUSES,
     Listener,
+    add_fenced_event,
     fence,
     gate_state,
-    read,
+    joined_row,
     session_row,
-    write,
 )
 from orchestrator.store.owner import Claim, Owner
-from orchestrator.store.schema import state as _T
-from orchestrator.store.views import owner_alive
+from orchestrator.store.sql import Db, Row, SqliteDb, Tx
+from orchestrator.store.views import owner_alive, state_from_row
 
 __all__ = ["Store", "FINAL_STATUSES", "STATUSES", "Listener"]
 
+_DEADLINE_SQL = (
+    "SELECT s.id, t.deadline, t.timed_out FROM sessions AS s"
+    " JOIN orchestrator_state AS t ON t.session_id = s.id WHERE s.id = :id"
+)
+
 
 class Store:
-    """Sessions, the gate's persisted state, the event log and claims, over one engine."""
+    """Sessions, the gate's persisted state, the event log and claims, in one database.
 
-    def __init__(self, engine: Engine, listener: Listener | None = None) -> None:
-        self.engine = engine
+    Made from a SQLAlchemy engine (`Store(open_engine(url))`) or a `Db`
+    (`Store.open(url)`, which on SQLite imports no SQLAlchemy at all). On a SQLite file the
+    store runs its SQL on one `sqlite3` connection (orchestrator.store.sql.SqliteDb)."""
+
+    def __init__(self, db: Any, listener: Listener | None = None, *, url: str | None = None):
+        self._engine: Any = None
+        if not hasattr(db, "write"):  # a SQLAlchemy Engine
+            from orchestrator.store.db import sqlite_path
+
+            self._engine = db
+            url = url or db.url.render_as_string(hide_password=False)
+            path = sqlite_path(url)
+            if path is not None:
+                db = SqliteDb(path)
+            else:
+                from orchestrator.store._sa import SaDb
+
+                db = SaDb(self._engine)
+        self.db: Db = db
+        self.url = url
         self.listener = listener
 
-    def _write(self, *, durable: bool = False) -> Any:
-        return write(self.engine, self.listener, durable=durable)
+    @classmethod
+    def open(cls, url: str, listener: Listener | None = None) -> Store:
+        """The store at `url` (a resolved URL), its schema brought up to date first."""
+        from orchestrator.store.connect import open_db
+
+        return cls(open_db(url), listener, url=url)
+
+    @property
+    def engine(self) -> Any:
+        """A SQLAlchemy engine on the same database (the web inbox and the worker queue
+        query through it), opened on first use."""
+        if self._engine is None:
+            from orchestrator.store.db import open_engine
+
+            if getattr(self.db, "engine", None) is not None:
+                self._engine = self.db.engine  # type: ignore[attr-defined]
+            else:
+                assert self.url is not None
+                self._engine = open_engine(self.url, migrate=False)
+        return self._engine
+
+    def close(self) -> None:
+        self.db.close()
+        if self._engine is not None:
+            self._engine.dispose()
+
+    @contextmanager
+    def _write(self, *, durable: bool = False) -> Iterator[Tx]:
+        with self._heard(self.db.write(durable=durable)) as tx:
+            yield tx
+
+    @contextmanager
+    def _statement(self) -> Iterator[Tx]:
+        """One writing statement, atomic on its own: on SQLite without a transaction around
+        it (one statement less on each side), elsewhere in a write transaction."""
+        opened = self.db.read() if isinstance(self.db, SqliteDb) else self.db.write()
+        with self._heard(opened) as tx:
+            yield tx
+
+    @contextmanager
+    def _heard(self, opened: Any) -> Iterator[Tx]:
+        """Tell the listener about the new events once the transaction has committed."""
+        new_events: list[tuple[str, dict[str, Any]]] = []
+        with opened as tx:
+            tx.info["new_events"] = new_events
+            try:
+                yield tx
+            finally:
+                tx.info.pop("new_events", None)
+        if self.listener is not None:
+            for session_id, event in new_events:
+                self.listener(session_id, event)
 
     def _read(self) -> Any:
-        return read(self.engine)
+        return self.db.read()
 
     # -- reads --------------------------------------------------------------------------
 
-    def session(self, session_id: str) -> Any:
+    def session(self, session_id: str) -> Row:
         """The session's row (raises SessionNotFound)."""
-        with self._read() as conn:
-            return session_row(conn, session_id)
+        with self._read() as tx:
+            return session_row(tx, session_id)
 
     def gate_state(self, session_id: str) -> gate.GateState:
-        with self._read() as conn:
-            session_row(conn, session_id)
-            return gate_state(conn, session_id)
+        with self._read() as tx:
+            return gate_state(tx, session_id)
 
     def snapshot(self, session_id: str) -> reads.Snapshot:
-        """Row, gate state, open question and session object, read in one transaction."""
-        with self._read() as conn:
-            return reads.snapshot(conn, session_id)
+        """Row, gate state, open question and session object, as one statement read them."""
+        with self._read() as tx:
+            return reads.snapshot(tx, session_id)
 
     def view(self, session_id: str) -> dict[str, Any]:
         """The contract's session object."""
-        with self._read() as conn:
-            return reads.view(conn, session_id)
+        with self._read() as tx:
+            return reads.view(tx, session_id)
 
     def status(self, session_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the session object, the session's settings), a question deadline that passed
         while nothing ran applied first. One read unless a deadline is due."""
-        with self._read() as conn:
-            doc, row, due = reads.status(conn, session_id)
+        with self._read() as tx:
+            doc, row, due = reads.status(tx, session_id)
         if due and self.expire(session_id) is not None:
-            with self._read() as conn:
-                doc, row, _ = reads.status(conn, session_id)
+            with self._read() as tx:
+                doc, row, _ = reads.status(tx, session_id)
         return doc, row.settings
 
-    def pending(self, session_id: str) -> tuple[Any, PendingQuestion | None]:
+    def pending(self, session_id: str) -> tuple[Row, PendingQuestion | None]:
         """The session's row and its open question (None if none waits), in one read."""
-        snap = self.snapshot(session_id)
-        return snap.row, snap.question
+        with self._read() as tx:
+            return reads.pending(tx, session_id)
 
     def list_views(
         self, status: str | None = None, *, limit: int | None = None, after: str | None = None
     ) -> list[dict[str, Any]]:
         """Sessions, newest first: at most `limit`, those listed after session `after`."""
-        with self._read() as conn:
-            return reads.list_views(conn, status, limit=limit, after=after)
+        with self._read() as tx:
+            return reads.list_views(tx, status, limit=limit, after=after)
 
     def events(self, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:
-        with self._read() as conn:
-            return reads.events(conn, session_id, after=after)
+        with self._read() as tx:
+            return reads.events(tx, session_id, after=after)
 
     def reply_counts(self, session_id: str) -> dict[str, int]:
-        with self._read() as conn:
-            return turns.reply_counts(conn, session_id)
+        with self._read() as tx:
+            return turns.reply_counts(tx, session_id)
 
     def recorded_turns(self, session_id: str) -> dict[str, dict[str, Any]]:
         """Read once when a process starts driving the session: only the claim's holder
         records turns, so from then on its copy is complete."""
-        with self._read() as conn:
-            return turns.recorded_turns(conn, session_id)
+        with self._read() as tx:
+            return turns.recorded_turns(tx, session_id)
 
     # -- lifecycle ----------------------------------------------------------------------
+
+    def create(
+        self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
+    ) -> tuple[Claim, Row]:
+        """Create a session, claimed by `owner`: the claim and the row as written."""
+        with self._write() as tx:
+            return lifecycle.create(tx, task, agents=agents, settings=settings, owner=owner)
 
     def start_session(
         self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
     ) -> Claim:
         """Create a session, claimed by `owner`."""
-        with self._write() as conn:
-            return lifecycle.create(conn, task, agents=agents, settings=settings, owner=owner)
+        return self.create(task, agents=agents, settings=settings, owner=owner)[0]
 
     def create_session(
         self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
@@ -128,56 +206,76 @@ class Store:
     def claim(self, session_id: str, owner: Owner) -> Claim:
         """Take a paused session, or one whose owner is gone, for `owner` (raises
         SessionBusy if a live process holds it); renew it if `owner` holds it already."""
-        with self._write() as conn:
-            return lifecycle.take(conn, session_row(conn, session_id, lock=True), owner)
+        with self._write() as tx:
+            return lifecycle.take(tx, session_row(tx, session_id, lock=True), owner)
 
     def heartbeat(self, claim: Claim) -> bool:
-        with self._write() as conn:
-            return lifecycle.heartbeat(conn, claim)
+        with self._statement() as tx:
+            return lifecycle.heartbeat(tx, claim)
 
     def check_fence(self, claim: Claim) -> None:
-        """Raise ClaimLost unless `claim` still holds its session (a read: cheap enough to
-        run before every checkpoint write)."""
-        with self._read() as conn:
-            fence(conn, claim)
+        """Raise ClaimLost unless `claim` still holds its session (one read)."""
+        with self._read() as tx:
+            lifecycle.check_held(tx, claim)
+
+    def fence_in(self, tx: Tx, claim: Claim) -> None:
+        """Raise ClaimLost unless `claim` holds its session, inside the caller's write
+        transaction (the shared checkpointer's writes: orchestrator.checkpoints)."""
+        lifecycle.check_held(tx, claim)
+
+    def shares(self, saver: Any) -> bool:
+        """Does `saver` write through this store's connection (and fence in its
+        transactions)?"""
+        return getattr(saver, "db", None) is self.db
 
     def check_call(self, claim: Claim) -> None:
         """Before an agent call: ClaimLost or CancelRequested, or go ahead. A read: it
         writes nothing, and the call itself runs outside any transaction anyway."""
-        with self._read() as conn:
-            lifecycle.check_call(conn, claim)
+        with self._read() as tx:
+            lifecycle.check_call(tx, claim)
 
     def release(
-        self, claim: Claim, status: str, *, summary: str | None = None, error: str | None = None
+        self,
+        claim: Claim,
+        status: str,
+        *,
+        summary: str | None = None,
+        error: str | None = None,
+        checkpoints: bool = False,
     ) -> None:
-        """Leave the session in `status` and drop the claim (ClaimLost if not ours)."""
-        with self._write() as conn:
-            lifecycle.release(conn, claim, status, summary=summary, error=error)
+        """Leave the session in `status` and drop the claim (ClaimLost if not ours).
+
+        `checkpoints`: also delete the session's LangGraph checkpoints (SQLite: the same
+        file and transaction), which nothing reads once the session has ended."""
+        with self._write() as tx:
+            lifecycle.release(tx, claim, status, summary=summary, error=error)
+            if checkpoints:
+                lifecycle.drop_checkpoints(tx, claim.session_id)
 
     def abandon(self, claim: Claim) -> None:
-        with self._write() as conn:
-            lifecycle.abandon(conn, claim)
+        with self._statement() as tx:
+            lifecycle.abandon(tx, claim)
 
     def record_failure(self, claim: Claim, agent: str | None, message: str) -> None:
-        with self._write() as conn:
-            lifecycle.record_failure(conn, claim, agent, message)
+        with self._write() as tx:
+            lifecycle.record_failure(tx, claim, agent, message)
 
     def cancel(self, session_id: str) -> str:
         """Stop a session that has not ended: "cancelled" at once (waiting, or its process
         is gone), or "cancel_requested" (its live driver stops before its next agent
         call). Raises SessionNotFound, or SessionNotWaiting for an ended session."""
-        with self._write(durable=True) as conn:
-            row = session_row(conn, session_id, lock=True)
+        with self._write(durable=True) as tx:
+            row = joined_row(tx, session_id, lock=True)
 
             def through_gate() -> bool:
-                if not gate_state(conn, session_id).waiting:
+                if not state_from_row(row).waiting:
                     return False
                 gate_tx.resolve_answer(
-                    conn, row, gate.Cancel(), source="user", choices=None, take=lambda: None
+                    tx, row, gate.Cancel(), source="user", choices=None, take=lambda: None
                 )
                 return True
 
-            return lifecycle.cancel(conn, row, resolve=through_gate)
+            return lifecycle.cancel(tx, row, resolve=through_gate)
 
     # -- the gate -----------------------------------------------------------------------
 
@@ -192,12 +290,15 @@ class Store:
         timeout: float | None = None,
         repaired: list[str] | None = None,
     ) -> gate.Decision:
-        """Case A, B or D for one NEEDS_CLARIFICATION reply: fence, read, decide, write."""
-        with self._write() as conn:
-            fence(conn, claim)
+        """Case A, B or D for one NEEDS_CLARIFICATION reply: fence, read, decide, write
+        (the fence, the gate state and a decision stored for this reply: one SELECT)."""
+        with self._write() as tx:
+            row = fence(
+                tx, claim, extra=gate_tx.STORED_DECISION, params={"final_key": f"gate:{ask.key}"}
+            )
             return gate_tx.ask(
-                conn,
-                claim.session_id,
+                tx,
+                row,
                 ask,
                 question,
                 max_fallbacks=max_fallbacks,
@@ -221,19 +322,19 @@ class Store:
         loss); a scripted one is not, since the scenario file replays it. A driver passes
         its `claim` (an answer from its prompt or script): fenced like its other writes."""
         claimed: list[Claim] = []
-        with self._write(durable=source != "script") as conn:
+        with self._write(durable=source != "script") as tx:
             if claim is not None:
-                row = fence(conn, claim)
+                row = fence(tx, claim, joined=True)
                 claimed.append(claim)  # the driver's own claim: it goes on with it
             else:
-                row = session_row(conn, session_id, lock=True)
+                row = joined_row(tx, session_id, lock=True)
 
             def take() -> None:
                 if claim is None:
-                    claimed.append(lifecycle.take(conn, row, owner))
+                    claimed.append(lifecycle.take(tx, row, owner))
 
             decision = gate_tx.resolve_answer(
-                conn, row, event, source=source, choices=choices, take=take
+                tx, row, event, source=source, choices=choices, take=take
             )
             return decision, claimed[0]
 
@@ -246,24 +347,23 @@ class Store:
         when a prompt times out. Not while another live process holds the session: that
         process applies its own deadline. Returns the decision, or None if nothing applied.
         """
-        with self._read() as conn:  # the common case: nothing to do, and no write lock
-            session_row(conn, session_id)
-            deadline = conn.execute(
-                select(_T.c.deadline).where(
-                    _T.c.session_id == session_id, _T.c.timed_out.is_(False)
-                )
-            ).scalar()
-        if deadline is None or deadline > clock.now():
+        with self._read() as tx:  # the common case: nothing to do, and no write lock
+            due = tx.first(_DEADLINE_SQL, {"id": session_id})
+        if due is None:
+            from orchestrator.errors import SessionNotFound
+
+            raise SessionNotFound(session_id)
+        if due.timed_out or due.deadline is None or due.deadline > clock.now():
             return None
-        with self._write(durable=True) as conn:
+        with self._write(durable=True) as tx:
             if claim is not None:
-                row = fence(conn, claim)
+                row = fence(tx, claim, joined=True)
                 mine = True
             else:
-                row = session_row(conn, session_id, lock=True)
+                row = joined_row(tx, session_id, lock=True)
                 mine = owner is not None and row.owner == owner.id
             may_act = row.status != "running" or mine or not owner_alive(row)
-            return gate_tx.expire_deadline(conn, row, may_act=may_act)
+            return gate_tx.expire_deadline(tx, row, may_act=may_act)
 
     # -- recorded turns -----------------------------------------------------------------
 
@@ -278,8 +378,16 @@ class Store:
         task: tuple[int, int, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Store an agent's turn under `key` (fenced); a turn stored already is returned."""
-        with self._write() as conn:
-            fence(conn, claim)
-            return turns.record_reply(
-                conn, claim.session_id, key, agent, turn, plan=plan, task=task
-            )
+        alone = plan is None and task is None and not turn["reply"].get("assumptions")
+        if alone and isinstance(self.db, SqliteDb):
+            # The turn alone: the fence and the insert in one statement, which SQLite runs
+            # under its write lock. (PostgreSQL's read committed could let a takeover in
+            # between; there the fence locks the row first, below.)
+            with self._statement() as tx:
+                if add_fenced_event(tx, claim, "agent_reply", agent=agent, key=key, **turn):
+                    return turn
+            # Nothing went in: the claim was lost (the fence below says so) or the turn
+            # is stored already (returned as stored).
+        with self._write() as tx:
+            row = fence(tx, claim)
+            return turns.record_reply(tx, row, key, agent, turn, plan=plan, task=task)

@@ -9,39 +9,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, select, update
-
-from orchestrator.store._tx import add_assumption, add_event, session_row, utcnow
-from orchestrator.store.schema import events as _E
-from orchestrator.store.schema import sessions as _S
+from orchestrator.store._tx import add_assumption, add_event, update_sql, utcnow
+from orchestrator.store.sql import Row, Tx
 
 __all__ = ["recorded_turns", "reply_counts", "record_reply"]
 
 
-def recorded_turns(conn: Connection, session_id: str) -> dict[str, dict[str, Any]]:
+def recorded_turns(tx: Tx, session_id: str) -> dict[str, dict[str, Any]]:
     """Every agent turn recorded for the session, by key (`<agent>#<call>`)."""
-    rows = conn.execute(
-        select(_E.c.key, _E.c.payload).where(
-            _E.c.session_id == session_id, _E.c.kind == "agent_reply"
-        )
+    rows = tx.rows(
+        "SELECT \"key\", payload FROM events WHERE session_id = :sid AND kind = 'agent_reply'",
+        {"sid": session_id},
     )
-    return {key: dict(payload) for key, payload in rows}
+    return {row.key: dict(row.payload) for row in rows}
 
 
-def reply_counts(conn: Connection, session_id: str) -> dict[str, int]:
+def reply_counts(tx: Tx, session_id: str) -> dict[str, int]:
     """How many replies each agent has recorded (scripted backends resume from this)."""
-    rows = conn.execute(
-        select(_E.c.agent).where(_E.c.session_id == session_id, _E.c.kind == "agent_reply")
+    rows = tx.rows(
+        "SELECT agent, COUNT(*) AS n FROM events"
+        " WHERE session_id = :sid AND kind = 'agent_reply' GROUP BY agent",
+        {"sid": session_id},
     )
-    counts: dict[str, int] = {}
-    for (agent,) in rows:
-        counts[agent] = counts.get(agent, 0) + 1
-    return counts
+    return {row.agent: int(row.n) for row in rows}
+
+
+def stored_turn(tx: Tx, session_id: str, key: str) -> dict[str, Any]:
+    payload = tx.scalar(
+        'SELECT payload FROM events WHERE session_id = :sid AND "key" = :key',
+        {"sid": session_id, "key": key},
+    )
+    return dict(payload)
 
 
 def record_reply(
-    conn: Connection,
-    session_id: str,
+    tx: Tx,
+    row: Row,
     key: str,
     agent: str,
     turn: dict[str, Any],
@@ -50,16 +53,15 @@ def record_reply(
     task: tuple[int, int, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Store an agent's turn (`reply`, `messages`, `files`) under `key`, with what the
-    session row shows of it (a new `plan`, or one `task`'s result). If a turn is stored
-    under `key` already, return that one and change nothing."""
-    if not add_event(conn, session_id, "agent_reply", agent=agent, key=key, **turn):
-        stored = conn.execute(
-            select(_E.c.payload).where(_E.c.session_id == session_id, _E.c.key == key)
-        ).scalar_one()
-        return dict(stored)
+    session row (`row`, read under the write lock by the caller) shows of it: a new
+    `plan`, or one `task`'s result. If a turn is stored under `key` already, return that
+    one and change nothing."""
+    session_id = row.id
+    if not add_event(tx, session_id, "agent_reply", agent=agent, key=key, **turn):
+        return stored_turn(tx, session_id, key)
     for index, text in enumerate(turn["reply"].get("assumptions", [])):
         add_assumption(
-            conn,
+            tx,
             session_id,
             f"{key}:{index}",
             agent=agent,
@@ -67,22 +69,15 @@ def record_reply(
             why="reported by the agent",
             source="agent",
         )
+    values: dict[str, Any] | None = None
     if plan is not None:
-        conn.execute(
-            update(_S)
-            .where(_S.c.id == session_id)
-            .values(round=plan[0], tasks=plan[1], updated_at=utcnow())
-        )
-    if task is not None:
-        _update_task(conn, session_id, *task)
+        values = {"round": plan[0], "tasks": plan[1]}
+    elif task is not None:
+        round_, number, fields = task
+        if row.round == round_:
+            tasks = [{**t, **fields} if t["number"] == number else t for t in row.tasks]
+            values = {"tasks": tasks}
+    if values is not None:
+        values["updated_at"] = utcnow()
+        tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
     return turn
-
-
-def _update_task(
-    conn: Connection, session_id: str, round_: int, number: int, fields: dict[str, Any]
-) -> None:
-    row = session_row(conn, session_id, lock=True)
-    if row.round != round_:
-        return
-    tasks = [{**task, **fields} if task["number"] == number else task for task in row.tasks]
-    conn.execute(update(_S).where(_S.c.id == session_id).values(tasks=tasks, updated_at=utcnow()))

@@ -1,0 +1,221 @@
+"""How the store talks to its database: fixed SQL text through a transaction object.
+
+Every store module writes plain SQL with `:named` parameters and runs it on a `Tx`, which
+both databases implement:
+
+- SQLite (`SqliteDb`, this module, standard library only): one `sqlite3` connection per
+  store, shared with LangGraph's checkpointer (orchestrator.checkpoints) under one lock,
+  so the two never wait on each other; writes run in BEGIN IMMEDIATE, reads run each
+  statement on its own (one SELECT is one consistent snapshot in SQLite; the store reads
+  what a decision needs in one statement).
+- PostgreSQL (`orchestrator.store._sa.SaDb`): SQLAlchemy's pool and psycopg, the same
+  SQL, with a transaction around reads as well.
+
+Values cross in one shape either way: the JSON columns as Python objects, the time columns
+as datetimes (naive UTC from SQLite, as SQLAlchemy stored them), booleans as bool or 0/1.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = [
+    "Row",
+    "Tx",
+    "Db",
+    "SqliteDb",
+    "JSON_COLUMNS",
+    "TIME_COLUMNS",
+    "BUSY_TIMEOUT",
+    "sqlite_time",
+    "decode_row",
+]
+
+# Seconds a connection waits for SQLite's write lock (store.db.SQLITE_BUSY_TIMEOUT).
+BUSY_TIMEOUT = 30.0
+# Columns (and the parameters that fill them, named the same) holding JSON documents.
+JSON_COLUMNS = frozenset(
+    {"agents", "settings", "tasks", "question_object", "fallback_counts", "payload"}
+)
+# Columns holding moments (SQLAlchemy's DateTime; "YYYY-MM-DD HH:MM:SS.ffffff" in SQLite).
+TIME_COLUMNS = frozenset(
+    {"created_at", "updated_at", "cancel_requested_at", "asked_at", "resolved_at", "used_at"}
+)
+
+
+class Row(dict[str, Any]):
+    """A result row: by column name as a mapping and as attributes (`row.status`)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def _mapping(self) -> Mapping[str, Any]:  # as SQLAlchemy's rows have it
+        return self
+
+
+def decode_row(names: tuple[str, ...], values: tuple[Any, ...] | Any) -> Row:
+    """A Row from raw values: JSON text parsed, time text made datetimes."""
+    row = Row(zip(names, values, strict=True))
+    for name, value in row.items():
+        if type(value) is str:
+            if name in JSON_COLUMNS:
+                row[name] = json.loads(value)
+            elif name in TIME_COLUMNS:
+                row[name] = datetime.fromisoformat(value)
+    return row
+
+
+def sqlite_time(moment: datetime) -> str:
+    """A moment as SQLAlchemy stores DateTime in SQLite (UTC, no offset): sortable text."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _sqlite_value(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict or kind is list:
+        return json.dumps(value)
+    if kind is datetime:
+        return sqlite_time(value)
+    return value
+
+
+class Tx(Protocol):
+    """One transaction (or, for SQLite reads, one connection's autocommit statements)."""
+
+    dialect: str
+    lock_rows: str  # appended to a SELECT that must lock its rows (" FOR UPDATE" or "")
+
+    @property
+    def info(self) -> dict[str, Any]: ...  # the transaction's scratch space
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+
+    def first(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None: ...
+
+    def scalar(self, sql: str, params: Mapping[str, Any] | None = None) -> Any: ...
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None) -> int: ...
+
+
+class Db(Protocol):
+    dialect: str
+
+    def write(self, *, durable: bool = False) -> Any: ...
+
+    def read(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class _SqliteTx:
+    dialect = "sqlite"
+    lock_rows = ""  # BEGIN IMMEDIATE holds the database's write lock already
+
+    __slots__ = ("conn", "info")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.info: dict[str, Any] = {}
+
+    def _execute(self, sql: str, params: Mapping[str, Any] | None) -> sqlite3.Cursor:
+        if params:
+            params = {name: _sqlite_value(value) for name, value in params.items()}
+        return self.conn.execute(sql, params or {})
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        cursor = self._execute(sql, params)
+        names = tuple(d[0] for d in cursor.description)
+        return [decode_row(names, values) for values in cursor.fetchall()]
+
+    def first(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        cursor = self._execute(sql, params)
+        values = cursor.fetchone()
+        if values is None:
+            return None
+        return decode_row(tuple(d[0] for d in cursor.description), values)
+
+    def scalar(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+        row = self.first(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        return self._execute(sql, params).rowcount
+
+
+class SqliteDb:
+    """A SQLite file through one `sqlite3` connection, shared by the threads of a process
+    under `lock` (LangGraph's checkpointer takes the same lock on the same connection)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        # Autocommit mode (isolation_level None): transactions are ours to BEGIN, so that a
+        # write starts with BEGIN IMMEDIATE (a DEFERRED one can fail with SQLITE_BUSY when
+        # it upgrades to a write, instead of waiting for the busy timeout).
+        self.conn = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT, check_same_thread=False, isolation_level=None
+        )
+        self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        # WAL: readers (status, list) run while a session writes. NORMAL: in WAL mode a
+        # commit survives a killed process; only a power loss can drop the last ones (the
+        # user's answer is fsynced on its own: write(durable=True)).
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        self.lock = threading.RLock()
+
+    @contextmanager
+    def write(self, *, durable: bool = False) -> Iterator[_SqliteTx]:
+        """A write transaction (BEGIN IMMEDIATE). `durable`: fsync this commit even under
+        synchronous=NORMAL, so that it survives a power loss and not only a killed process."""
+        with self.lock:
+            conn = self.conn
+            if durable:
+                conn.execute("PRAGMA synchronous = FULL")  # only outside a transaction
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield _SqliteTx(conn)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                if durable:
+                    conn.execute("PRAGMA synchronous = NORMAL")
+
+    @contextmanager
+    def read(self) -> Iterator[_SqliteTx]:
+        """Reads, each statement its own snapshot (what must agree is read in one)."""
+        with self.lock:
+            yield _SqliteTx(self.conn)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[_SqliteTx]:
+        """Several reads that must see one moment (BEGIN DEFERRED)."""
+        with self.lock:
+            self.conn.execute("BEGIN")
+            try:
+                yield _SqliteTx(self.conn)
+            finally:
+                self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
