@@ -85,3 +85,109 @@ def test_a_page_is_read_off_an_index_without_sorting(
     details = " | ".join(row[-1] for row in plan)
     assert "TEMP B-TREE" not in details, details
     assert "USING INDEX ix_sessions_" in details, details
+
+
+# -- the SQLite store: one connection, shared with the checkpointer, fenced writes -------
+
+
+def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_transaction(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint write runs the fence inside its own BEGIN IMMEDIATE: a driver that lost
+    its claim raises ClaimLost and leaves no checkpoint row behind."""
+    from orchestrator.checkpoints import checkpointer
+    from orchestrator.errors import ClaimLost
+    from orchestrator.store import Owner
+
+    with Sessions(str(tmp_path / "shared.db")) as sessions:
+        store = sessions.store
+        paused = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+        first = store.claim(paused, Owner())
+
+        def fence(tx: object) -> None:
+            store.fence_in(tx, first)  # type: ignore[arg-type]
+
+        def rows() -> tuple[int, int]:
+            with store.db.read() as tx:
+                row = tx.first(
+                    "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :t) AS c,"
+                    " (SELECT COUNT(*) FROM writes WHERE thread_id = :t) AS w",
+                    {"t": paused},
+                )
+            assert row is not None
+            return row.c, row.w
+
+        with checkpointer(store.url or "", store.db, fence) as saver:
+            assert store.shares(saver) and saver.conn is store.db.conn  # type: ignore[attr-defined]
+            config = {"configurable": {"thread_id": paused, "checkpoint_ns": ""}}
+            from langgraph.checkpoint.base import empty_checkpoint
+
+            before = rows()
+            saver.put(config, empty_checkpoint(), {}, {})  # ours: written
+            assert rows() == (before[0] + 1, before[1])
+            store.abandon(first)
+            store.claim(paused, Owner())  # taken over
+            with pytest.raises(ClaimLost):
+                saver.put(config, empty_checkpoint(), {}, {})
+            with pytest.raises(ClaimLost):
+                saver.put_writes(
+                    {"configurable": {**config["configurable"], "checkpoint_id": "x"}},
+                    [("a", 1)],
+                    "task",
+                )
+            assert rows() == (before[0] + 1, before[1])  # nothing after the loss
+
+
+def test_a_turn_recorded_in_one_statement_is_replayed_not_written_twice(tmp_path: Path) -> None:
+    from orchestrator.store import Owner
+
+    with Sessions(str(tmp_path / "turns.db")) as sessions:
+        store = sessions.store
+        sid = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+        claim = store.claim(sid, Owner())
+        turn = {"reply": {"status": "COMPLETE", "summary": "first"}}
+        assert store.record_reply(claim, "pm#7", "pm", turn) == turn
+        again = {"reply": {"status": "COMPLETE", "summary": "second"}}
+        assert store.record_reply(claim, "pm#7", "pm", again) == turn  # as stored
+        assert store.recorded_turns(sid)["pm#7"] == turn
+        assert [e for e in store.events(sid) if e["kind"] == "agent_reply"][-1]["reply"] == (
+            turn["reply"]
+        )
+
+
+RESUME_IMPORTS = (
+    "import os, sys\n"
+    "sys.argv[0] = 'orchestrator'\n"
+    "from orchestrator.cli import main\n"
+    "try:\n"
+    "    main()\n"
+    "finally:\n"
+    "    with open(os.environ['IMPORTED_OUT'], 'w') as out:\n"
+    "        out.write(' '.join(sorted(m for m in ('sqlalchemy', 'alembic', 'langgraph')"
+    " if m in sys.modules)))\n"
+)
+
+
+def test_resume_with_an_answer_on_sqlite_loads_no_sqlalchemy(tmp_path: Path) -> None:
+    """The whole resume (claim, answer, graph, checkpoints) runs on the store's sqlite3
+    connection: the process pays for LangGraph only."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "resume.db"
+    with Sessions(str(db)) as sessions:
+        paused = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+    out = tmp_path / "imported.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", RESUME_IMPORTS, "resume", paused, "--answer", "Weekly"]
+        + ["--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "IMPORTED_OUT": str(out)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+    assert out.read_text() == "langgraph"
