@@ -120,7 +120,5 @@ class SaDb:
         with read(self.engine) as conn:
             yield SaTx(conn)
 
-    snapshot = read
-
     def close(self) -> None:
         self.engine.dispose()

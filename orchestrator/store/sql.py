@@ -192,10 +192,13 @@ class SqliteDb:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield _SqliteTx(conn)
+                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    # (SQLite may have rolled back on its own already, e.g. on a full disk;
+                    # never leave a transaction open on the shared connection.)
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
             finally:
                 if durable:
                     conn.execute("PRAGMA synchronous = NORMAL")
@@ -205,16 +208,6 @@ class SqliteDb:
         """Reads, each statement its own snapshot (what must agree is read in one)."""
         with self.lock:
             yield _SqliteTx(self.conn)
-
-    @contextmanager
-    def snapshot(self) -> Iterator[_SqliteTx]:
-        """Several reads that must see one moment (BEGIN DEFERRED)."""
-        with self.lock:
-            self.conn.execute("BEGIN")
-            try:
-                yield _SqliteTx(self.conn)
-            finally:
-                self.conn.execute("COMMIT")
 
     def close(self) -> None:
         with self.lock:
