@@ -796,7 +796,8 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
         ["unshare", "--pid", "--fork", "--mount-proc",
          *harness.argv("run", "--script", str(harness.script))],
         env=harness.env(
-            HARNESS_SLOW="developer", HARNESS_DELAY="12", ORCHESTRATOR_LEASE_SECONDS="4"
+            # One slow call holds the session over two resumes more than a lease apart.
+            HARNESS_SLOW="developer-1", HARNESS_DELAY="12", ORCHESTRATOR_LEASE_SECONDS="4"
         ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
