@@ -16,13 +16,13 @@ lost: every write of a drive is keyed, so the rerun repeats none of them.
 from __future__ import annotations
 
 import logging
+import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from sqlalchemy.exc import DBAPIError
 
 from orchestrator.errors import (
     AgentCallError,
@@ -61,8 +61,12 @@ class WorkerStats:
 
 
 def _database_trouble(exc: BaseException) -> bool:
-    """A failure to reach the database (not a bug): the operation may succeed later."""
-    if isinstance(exc, DatabaseUnavailable | DBAPIError):
+    """A failure to reach the database (not a bug): the operation may succeed later.
+    (SQLite's errors come straight from sqlite3; PostgreSQL's through SQLAlchemy.)"""
+    if isinstance(exc, DatabaseUnavailable | sqlite3.OperationalError):
+        return True
+    sa_errors = sys.modules.get("sqlalchemy.exc")
+    if sa_errors is not None and isinstance(exc, sa_errors.DBAPIError):
         return True
     try:
         import psycopg
@@ -85,7 +89,7 @@ def run_worker(
 
     `on_session(session_id, session_object)` is told when a drive ends (ended or paused).
     """
-    from orchestrator.store.db import resolve_url
+    from orchestrator.store.connect import resolve_url
 
     if concurrency < 1:
         from orchestrator.errors import ConfigError

@@ -189,7 +189,7 @@ def test_api_keys_are_never_written(
                         "fake:dev": fake([submit(**DONE)])})  # fmt: skip
     store, sid = start(db_url, tmp_path)
     assert store.view(sid)["status"] == "completed"
-    store.engine.dispose()
+    store.close()
     path = db_url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

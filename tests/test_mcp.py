@@ -459,7 +459,7 @@ def test_a_question_whose_server_died_is_ended_at_the_next_start(db: Path) -> No
     dead = questions.open("ask_user", "Which branch?", question, 300)
     alive = questions.open("ask_user", "Which branch?", question, 300)
     store.abandon(dead.claim)  # as if its process were gone
-    store.engine.dispose()
+    store.close()
 
     (doc,) = run(db, None, ("list_sessions", {}))  # a new server starts over the database
     statuses = {s["session_id"]: (s["status"], s["error"]) for s in doc["data"]}

@@ -64,7 +64,7 @@ def test_a_surfaced_question_is_sent_with_the_answer_link(db_url: str, receiver:
         sid = paused(sessions)
         assert notifier.flush(30)
         (message,) = receiver.wait()
-        token = link_for(sessions.store.engine, sid)
+        token = link_for(sessions.store, sid)
         log = sessions.log(sid)
     assert message["title"].startswith("pm asks: Which columns")
     body = message["message"]

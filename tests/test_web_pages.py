@@ -108,7 +108,7 @@ def test_session_page_shows_every_part_of_a_single_select(
     assert "Assumptions" in html and f"/sessions/{sid}/cancel" in html
     from orchestrator.store.inbox import link_for
 
-    token = link_for(sessions.store.engine, sid)
+    token = link_for(sessions.store, sid)
     assert f'<code class="answer-link">http://127.0.0.1:8765/q/{token}</code>' in html
 
 
@@ -213,8 +213,8 @@ def test_answer_link_opens_one_question_and_takes_one_answer(
     from orchestrator.store.inbox import link_for
 
     sid = paused(sessions)
-    token = link_for(sessions.store.engine, sid)
-    assert link_for(sessions.store.engine, sid) == token and len(token) >= 40
+    token = link_for(sessions.store, sid)
+    assert link_for(sessions.store, sid) == token and len(token) >= 40
     app = create_app(WebConfig(db=db_url, token=TOKEN))
     with TestClient(app, base_url=BASE) as anon:  # no access token at all
         assert anon.get("/").status_code == 401
@@ -238,7 +238,7 @@ def test_answer_link_closes_when_the_session_ends(db_url: str, sessions: Session
     from orchestrator.store.inbox import link_for
 
     sid = paused(sessions)
-    token = link_for(sessions.store.engine, sid)
+    token = link_for(sessions.store, sid)
     sessions.cancel(sid)
     with TestClient(create_app(WebConfig(db=db_url, token=TOKEN)), base_url=BASE) as anon:
         assert anon.get(f"/q/{token}").status_code == 410

@@ -62,7 +62,7 @@ def serve(
         require_extra("web", "orchestrator serve", "fastapi", "uvicorn", "jinja2", "sse_starlette")
         import uvicorn
 
-        from orchestrator.store.db import resolve_url
+        from orchestrator.store.connect import resolve_url
         from orchestrator.web import WebConfig, create_app
 
         config = WebConfig(

@@ -1,11 +1,10 @@
 """The store's SQL on a SQLAlchemy engine (PostgreSQL): the `Tx` of orchestrator.store.sql
-over a pooled connection, and the engine-level transactions the web inbox and the worker
-queue use."""
+over a pooled connection."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -15,9 +14,7 @@ from sqlalchemy.sql.elements import TextClause
 
 from orchestrator.store.sql import JSON_COLUMNS, TIME_COLUMNS, Row, decode_row
 
-Listener = Callable[[str, dict[str, Any]], None]  # as store._tx.Listener
-
-__all__ = ["SaDb", "SaTx", "write", "read"]
+__all__ = ["SaDb", "SaTx"]
 
 _PARAM = re.compile(r"(?<!:):(\w+)")
 
@@ -69,34 +66,6 @@ class SaTx:
 
 
 @contextmanager
-def write(
-    engine: Engine, listener: Listener | None = None, *, durable: bool = False
-) -> Iterator[Connection]:
-    """A write transaction on `engine` (BEGIN IMMEDIATE on SQLite, see store.db);
-    `listener` hears its new events (store._tx.add_event) once it has committed.
-
-    `durable` matters on SQLite only (synchronous=FULL for this commit); PostgreSQL
-    commits durably anyway."""
-    sqlite = engine.dialect.name == "sqlite"
-    new_events: list[tuple[str, dict[str, Any]]] = []
-    with engine.connect().execution_options(write=True) as conn:
-        raw = conn.connection.driver_connection if durable and sqlite else None
-        if raw is not None:
-            raw.execute("PRAGMA synchronous = FULL")
-        conn.info["new_events"] = new_events
-        try:
-            with conn.begin():
-                yield conn
-        finally:
-            conn.info.pop("new_events", None)
-            if raw is not None:
-                raw.execute("PRAGMA synchronous = NORMAL")
-    if listener is not None:
-        for session_id, event in new_events:
-            listener(session_id, event)
-
-
-@contextmanager
 def read(engine: Engine) -> Iterator[Connection]:
     with engine.connect() as conn, conn.begin():
         yield conn
@@ -111,7 +80,9 @@ class SaDb:
 
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[SaTx]:
-        # The store's listener is told by the store (Store._heard), not here.
+        """A write transaction. (`durable` asks nothing more here: PostgreSQL's commits
+        are durable; a SQLite file is never opened through this class, only memory.)"""
+        # (BEGIN IMMEDIATE on SQLite: store.db; the listener is told by Store._heard.)
         with self.engine.connect().execution_options(write=True) as conn, conn.begin():
             yield SaTx(conn)
 

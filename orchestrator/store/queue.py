@@ -21,18 +21,21 @@ from collections.abc import Container
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import or_, select
-
 from orchestrator.store import lifecycle
-from orchestrator.store._sa import SaTx, write
 from orchestrator.store.owner import Claim, Owner
-from orchestrator.store.schema import sessions as _S
 from orchestrator.store.sessions import Store
 from orchestrator.store.views import owner_alive
 
 __all__ = ["claim_ready", "hand_off", "BATCH"]
 
 BATCH = 32  # candidates read per claim
+# Running sessions, oldest change first. A cheap prefilter: an expired lease, or a process
+# the OS can be asked about (same host), or ours; `ready` has the final word.
+_CANDIDATES = (
+    "SELECT * FROM sessions WHERE status = 'running' AND (lease_expires_at IS NULL"
+    " OR lease_expires_at < :now OR owner_host = :host OR owner = :owner)"
+    " ORDER BY updated_at LIMIT :batch"
+)
 
 
 def claim_ready(
@@ -49,23 +52,7 @@ def claim_ready(
     failure is older than this time (seconds since the epoch), so a provider that is down
     is not called in a loop.
     """
-    now = time.time()
-    candidates = (
-        select(_S)
-        .where(
-            _S.c.status == "running",
-            # Cheap prefilter: an expired lease, or a process the OS can be asked about
-            # (same host), or ours. `ready` below has the final word.
-            or_(
-                _S.c.lease_expires_at.is_(None),
-                _S.c.lease_expires_at < now,
-                _S.c.owner_host == socket.gethostname(),
-                _S.c.owner == owner.id,
-            ),
-        )
-        .order_by(_S.c.updated_at)
-        .limit(BATCH)
-    )
+    params = {"now": time.time(), "host": socket.gethostname(), "owner": owner.id}
 
     def ready(row: Any) -> bool:
         if row.id in busy or row.status != "running":
@@ -74,17 +61,16 @@ def claim_ready(
             return False
         return row.last_error is None or _epoch(row.updated_at) <= failed_before
 
-    with write(store.engine, store.listener) as conn:
-        for row in conn.execute(candidates).all():
+    with store.writing() as tx:
+        for row in tx.rows(_CANDIDATES, params | {"batch": BATCH}):
             if not ready(row):
                 continue
             # Lock only the one we want; a row another worker holds is skipped, not waited
             # for (PostgreSQL). Read again under the lock: it may have changed meanwhile.
-            locked = conn.execute(
-                select(_S).where(_S.c.id == row.id).with_for_update(skip_locked=True)
-            ).first()
+            skip = " FOR UPDATE SKIP LOCKED" if tx.dialect == "postgresql" else ""
+            locked = tx.first(f"SELECT * FROM sessions WHERE id = :id{skip}", {"id": row.id})
             if locked is not None and ready(locked):
-                return lifecycle.take(SaTx(conn), locked, owner)
+                return lifecycle.take(tx, locked, owner)
     return None
 
 

@@ -126,6 +126,15 @@ class Store:
     def _read(self) -> Any:
         return self.db.read()
 
+    def writing(self) -> Any:
+        """A write transaction for the store's own modules (inbox, queue): a `Tx`; the
+        listener hears its new events once it commits."""
+        return self._write()
+
+    def reading(self) -> Any:
+        """Reads for the store's own modules (inbox, queue): a `Tx`."""
+        return self._read()
+
     # -- reads --------------------------------------------------------------------------
 
     def session(self, session_id: str) -> Row:

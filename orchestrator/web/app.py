@@ -83,7 +83,7 @@ class Web:
         on_event = self.notifier.on_event if self.notifier is not None else None
         self.sessions = sessions or Sessions(config.db, on_event=on_event)
         if self.notifier is not None:
-            self.notifier.bind(self.sessions.store.engine)
+            self.notifier.bind(self.sessions.store)
         self.runner = Runner(self.sessions, config.workers)
         self.started_at = time.time()
         self.templates = Environment(
@@ -95,8 +95,8 @@ class Web:
         self.templates.filters.update(FILTERS)
 
     @property
-    def engine(self) -> Any:
-        return self.sessions.store.engine
+    def store(self) -> Any:
+        return self.sessions.store
 
 
 def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> FastAPI:

@@ -30,7 +30,7 @@ def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
     from orchestrator.web.app import ApiError
 
     web = request.app.state.web
-    found = session_of_link(web.engine, token)
+    found = session_of_link(web.store, token)
     if found is None:
         raise ApiError(404, "this answer link is unknown")
     session_id, used = found
@@ -65,7 +65,7 @@ async def answer_by_link(request: Request, token: str) -> HTMLResponse:
     def commit() -> dict[str, Any]:
         session_id, doc = _open_question(request, token)
         answered = web.sessions.answer(session_id, reply_from_form(doc["pending_question"], form))
-        mark_link_used(web.engine, token)
+        mark_link_used(web.store, token)
         return answered  # type: ignore[no-any-return]
 
     try:

@@ -38,8 +38,10 @@ async def live(request: Request, session_id: str, after: int = 0) -> Any:
 
         last, status = after, None
         while not await request.is_disconnected():
-            rows = await run_in_threadpool(events_after, web.engine, session_id, last)
+            # The row first: every event up to the status it shows is read after it, so the
+            # stream never ends before the events that led to the end.
             row = await run_in_threadpool(web.sessions.store.session, session_id)
+            rows = await run_in_threadpool(events_after, web.store, session_id, last)
             for event_id, event in rows:
                 last = event_id
                 text: Any = FILTERS["event_text"]

@@ -136,7 +136,7 @@ def inbox(request: Request, page: int = 1) -> Any:
     web = request.app.state.web
     page = max(1, page)
     size = web.config.page_size
-    rows, total = inbox_page(web.engine, offset=(page - 1) * size, limit=size)
+    rows, total = inbox_page(web.store, offset=(page - 1) * size, limit=size)
     pages = max(1, math.ceil(total / size))
     return render(
         request,
@@ -160,13 +160,13 @@ def _session_page(
 
     web = request.app.state.web
     doc = web.sessions.status(session_id)
-    events = events_after(web.engine, session_id, 0)
+    events = events_after(web.store, session_id, 0)
     share = None
     if doc["pending_question"] is not None:
         from orchestrator.store.inbox import link_for
         from orchestrator.web.links import answer_url
 
-        share = answer_url(web.config.base_url(), link_for(web.engine, session_id))
+        share = answer_url(web.config.base_url(), link_for(web.store, session_id))
     return render(
         request,
         "session.html",

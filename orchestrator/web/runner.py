@@ -56,7 +56,7 @@ class Runner:
         """Queue every answered session whose driving process is gone; return their ids."""
         from orchestrator.store.inbox import answered_not_run_on
 
-        found = answered_not_run_on(self.sessions.store.engine)
+        found = answered_not_run_on(self.sessions.store)
         for session_id in found:
             self.submit(session_id)
         return found
