@@ -102,9 +102,9 @@ def empty_db_url(request: pytest.FixtureRequest, db_backend: str, tmp_path: Path
 def store(db_url: str) -> Iterator[object]:
     from orchestrator.store import Store, open_engine
 
-    engine = open_engine(db_url)
-    yield Store(engine)
-    engine.dispose()
+    made = Store(open_engine(db_url))
+    yield made
+    made.close()
 
 
 def argv(*args: str, db: str | None = None) -> list[str]:

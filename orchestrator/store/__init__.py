@@ -1,8 +1,8 @@
 """Our database: sessions, the gate's persisted state, the event log, and session claims.
 
-Imports SQLAlchemy only (no LangGraph, no pydantic models): `status`, `list` and `log`
-run on this alone. The names below load on first use, so that the stdlib-only modules of
-this package (`views`, `owner`) import without SQLAlchemy (the fast read path uses them).
+No LangGraph and no pydantic models. The names below load on first use: the standard
+library modules of this package (`sql`, `connect`, `views`, `owner` and the store itself
+on SQLite) import without SQLAlchemy, which loads for PostgreSQL and for migrations.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Opening the database: URL resolution, SQLite settings, and migrations before first use."""
+"""SQLAlchemy engines: PostgreSQL's, SQLite's for Alembic and the tests, and migrations.
+
+URL resolution and the file checks live in orchestrator.store.connect (standard library),
+re-exported here for older imports."""
 
 from __future__ import annotations
 

@@ -4,6 +4,10 @@
     lifecycle  create, claim, heartbeat, release, abandon, cancel, the fence
     turns      recorded agent turns
     reads      the session object, the open question, listings, the log
+    inbox      the web inbox, answer links, notifications; queue: the workers' claims
+
+Each runs plain SQL on a `Tx` (orchestrator.store.sql): one sqlite3 connection per store
+on SQLite, SQLAlchemy's pool on PostgreSQL.
 
 Ordering rules the engine relies on:
 - an answer is accepted when `resolve` commits; the graph resumes only after that, so a
