@@ -240,3 +240,35 @@ def test_stop_event_stops_an_idle_worker(db_url: str) -> None:
     stats = run_worker(db_url, 3, stop, poll=0.05)
     assert time.monotonic() - started < 10
     assert stats.claimed == 0
+
+
+@pytest.mark.parametrize("policy", ["proceed", "cancel", "wait"])
+def test_a_worker_applies_a_passed_deadline_and_runs_on_what_it_answers(
+    db_url: str, policy: str
+) -> None:
+    """No `status` or `resume` needed: a worker applies the on-timeout policy of a paused
+    session whose question's deadline has passed, and runs on a `proceed`."""
+    with Sessions(db_url) as sessions:
+        sid = sessions.start_scenario(PAUSE, settings={"timeout": 1, "on_timeout": policy})[
+            "session_id"
+        ]
+        not_due = sessions.start_scenario(PAUSE, settings={"timeout": 3600})["session_id"]
+    time.sleep(1.2)
+    seen: list[str] = []
+    stats = run_worker(db_url, 1, idle_exit=0.5, poll=0.05, on_session=lambda s, _: seen.append(s))
+    with Sessions(db_url) as sessions:
+        done = sessions.store.view(sid)
+        assert sessions.store.view(not_due)["status"] == "paused"  # its deadline is ahead
+    log = log_of(db_url, sid)
+    assert [e["policy"] for e in log if e["kind"] == "timeout"] == [policy]  # applied once
+    if policy == "proceed":
+        assert seen == [sid] and stats.claimed == 1
+        assert done["status"] == "completed", done
+        assert done["orchestrator_state"]["answer_status"] == "timeout"
+        assert any(e["kind"] == "fallback" and e.get("why") == "timeout" for e in log)
+    else:
+        assert seen == [] and stats.claimed == 0
+        expected = {"cancel": "cancelled", "wait": "paused"}[policy]
+        assert done["status"] == expected, done
+        if policy == "wait":
+            assert done["pending_question"]["timed_out"] is True

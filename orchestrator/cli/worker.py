@@ -1,4 +1,5 @@
-"""`orchestrator worker`: run answered and stalled sessions on, until stopped."""
+"""`orchestrator worker`: run answered and stalled sessions on (and apply passed question
+deadlines), until stopped."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def worker(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run answered and stalled sessions on until stopped (SIGTERM or Ctrl+C finishes)."""
+    """Run answered and stalled sessions on, and apply passed question deadlines, until
+    stopped (SIGTERM or Ctrl+C finishes)."""
     # Any number of workers on any number of machines can share one database: each session
     # is driven by exactly one of them (orchestrator/worker.py).
     import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)

@@ -3,7 +3,10 @@
 A session is ready when it is `running` and nobody drives it: its answer was committed and
 the answering process handed it off or is gone, or its driver died or stopped renewing its
 lease. A worker's own sessions count too when none of its threads drives them any more (a
-database failure interrupted the drive: the row still names this worker).
+database failure interrupted the drive: the row still names this worker). So is a paused
+session whose question's deadline has passed: the worker applies its on-timeout policy
+(`wait` marks it timed out and leaves it waiting, `cancel` ends it, `proceed` answers it
+with the asker's default), and takes it when that leaves it to run on.
 
 Claiming reads a batch of candidates and takes the first ready one in one write
 transaction. On PostgreSQL the chosen row is locked `FOR UPDATE SKIP LOCKED`: a row another
@@ -21,7 +24,8 @@ from collections.abc import Container
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.store import lifecycle
+from orchestrator.store import gate_tx, lifecycle
+from orchestrator.store._tx import JOINED_SQL
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sessions import Store
 from orchestrator.store.views import owner_alive
@@ -31,6 +35,12 @@ __all__ = ["claim_ready", "hand_off", "BATCH"]
 BATCH = 32  # candidates read per claim
 # Running sessions, oldest change first. A cheap prefilter: an expired lease, or a process
 # the OS can be asked about (same host), or ours; `ready` has the final word.
+# Paused sessions whose question's deadline has passed unapplied, earliest first.
+_OVERDUE = (
+    JOINED_SQL.removesuffix(" WHERE s.id = :id")
+    + " WHERE s.status = 'paused' AND t.deadline IS NOT NULL AND t.deadline <= :now"
+    " AND NOT t.timed_out ORDER BY t.deadline LIMIT :batch"
+)
 _CANDIDATES = (
     "SELECT * FROM sessions WHERE status = 'running' AND (lease_expires_at IS NULL"
     " OR lease_expires_at < :now OR owner_host = :host OR owner = :owner)"
@@ -52,7 +62,8 @@ def claim_ready(
     failure is older than this time (seconds since the epoch), so a provider that is down
     is not called in a loop.
     """
-    params = {"now": time.time(), "host": socket.gethostname(), "owner": owner.id}
+    now = time.time()
+    params = {"now": now, "host": socket.gethostname(), "owner": owner.id}
 
     def ready(row: Any) -> bool:
         if row.id in busy or row.status != "running":
@@ -71,6 +82,19 @@ def claim_ready(
             locked = tx.first(f"SELECT * FROM sessions WHERE id = :id{skip}", {"id": row.id})
             if locked is not None and ready(locked):
                 return lifecycle.take(tx, locked, owner)
+        return _overdue(tx, owner, now, busy)
+
+
+def _overdue(tx: Any, owner: Owner, now: float, busy: Container[str]) -> Claim | None:
+    """Apply the on-timeout policy of paused sessions whose deadline has passed; claim the
+    first one that it leaves to run on (`proceed`)."""
+    skip = " FOR UPDATE OF s SKIP LOCKED" if tx.dialect == "postgresql" else ""
+    for row in tx.rows(_OVERDUE + skip, {"now": now, "batch": BATCH}):
+        if row.id in busy:
+            continue
+        decision = gate_tx.expire_deadline(tx, row, may_act=True)
+        if decision is not None and decision.update.named().get("resolved"):
+            return lifecycle.take(tx, row, owner)  # still paused: the claim's CAS holds
     return None
 
 
