@@ -217,21 +217,20 @@ class Engine:
                             saver.delete_thread(session_id)
 
                     payload: Any = initial_state()
-                    if not fresh:  # a fresh session has no checkpoint to look at
-                        snapshot = graph.get_state(config)
-                        if not snapshot.values:
-                            pass
-                        elif snapshot.interrupts:
-                            payload = self._resume_command(snapshot.interrupts, Command)
-                        elif not snapshot.tasks:
-                            # Crashed after the last step. (Not `not snapshot.next`: a task
-                            # whose writes were saved before its step's checkpoint leaves
-                            # next == () with the run unfinished; invoke(None) applies those
-                            # writes and goes on.)
-                            finish(snapshot.values)
-                            return
-                        else:
-                            payload = None
+                    # A fresh session has no checkpoint to look at; one without a
+                    # checkpoint yet starts from the beginning too.
+                    snapshot = None if fresh else graph.get_state(config)
+                    if snapshot is not None and snapshot.interrupts:
+                        payload = self._resume_command(snapshot.interrupts, Command)
+                    elif snapshot is not None and snapshot.values and not snapshot.tasks:
+                        # Crashed after the last step. (Not `not snapshot.next`: a task
+                        # whose writes were saved before its step's checkpoint leaves
+                        # next == () with the run unfinished; invoke(None) applies those
+                        # writes and goes on.)
+                        finish(snapshot.values)
+                        return
+                    elif snapshot is not None and snapshot.values:
+                        payload = None  # go on from the checkpoint
                     while True:
                         # Checkpoints at interrupts and at the end only: a crash in between
                         # re-runs from the last one, and every agent turn, gate decision and
