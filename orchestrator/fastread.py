@@ -19,7 +19,6 @@ import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,7 +28,6 @@ from orchestrator.expect import ENDED, check_expect
 from orchestrator.readout import (
     CURSOR_SQL,
     DEFAULT_LIMIT,
-    LISTED,
     list_text,
     log_text,
     next_page_hint,
@@ -37,15 +35,11 @@ from orchestrator.readout import (
     select_listed,
     status_text,
 )
+from orchestrator.store.connect import ENV_DB, HEAD_REVISION, default_url, plain_sqlite_file
+from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_row
 from orchestrator.store.views import event_view, session_view
 
-__all__ = ["serve", "SCHEMA_REVISION"]
-
-# The Alembic revision this code reads (store.schema.HEAD_REVISION, checked by a test):
-# a database at any other revision goes to the full path, which migrates it first.
-SCHEMA_REVISION = "0005"
-ENV_DB = "ORCHESTRATOR_DB"  # as store.db.ENV_DB
-BUSY_TIMEOUT_S = 30.0  # as store.db.SQLITE_BUSY_TIMEOUT
+__all__ = ["serve"]
 # --status values (cli.runs.Status); "waiting" is a synonym for paused.
 STATUSES = frozenset({"running", "paused", "completed", "failed", "cancelled", "waiting"})
 EXIT_BAD_INPUT = 2
@@ -158,20 +152,10 @@ def _utf8(text: str) -> bool:
 def sqlite_file(db: str | None) -> Path | None:
     """The SQLite file store.db.resolve_url would open for `db`, or None when the URL is
     anything but a plain sqlite:/// file (those go to the full path)."""
-    url = db or os.environ.get(ENV_DB) or _default_url()
+    url = db or os.environ.get(ENV_DB) or default_url()
     if "://" not in url:
         return Path(url).expanduser().resolve()
-    prefix = "sqlite:///"
-    rest = url[len(prefix) :]
-    if not url.startswith(prefix) or not rest or any(c in rest for c in "?#%"):
-        return None
-    return Path(rest)
-
-
-def _default_url() -> str:
-    from platformdirs import user_data_dir
-
-    return f"sqlite:///{Path(user_data_dir('orchestrator', appauthor=False)) / 'orchestrator.db'}"
+    return plain_sqlite_file(url)
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -218,7 +202,7 @@ class _Connection:
         # mode=rw: an existing file only, never created. In a URI, % ? # must be escaped.
         name = str(path.absolute()).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
         uri = f"file:{name}?mode=rw"
-        self.conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self.conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
 
     def __enter__(self) -> sqlite3.Connection:
         try:
@@ -227,7 +211,7 @@ class _Connection:
         except BaseException:
             self.conn.close()
             raise
-        if version != [(SCHEMA_REVISION,)]:
+        if version != [(HEAD_REVISION,)]:
             self.conn.close()
             raise _FallThrough
         return self.conn
@@ -236,49 +220,24 @@ class _Connection:
         self.conn.close()  # a read transaction: closing ends it
 
 
-class Row(dict[str, Any]):
-    """A row by column name, as dict and as attributes (what session_view reads)."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
+def _rows(cursor: sqlite3.Cursor) -> list[Row]:
+    names = tuple(d[0] for d in cursor.description)
+    return [decode_row(names, values) for values in cursor]
 
 
-def _decode(value: Any, kind: str) -> Any:
-    if value is None:
-        return None
-    if kind == "json":
-        return json.loads(value)
-    if kind == "time":
-        return datetime.fromisoformat(value)
-    return value
-
-
-def _rows(cursor: Iterable[Sequence[Any]], columns: Sequence[tuple[str, str]]) -> list[Row]:
-    return [
-        Row({name: _decode(value, kind) for (name, kind), value in zip(columns, row, strict=True)})
-        for row in cursor
-    ]
-
-
-_LISTED_COLUMNS = [(column, kind) for _, column, kind in LISTED]
-_EVENT_COLUMNS = [("created_at", "time"), ("kind", ""), ("agent", ""), ("payload", "json")]
 _EVENTS_SQL = "SELECT created_at, kind, agent, payload FROM events WHERE session_id = :id"
 
 
 def _status(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
     sql = select_listed(", s.settings") + " WHERE s.id = :id"
-    rows = _rows(conn.execute(sql, {"id": session_id}), [*_LISTED_COLUMNS, ("settings", "json")])
+    rows = _rows(conn.execute(sql, {"id": session_id}))
     if not rows:
         raise SessionNotFound(session_id)
     (row,) = rows
     if row.deadline is not None and not row.timed_out and row.deadline <= clock.now():
         raise _FallThrough  # the full path applies the on-timeout policy first
     ledger = _rows(
-        conn.execute(_EVENTS_SQL + " AND kind = 'assumption' ORDER BY id", {"id": session_id}),
-        _EVENT_COLUMNS,
+        conn.execute(_EVENTS_SQL + " AND kind = 'assumption' ORDER BY id", {"id": session_id})
     )
     view = session_view(row, row, [event_view(r) for r in ledger])
     expect = (row.settings or {}).get("expect")
@@ -291,7 +250,7 @@ def _events(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
         raise SessionNotFound(session_id)
     rows = conn.execute(_EVENTS_SQL + " ORDER BY id", {"id": session_id})
-    return [event_view(r) for r in _rows(rows, _EVENT_COLUMNS)]
+    return [event_view(r) for r in _rows(rows)]
 
 
 def _page(conn: sqlite3.Connection, request: Request) -> Iterator[dict[str, Any]]:
@@ -308,13 +267,11 @@ def _page(conn: sqlite3.Connection, request: Request) -> Iterator[dict[str, Any]
         after=request.after is not None,
         limit=request.limit is not None,
     )
-    names = [name for name, _ in _LISTED_COLUMNS]
-    for values in conn.execute(sql, params):
-        row = Row(zip(names, map(_decode, values, _LISTED_KINDS), strict=True))
+    cursor = conn.execute(sql, params)
+    names = tuple(d[0] for d in cursor.description)
+    for values in cursor:  # one at a time: `--all --json` streams any number of sessions
+        row = decode_row(names, values)
         yield session_view(row, row)
-
-
-_LISTED_KINDS = [kind for _, kind in _LISTED_COLUMNS]
 
 
 # -- printing (as orchestrator.cli.output does, through click.echo) ----------------------

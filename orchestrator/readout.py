@@ -29,41 +29,40 @@ DEFAULT_LIMIT = 50
 
 # The columns a listed session shows (what store.views.session_view reads, the owner and
 # the gate state included; never `agents` or `settings`, the large JSON a listing does not
-# show), as (table, column, kind). `kind` says how a raw SQLite value decodes: "json" text,
-# "time" (SQLAlchemy's "YYYY-MM-DD HH:MM:SS.ffffff", naive UTC), "" as stored.
-LISTED: tuple[tuple[str, str, str], ...] = (
-    ("s", "id", ""),
-    ("s", "status", ""),
-    ("s", "task", ""),
-    ("s", "tasks", "json"),
-    ("s", "summary", ""),
-    ("s", "error", ""),
-    ("s", "round", ""),
-    ("s", "created_at", "time"),
-    ("s", "updated_at", "time"),
-    ("s", "owner", ""),
-    ("s", "owner_pid", ""),
-    ("s", "owner_host", ""),
-    ("s", "owner_boot", ""),
-    ("s", "owner_pidns", ""),
-    ("s", "owner_started", ""),
-    ("s", "lease_expires_at", ""),
-    ("s", "cancel_requested_at", "time"),
-    ("s", "last_error", ""),
-    ("t", "clarification_used", ""),
-    ("t", "clarification_resolved", ""),
-    ("t", "clarification_question", ""),
-    ("t", "user_clarification_response", ""),
-    ("t", "resolution", ""),
-    ("t", "answer_note", ""),
-    ("t", "question_object", "json"),
-    ("t", "asked_by", ""),
-    ("t", "request_key", ""),
-    ("t", "fallback_counts", "json"),
-    ("t", "deadline", ""),
-    ("t", "timed_out", ""),
-    ("t", "questions_surfaced", ""),
-    ("t", "fallbacks_injected", ""),
+# show), as (table, column). Values decode by column name (orchestrator.store.sql).
+LISTED: tuple[tuple[str, str], ...] = (
+    ("s", "id"),
+    ("s", "status"),
+    ("s", "task"),
+    ("s", "tasks"),
+    ("s", "summary"),
+    ("s", "error"),
+    ("s", "round"),
+    ("s", "created_at"),
+    ("s", "updated_at"),
+    ("s", "owner"),
+    ("s", "owner_pid"),
+    ("s", "owner_host"),
+    ("s", "owner_boot"),
+    ("s", "owner_pidns"),
+    ("s", "owner_started"),
+    ("s", "lease_expires_at"),
+    ("s", "cancel_requested_at"),
+    ("s", "last_error"),
+    ("t", "clarification_used"),
+    ("t", "clarification_resolved"),
+    ("t", "clarification_question"),
+    ("t", "user_clarification_response"),
+    ("t", "resolution"),
+    ("t", "answer_note"),
+    ("t", "question_object"),
+    ("t", "asked_by"),
+    ("t", "request_key"),
+    ("t", "fallback_counts"),
+    ("t", "deadline"),
+    ("t", "timed_out"),
+    ("t", "questions_surfaced"),
+    ("t", "fallbacks_injected"),
 )
 
 # Where the page after session :after starts (it is also how an unknown cursor is found).
@@ -74,7 +73,7 @@ def select_listed(extra_columns: str = "") -> str:
     """SELECT the LISTED columns (then `extra_columns`) of sessions joined to their state."""
     return (
         "SELECT "
-        + ", ".join(f"{table}.{column}" for table, column, _ in LISTED)
+        + ", ".join(f"{table}.{column}" for table, column in LISTED)
         + extra_columns
         + " FROM sessions AS s JOIN orchestrator_state AS t ON t.session_id = s.id"
     )

@@ -157,6 +157,7 @@ CASES: list[tuple[str, list[str], str]] = [
     # --db: files and URLs
     ("db-parent-is-a-file", ["list", "--db", "{root}/afile/x.db"], "is a file, not a folder"),
     ("db-parent-is-a-file-run", ["run", "--script", DONE, "--db", "{root}/afile/x.db"], "afile"),
+    ("db-cannot-be-created", ["run", "--script", DONE, "--db", "/proc/x.db"], "cannot open"),
     ("db-not-a-database", ["list", "--db", "{root}/noise.db"], "not a SQLite database"),
     ("db-not-a-database-run", ["run", "--script", DONE, "--db", "{root}/noise.db"], "noise.db"),
     ("db-truncated", ["status", "{paused}", "--db", "{root}/truncated.db"], "truncated"),

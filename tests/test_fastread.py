@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import fastread
 from orchestrator.fastread import Request, parse, serve, sqlite_file
 from tests.conftest import EXAMPLES, ROOT
 
@@ -371,7 +370,16 @@ def test_sqlite_file_agrees_with_the_full_path(tmp_path: Path) -> None:
         assert sqlite_file(db) == sqlite_path(resolve_url(db)), db
 
 
-def test_the_fast_path_reads_the_schema_revision_the_code_migrates_to() -> None:
-    from orchestrator.store.schema import HEAD_REVISION
+def test_resume_with_an_answer_on_sqlite_loads_no_sqlalchemy(tmp_path: Path) -> None:
+    """Not the fast path, but as lean: the whole resume (claim, answer, graph, checkpoints)
+    runs on the store's sqlite3 connection, so the process pays for LangGraph only."""
+    from orchestrator import Sessions
 
-    assert fastread.SCHEMA_REVISION == HEAD_REVISION
+    db = tmp_path / "resume.db"
+    with Sessions(str(db)) as sessions:
+        paused = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+    args = ["resume", paused, "--answer", "Weekly", "--db", str(db), "--json"]
+    out, err, code, imported = _run(ENTRY, args, tmp_path)
+    assert code == 0, err
+    assert json.loads(out)["status"] == "completed"
+    assert "typer" in imported and "sqlalchemy" not in imported

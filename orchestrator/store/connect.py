@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "sqlite_path",
     "open_db",
     "damaged_database",
+    "plain_sqlite_file",
 ]
 
 ENV_DB = "ORCHESTRATOR_DB"
@@ -36,7 +38,7 @@ MIGRATIONS = Path(_migrations_package.__file__).resolve().parent
 _SQLITE_FILE = "sqlite:///"
 
 
-def _plain_sqlite_file(url: str) -> Path | None:
+def plain_sqlite_file(url: str) -> Path | None:
     """The file of a plain `sqlite:///PATH` URL (no query, no escapes), else None."""
     if not url.startswith(_SQLITE_FILE) or any(c in url for c in "?#%"):
         return None
@@ -73,7 +75,7 @@ def resolve_url(db: str | None) -> str:
     for plain in ("postgresql://", "postgres://"):  # the driver we ship, not psycopg2
         if url.startswith(plain):
             url = "postgresql+psycopg://" + url.removeprefix(plain)
-    if _plain_sqlite_file(url) is not None:
+    if plain_sqlite_file(url) is not None:
         return url
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -153,7 +155,6 @@ def _check_sqlite_content(path: Path, label: str) -> None:
             f"{label}: the database file is truncated ({path.stat().st_size:,} bytes, "
             f"its header says {page_size * pages:,}); restore it from a backup"
         )
-    import sqlite3
 
     # Look without leaving a trace: with no -wal file beside it the file is the whole
     # database, and `immutable` keeps SQLite from creating -wal/-shm files just to read.
@@ -203,7 +204,7 @@ def _check_known_revision(revision: str | None, label: str) -> None:
 
 def sqlite_path(url: str) -> Path | None:
     """The file behind a SQLite URL, or None for other databases and in-memory SQLite."""
-    plain = _plain_sqlite_file(url)
+    plain = plain_sqlite_file(url)
     if plain is not None or url.startswith("postgresql"):
         return plain
     from sqlalchemy.engine import make_url
@@ -216,8 +217,6 @@ def sqlite_path(url: str) -> Path | None:
 
 def damaged_database(exc: BaseException) -> str | None:
     """The message for a database file found damaged while reading it, else None."""
-    import sqlite3
-
     orig = getattr(exc, "orig", exc)  # SQLAlchemy wraps the driver's error
     if type(orig) is sqlite3.DatabaseError:
         return f"the database file is damaged or not a SQLite database ({orig})"
@@ -234,7 +233,10 @@ def open_db(url: str) -> Any:
     path = sqlite_path(url)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = SqliteDb(path)
+        try:
+            db = SqliteDb(path)
+        except sqlite3.OperationalError as exc:  # e.g. a folder nobody may create files in
+            raise ConfigError(f"cannot open the database {url}: {exc}") from None
         try:
             with db.read() as tx:
                 has_table = tx.scalar(

@@ -171,13 +171,17 @@ class SqliteDb:
         self.conn = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT, check_same_thread=False, isolation_level=None
         )
-        self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-        # WAL: readers (status, list) run while a session writes. NORMAL: in WAL mode a
-        # commit survives a killed process; only a power loss can drop the last ones (the
-        # user's answer is fsynced on its own: write(durable=True)).
-        self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("PRAGMA synchronous = NORMAL")
-        self.conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+            # WAL: readers (status, list) run while a session writes. NORMAL: in WAL mode a
+            # commit survives a killed process; only a power loss can drop the last ones
+            # (the user's answer is fsynced on its own: write(durable=True)).
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            self.conn.close()
+            raise
         self.lock = threading.RLock()
 
     @contextmanager
