@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.store import gate_tx, lifecycle
-from orchestrator.store._tx import JOINED_SQL
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sessions import Store
 from orchestrator.store.views import owner_alive
@@ -35,11 +34,13 @@ __all__ = ["claim_ready", "hand_off", "BATCH"]
 BATCH = 32  # candidates read per claim
 # Running sessions, oldest change first. A cheap prefilter: an expired lease, or a process
 # the OS can be asked about (same host), or ours; `ready` has the final word.
-# Paused sessions whose question's deadline has passed unapplied, earliest first.
+# Waiting questions whose deadline has passed unapplied, earliest first, off the partial
+# index of open deadlines (revision 0006): a poll costs what is due. (Only paused sessions
+# are the worker's to apply; a running one's driver applies its own deadline.)
 _OVERDUE = (
-    JOINED_SQL.removesuffix(" WHERE s.id = :id")
-    + " WHERE s.status = 'paused' AND t.deadline IS NOT NULL AND t.deadline <= :now"
-    " AND NOT t.timed_out ORDER BY t.deadline LIMIT :batch"
+    "SELECT s.*, t.* FROM orchestrator_state AS t JOIN sessions AS s ON s.id = t.session_id"
+    " WHERE t.deadline IS NOT NULL AND NOT t.timed_out AND t.resolution IS NULL"
+    " AND t.deadline <= :now ORDER BY t.deadline LIMIT :batch"
 )
 _CANDIDATES = (
     "SELECT * FROM sessions WHERE status = 'running' AND (lease_expires_at IS NULL"
@@ -90,7 +91,7 @@ def _overdue(tx: Any, owner: Owner, now: float, busy: Container[str]) -> Claim |
     first one that it leaves to run on (`proceed`)."""
     skip = " FOR UPDATE OF s SKIP LOCKED" if tx.dialect == "postgresql" else ""
     for row in tx.rows(_OVERDUE + skip, {"now": now, "batch": BATCH}):
-        if row.id in busy:
+        if row.id in busy or row.status != "paused":
             continue
         decision = gate_tx.expire_deadline(tx, row, may_act=True)
         if decision is not None and decision.update.named().get("resolved"):

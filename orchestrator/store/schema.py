@@ -109,6 +109,13 @@ state = Table(
     Column("timed_out", Boolean, nullable=False, server_default=false()),
     Column("answer_note", Text),
 )
+# 0006: the deadlines of the questions still waiting (workers look for the passed ones on
+# every poll). The migration gives PostgreSQL the same WHERE.
+Index(
+    "ix_state_open_deadline",
+    state.c.deadline,
+    sqlite_where=text("deadline IS NOT NULL AND NOT timed_out AND resolution IS NULL"),
+)
 
 # Append-only log. `key` makes every write idempotent: a re-run node cannot add twice.
 events = Table(
