@@ -2,8 +2,8 @@
 
 A backend is rebuilt in every process from the description the store keeps
 (`AgentBackend.describe()`), so `orchestrator resume` continues with the same agents. The
-two kinds here are registered with `orchestrator.backends` (the `orchestrator.backends`
-entry points in pyproject.toml, and on import of this package).
+two kinds here are registered with `orchestrator.runtime.backends` (the
+`orchestrator.backends` entry points in pyproject.toml, and on import of this package).
 """
 
 from __future__ import annotations
@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.agent import AgentBackend
-from orchestrator.backends import register_backend
+from orchestrator.runtime.agent import AgentBackend
+from orchestrator.runtime.backends import register_backend
 
 __all__ = ["load_backend", "load_script", "load_llm"]
 
 
 def load_script(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
-    from orchestrator.agents.scripted import ScriptedBackend
+    from .scripted import ScriptedBackend
 
     return ScriptedBackend(description["agents"], replies_so_far=replies_so_far)
 
 
 def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
-    from orchestrator.agents.llm import LLMBackend
+    from .llm import LLMBackend
 
     options = {k: v for k, v in description.items() if k not in ("kind", "models")}
     return LLMBackend(description["models"], **options)
@@ -38,6 +38,6 @@ def load_backend(
     description: Mapping[str, Any], *, replies_so_far: Mapping[str, int]
 ) -> AgentBackend:
     """Rebuild a backend from its stored description (kept for callers of the old name)."""
-    from orchestrator.backends import load_backend as load
+    from orchestrator.runtime.backends import load_backend as load
 
     return load(description, replies_so_far)

@@ -15,14 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.agents import models as _models
-from orchestrator.agents.prompts import system_prompt, turn_message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrator.agent import AgentRequest, AgentTurn
+from orchestrator.domain.replies import AgentReply, parse_reply
 from orchestrator.errors import AgentCallError, AgentReplyError
-from orchestrator.replies import AgentReply, parse_reply
+from orchestrator.runtime.agent import AgentRequest, AgentTurn
 from orchestrator.scenario import format_validation_error
+
+from . import models as _models
+from .prompts import system_prompt, turn_message
 
 __all__ = ["LLMBackend", "PmSubmit", "DeveloperSubmit"]
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agent import AgentRequest
 from orchestrator.errors import ConfigError
+from orchestrator.runtime.agent import AgentRequest
 
 __all__ = ["SHIPPED", "system_prompt", "turn_message", "check_prompts"]
 

@@ -7,9 +7,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.agent import AgentRequest, AgentTurn
+from orchestrator.domain.replies import parse_reply
 from orchestrator.errors import AgentReplyError, ScriptExhausted
-from orchestrator.replies import parse_reply
+from orchestrator.runtime.agent import AgentRequest, AgentTurn
 
 __all__ = ["ScriptedBackend"]
 

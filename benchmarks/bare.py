@@ -1,8 +1,8 @@
-"""The bare LangGraph baseline: the same graph shape as orchestrator.graph, nothing else.
+"""The bare LangGraph baseline: the same graph shape as orchestrator.runtime.graph, nothing else.
 
 pm -> gate (interrupt: one question) -> [resume] -> pm plans 2 tasks -> Send fan-out to
 two `developer` nodes -> join -> pm completes -> END. Plain JSON state, SqliteSaver on a
-SQLite file in WAL mode, with the same connection settings as orchestrator.checkpoints.
+SQLite file in WAL mode, with the same connection settings as orchestrator.runtime.checkpoints.
 
 This module is also the bare resume process (`python benchmarks/bare.py DB THREAD ANSWER`),
 so its module level imports only the standard library.

@@ -165,7 +165,7 @@ def figure_bytes(tmp: Path, n: int) -> Row:
         for _ in range(count):
             ours()
         if count == 0:  # LangGraph's tables too, as a session would create them
-            from orchestrator.checkpoints import checkpointer
+            from orchestrator.runtime.checkpoints import checkpointer
 
             with checkpointer(f"sqlite:///{path}"):
                 pass

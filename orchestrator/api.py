@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from orchestrator.answers import UserReply
 from orchestrator.documents import EventDoc, SessionDoc
+from orchestrator.domain.answers import UserReply
+from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.errors import ConfigError
-from orchestrator.expect import ENDED, check_expect
 
 if TYPE_CHECKING:
-    from orchestrator.agent import AgentBackend
+    from orchestrator.runtime.agent import AgentBackend
     from orchestrator.scenario import Scenario
     from orchestrator.settings import Settings
     from orchestrator.store import Owner, Store
@@ -89,7 +89,7 @@ class Sessions:
         return self._owner
 
     def _engine(self) -> Any:
-        from orchestrator.engine import Engine
+        from orchestrator.runtime.engine import Engine
 
         return Engine(
             self.store, self.url, ask_user=self.ask, owner=self.owner, activity=self.activity

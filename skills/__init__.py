@@ -3,7 +3,7 @@
 Importing the package registers every tool, so `make_tools` knows them all.
 """
 
-from orchestrator.skills.base import (
+from .base import (
     Tool,
     ToolContext,
     ToolError,
@@ -12,8 +12,8 @@ from orchestrator.skills.base import (
     register,
     registry,
 )
-from orchestrator.skills.files import WORKSPACE_TOOLS
-from orchestrator.skills.workspace import Workspace
+from .files import WORKSPACE_TOOLS
+from .workspace import Workspace
 
 __all__ = [
     "Tool",

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool, ToolException
-    from orchestrator.skills.workspace import Workspace
+
+    from .workspace import Workspace
 
 __all__ = [
     "ToolError",

@@ -6,8 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from orchestrator.skills.base import Tool, ToolError, ToolResult, register
 from pydantic import BaseModel, ConfigDict, Field
+
+from .base import Tool, ToolError, ToolResult, register
 
 __all__ = [
     "WORKSPACE_TOOLS",

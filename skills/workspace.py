@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator.skills.base import ToolError
+from .base import ToolError
 
 __all__ = ["Workspace"]
 

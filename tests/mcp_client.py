@@ -18,8 +18,8 @@ import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.memory import create_client_server_memory_streams
 
-from orchestrator.answers import UserReply
-from orchestrator.mcp_server.models import RESULT_SCHEMA
+from orchestrator.domain.answers import UserReply
+from orchestrator.mcp_server.inputs import RESULT_SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 

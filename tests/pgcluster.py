@@ -192,7 +192,7 @@ class Cluster:
             name = f"{self._prefix}tpl_{kind}"
             self.admin(f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
             if kind == "migrated":
-                from orchestrator.checkpoints import checkpointer
+                from orchestrator.runtime.checkpoints import checkpointer
                 from orchestrator.store.db import open_engine
 
                 open_engine(self.url(name)).dispose()

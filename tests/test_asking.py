@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.answers import UserReply
+from orchestrator.domain.answers import UserReply
+from orchestrator.domain.gate import FALLBACK_MESSAGE
 from orchestrator.errors import InvalidAnswer, SessionNotWaiting
-from orchestrator.gate import FALLBACK_MESSAGE
 from orchestrator.store import Store, open_engine
 from tests.test_sessions import COMPLETE, DONE, PLAN1, kinds, resume, start
 
@@ -219,7 +219,7 @@ def test_every_assumption_is_in_status_in_order_and_in_the_log(db_url: str) -> N
 def test_the_progress_line_hears_of_every_agent_call(db_url: str) -> None:
     from orchestrator.agents.scripted import ScriptedBackend
 
-    from orchestrator.engine import Engine
+    from orchestrator.runtime.engine import Engine
     from orchestrator.scenario import Scenario
 
     class Recorder:

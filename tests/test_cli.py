@@ -510,7 +510,7 @@ def test_list_is_a_table_and_waiting_means_paused(db_url: str, paused: str) -> N
 def test_relative_times() -> None:
     from datetime import UTC, datetime
 
-    from orchestrator.cli.render import relative
+    from orchestrator.present.render import relative
 
     now = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
     assert relative("2026-01-02T09:00:00Z", now) == "3 h ago"
@@ -566,7 +566,7 @@ def test_cancel_command_stops_a_waiting_session(db_url: str, paused: str) -> Non
 
 
 def test_a_stalled_session_says_how_to_retry_or_stop() -> None:
-    from orchestrator.cli.render import event_line, list_table, session_text
+    from orchestrator.present.render import event_line, list_table, session_text
 
     view = {
         "session_id": "abc123",

@@ -1,4 +1,4 @@
-"""The fast read path (orchestrator.fastread) prints exactly what the full path prints.
+"""The fast read path (orchestrator.cli.fastread) prints exactly what the full path prints.
 
 Every case runs the real entry point (`orchestrator.cli.main`, which tries the fast path
 first) and the Typer app alone (`orchestrator.cli.commands.main`) in new processes on the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.fastread import Request, parse, serve, sqlite_file
+from orchestrator.cli.fastread import Request, parse, serve, sqlite_file
 from tests.conftest import EXAMPLES, ROOT
 
 HEAVY = ("sqlalchemy", "typer", "pydantic")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import gate
-from orchestrator.gate import (
+from orchestrator.domain import gate
+from orchestrator.domain.gate import (
     FALLBACK_MESSAGE,
     Answer,
     Ask,

@@ -10,9 +10,9 @@ import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
 from orchestrator.agents.llm import LLMBackend
 
-from orchestrator.answers import UserReply
-from orchestrator.engine import Engine
-from orchestrator.gate import FALLBACK_MESSAGE
+from orchestrator.domain.answers import UserReply
+from orchestrator.domain.gate import FALLBACK_MESSAGE
+from orchestrator.runtime.engine import Engine
 from orchestrator.store import Store, open_engine
 from tests.fakes import fake, submit, tool
 

@@ -15,9 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.answers import UserReply
+from orchestrator.domain.answers import UserReply
 from orchestrator.mcp_server import build_server
-from orchestrator.mcp_server.models import (
+from orchestrator.mcp_server.inputs import (
     RESULT_SCHEMA,
     AnswerSessionInput,
     AskUserInput,

@@ -42,7 +42,7 @@ def test_empty_database_is_migrated_to_head_and_matches_the_models(empty_db_url:
 
 
 def test_langgraph_tables_share_the_file_but_not_the_migrations(tmp_path: Path) -> None:
-    from orchestrator.checkpoints import checkpointer
+    from orchestrator.runtime.checkpoints import checkpointer
 
     url = f"sqlite:///{tmp_path / 'both.db'}"
     open_engine(url)
@@ -73,7 +73,7 @@ def test_concurrent_first_use_of_a_fresh_file(empty_db_url: str) -> None:
     url = empty_db_url
     code = (
         "import sys\nfrom orchestrator.store.db import open_engine\n"
-        "from orchestrator.checkpoints import checkpointer\n"
+        "from orchestrator.runtime.checkpoints import checkpointer\n"
         "open_engine(sys.argv[1])\nwith checkpointer(sys.argv[1]):\n    pass\n"
     )  # our migrations and LangGraph's, as every first command on a new database runs them
     procs = [
@@ -91,7 +91,7 @@ def test_the_database_itself_refuses_a_second_question(db_url: str) -> None:
     from orchestrator.agents.scripted import ScriptedBackend
     from sqlalchemy.exc import IntegrityError
 
-    from orchestrator.engine import Engine
+    from orchestrator.runtime.engine import Engine
     from orchestrator.store import Store
     from orchestrator.store.schema import events
 
@@ -118,8 +118,8 @@ def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(empty_db_
     """An older database is migrated on first use and its sessions go on working."""
     from sqlalchemy import create_engine, inspect, text
 
-    from orchestrator.answers import UserReply
-    from orchestrator.engine import Engine
+    from orchestrator.domain.answers import UserReply
+    from orchestrator.runtime.engine import Engine
     from orchestrator.store import Store
     from orchestrator.store.db import upgrade
 

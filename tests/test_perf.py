@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator import Reply, Sessions
 from orchestrator.errors import SessionNotFound
-from orchestrator.readout import page_sql
+from orchestrator.store.listing import page_sql
 from tests.conftest import EXAMPLES
 
 
@@ -49,7 +49,7 @@ def test_a_persons_answer_is_fsynced_before_the_call_returns(
 
 @pytest.mark.backends()
 def test_list_pages_through_the_api(db_url: str) -> None:
-    """One SQL text for every backend (orchestrator.readout.page_sql)."""
+    """One SQL text for every backend (orchestrator.store.listing.page_sql)."""
     with Sessions(db_url) as sessions:
         ids = [
             sessions.start_scenario(EXAMPLES / name)["session_id"]
@@ -95,8 +95,8 @@ def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_trans
 ) -> None:
     """A checkpoint write runs the fence inside its own BEGIN IMMEDIATE: a driver that lost
     its claim raises ClaimLost and leaves no checkpoint row behind."""
-    from orchestrator.checkpoints import checkpointer
     from orchestrator.errors import ClaimLost
+    from orchestrator.runtime.checkpoints import checkpointer
     from orchestrator.store import Owner
 
     with Sessions(str(tmp_path / "shared.db")) as sessions:

@@ -2,7 +2,7 @@
 
 Two layers:
 
-* the pure decision function `orchestrator.gate.decide`, folded over random event
+* the pure decision function `orchestrator.domain.gate.decide`, folded over random event
   sequences the way the store applies it (fast, many examples);
 * whole sessions run in-process through `Engine` + `ScriptedBackend` + `Store` on a real
   SQLite file per example, paused and resumed in a fresh Engine/Store (a "new process").
@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from orchestrator import gate
+from orchestrator.domain import gate
 
 # -- profiles -----------------------------------------------------------------------------
 
@@ -372,7 +372,7 @@ def _settings(scenario: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _user_reply(kind: str) -> Any:
-    from orchestrator.answers import UserReply
+    from orchestrator.domain.answers import UserReply
 
     if kind == "decline":
         return UserReply(action="decline")
@@ -425,8 +425,8 @@ def run_scenario(
     """Start a session, then resume it in a fresh Engine/Store while it is paused."""
     from orchestrator.agents.scripted import ScriptedBackend
 
-    from orchestrator.engine import Engine
     from orchestrator.errors import SessionNotWaiting
+    from orchestrator.runtime.engine import Engine
     from orchestrator.scenario import Scenario
 
     # The generated agents are valid scenario content (what `run --script` would accept).

@@ -23,7 +23,7 @@ HARNESS = """
 import json, os, sys
 from orchestrator import Reply, Sessions
 from orchestrator.errors import UserError
-import orchestrator.graph  # the costly imports, once, before forking
+import orchestrator.runtime.graph  # the costly imports, once, before forking
 
 url, scenario, rounds, racers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 results = []

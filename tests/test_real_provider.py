@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.answers import UserReply
+from orchestrator.domain.answers import UserReply
 
 SPEC = os.environ.get("ORCHESTRATOR_REAL_MODEL", "openai:gpt-4o-mini")
 PROVIDER = SPEC.partition(":")[0]
@@ -33,7 +33,7 @@ def test_a_real_model_runs_a_session_to_the_end(
 ) -> None:
     from orchestrator.agents.llm import LLMBackend
 
-    from orchestrator.engine import Engine
+    from orchestrator.runtime.engine import Engine
     from orchestrator.store import Store, open_engine
 
     assert KEY is not None

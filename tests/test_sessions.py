@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from orchestrator.agents.scripted import ScriptedBackend
 
-from orchestrator.answers import UserReply
-from orchestrator.engine import Engine
+from orchestrator.domain.answers import UserReply
+from orchestrator.domain.gate import FALLBACK_MESSAGE
 from orchestrator.errors import InvalidAnswer, SessionNotFound, SessionNotWaiting
-from orchestrator.gate import FALLBACK_MESSAGE
+from orchestrator.runtime.engine import Engine
 from orchestrator.scenario import Scenario
 from orchestrator.store import Store, open_engine
 
@@ -294,7 +294,7 @@ def test_second_answer_is_refused(db_url: str) -> None:
 
 def test_gate_writes_are_idempotent_when_a_node_reruns(db_url: str) -> None:
     """A re-run gate node (LangGraph re-executes it on resume) writes nothing twice."""
-    from orchestrator import gate
+    from orchestrator.domain import gate
 
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, ASK, COMPLETE]}})
     resume(db_url, sid, UserReply(text="first"))
@@ -403,8 +403,8 @@ def test_a_driver_taken_over_mid_call_stops_without_another_call_or_write(db_url
 
 
 def test_checkpoints_are_fenced() -> None:
-    from orchestrator.checkpoints import fenced
     from orchestrator.errors import ClaimLost
+    from orchestrator.runtime.checkpoints import fenced
 
     writes: list[str] = []
 
@@ -434,8 +434,8 @@ def test_checkpoints_are_fenced() -> None:
 
 
 def test_a_failed_heartbeat_stops_the_driver_before_its_next_call(db_url: str) -> None:
-    from orchestrator._lease import Lease
     from orchestrator.errors import ClaimLost
+    from orchestrator.runtime.lease import Lease
     from orchestrator.store import Owner
 
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
@@ -641,7 +641,7 @@ def test_engine_does_not_import_typer_or_the_agents_package() -> None:
     import sys
 
     code = (
-        "import sys, orchestrator.engine; "
+        "import sys, orchestrator.runtime.engine; "
         "print(sorted(m for m in ('typer', 'agents', 'click') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -649,8 +649,8 @@ def test_engine_does_not_import_typer_or_the_agents_package() -> None:
 
 
 def test_backends_are_loaded_through_the_registry() -> None:
-    from orchestrator.backends import load_backend, register_backend
     from orchestrator.errors import ConfigError
+    from orchestrator.runtime.backends import load_backend, register_backend
 
     backend = load_backend({"kind": "script", "agents": {"pm": [COMPLETE]}}, {"pm": 1})
     assert isinstance(backend, ScriptedBackend)

@@ -193,7 +193,7 @@ def test_the_fork_server_path_used_off_linux_gives_the_same_results(
 ) -> None:
     """macOS and others start scenario children from a fork server (no plain fork)."""
     from orchestrator.suite import collect
-    from orchestrator.suite.runner import run_suite
+    from orchestrator.suite.parallel import run_suite
 
     items, malformed = collect([EXAMPLES / "hard-cap.yaml", EXAMPLES / "pause-and-resume.yaml"])
     monkeypatch.setattr("sys.platform", "darwin")
@@ -209,18 +209,18 @@ def test_a_scenario_process_that_dies_is_an_error_not_a_hang(
     error with its exit code; the other scenarios still run and the suite exits 1."""
     import os
 
-    from orchestrator.suite import collect, worker
+    from orchestrator.suite import child, collect
     from orchestrator.suite.junit import junit_xml
-    from orchestrator.suite.runner import run_suite
+    from orchestrator.suite.parallel import run_suite
 
-    real = worker.run_file
+    real = child.run_file
 
     def dies_on_hard_cap(path: str, name: str, **kwargs: object):  # type: ignore[no-untyped-def]
         if "hard-cap" in path:
             os._exit(7)
         return real(path, name)
 
-    monkeypatch.setattr(worker, "run_file", dies_on_hard_cap)  # the forked children see it
+    monkeypatch.setattr(child, "run_file", dies_on_hard_cap)  # the forked children see it
     items, _ = collect([EXAMPLES / "hard-cap.yaml", EXAMPLES / "answered-question.yaml"])
     report = run_suite(items, jobs=2)
     by_name = {Path(r.path).name: r for r in report.results}

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import clock
 from orchestrator.api import Sessions
+from orchestrator.domain import clock
+from orchestrator.domain.expect import check_expect
 from orchestrator.errors import ScenarioError
-from orchestrator.expect import check_expect
 from orchestrator.scenario import parse_scenario
 from orchestrator.suite.play import play
 from tests.conftest import EXAMPLES

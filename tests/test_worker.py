@@ -1,6 +1,7 @@
-"""Workers (`orchestrator worker`, orchestrator/worker.py) on SQLite and PostgreSQL: every
-ready session run exactly once whoever races for it, a killed worker's session finished by
-another, a clean stop on SIGTERM, and (PostgreSQL) a server restart under a working worker.
+"""Workers (`orchestrator worker`, orchestrator/runtime/worker_loop.py) on SQLite and
+PostgreSQL: every ready session run exactly once whoever races for it, a killed worker's
+session finished by another, a clean stop on SIGTERM, and (PostgreSQL) a server restart
+under a working worker.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from conftest import EXAMPLES, ROOT, argv
 from dbcheck import payload, query
 
 from orchestrator import Reply, Sessions
+from orchestrator.runtime.worker_loop import run_worker
 from orchestrator.store.queue import claim_ready, hand_off
-from orchestrator.worker import run_worker
 
 pytestmark = pytest.mark.backends()
 

@@ -6,7 +6,7 @@ point (usage errors, exit codes), `runs` builds the session API for run/resume (
 ask, the progress line), `output` prints documents and turns errors into exit codes,
 `render` writes the human text, `terminal` asks at the terminal, `progress` draws the
 spinner line. Importing this package loads none of them: `main` first offers the command
-line to the fast read path (orchestrator.fastread), which answers `status`, `list` and
+line to the fast read path (orchestrator.cli.fastread), which answers `status`, `list` and
 `log` on SQLite without Typer, SQLAlchemy or pydantic.
 """
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def main(argv: list[str] | None = None) -> None:
     """The `orchestrator` entry point: the fast read path if it can answer, else Typer."""
-    from orchestrator.fastread import serve
+    from orchestrator.cli.fastread import serve
 
     code = serve(sys.argv[1:] if argv is None else argv)
     if code is not None:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _full() -> ModuleType:
     """The Typer command line, every command registered; its entry module."""
-    from orchestrator.cli import cancel, entry, graph, mcp, serve, suite, worker  # noqa: F401
+    from orchestrator.cli import cancel, diagram, entry, mcp, serve, suites, worker  # noqa: F401
 
     return entry
 

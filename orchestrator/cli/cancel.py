@@ -8,8 +8,8 @@ import typer
 
 from orchestrator.cli.commands import DbOption, JsonOption, app
 from orchestrator.cli.output import emit, user_errors
-from orchestrator.cli.render import session_text
 from orchestrator.cli.runs import sessions_for
+from orchestrator.present.render import session_text
 
 __all__ = ["cancel"]
 

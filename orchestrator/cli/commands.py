@@ -24,7 +24,13 @@ from orchestrator.cli.runs import (
     read_sessions,
     sessions_for,
 )
-from orchestrator.readout import DEFAULT_LIMIT, list_text, log_text, next_page_hint, status_text
+from orchestrator.present.readout import (
+    DEFAULT_LIMIT,
+    list_text,
+    log_text,
+    next_page_hint,
+    status_text,
+)
 
 __all__ = ["app", "EXIT_CODES", "DEFAULTS", "DbOption", "JsonOption"]
 
@@ -263,7 +269,7 @@ def run(
                     'give the TASK for the agents, e.g. orchestrator run "Add a CSV '
                     'export to the reports page" --model openai:gpt-4o-mini'
                 )
-            import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+            import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
 
             collect_from_here_on()
             asking = _asking(no_browser, notify, public_url)
@@ -314,7 +320,7 @@ def _run_script(
     from orchestrator.scenario import load_scenario
 
     scenario = load_scenario(script)  # before the database is touched, or LangGraph loaded
-    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+    import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
 
     collect_from_here_on()
     sessions = sessions_for(
@@ -355,8 +361,8 @@ def resume(
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
     with user_errors(as_json):
-        import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
-        from orchestrator.answers import UserReply
+        import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+        from orchestrator.domain.answers import UserReply
         from orchestrator.errors import ConfigError
         from orchestrator.limits import MAX_ANSWER_CHARS, check_length
 
@@ -403,7 +409,7 @@ def resume(
 def _chosen_labels(sessions: Any, session_id: str, picks: list[str]) -> tuple[str, ...]:
     """--choice values as the open question's labels (by label or number); exit 2 with
     the options and the closest label for anything else."""
-    from orchestrator.answers import choice_labels
+    from orchestrator.domain.answers import choice_labels
 
     question = sessions.status(session_id)["pending_question"]
     if question is None or question.get("kind", "free_text") == "free_text":

@@ -35,7 +35,7 @@ def run_cli(args: list[str]) -> int:
     try:  # Typer >= 0.24 carries its own copy of Click
         from typer._click.exceptions import ClickException, NoArgsIsHelpError
     except ImportError:  # pragma: no cover  (older Typer on Click)
-        from click.exceptions import (  # type: ignore[no-redef,assignment]
+        from click.exceptions import (  # type: ignore[assignment]
             ClickException,
             NoArgsIsHelpError,
         )

@@ -18,9 +18,9 @@ from typing import Any, NoReturn, TextIO
 
 import typer
 
-from orchestrator.cli.render import answer_hint, session_text
 from orchestrator.errors import OrchestratorError, UserError
 from orchestrator.limits import clip
+from orchestrator.present.render import answer_hint, session_text
 
 __all__ = [
     "EXIT_CODES",

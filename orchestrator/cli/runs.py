@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.cli.output import err
-from orchestrator.cli.render import event_line
+from orchestrator.present.render import event_line
 
 __all__ = [
     "Ui",
@@ -211,7 +211,7 @@ NO_AGENTS = """nothing to run the agents with. Either:
 def collect_from_here_on() -> None:
     """Freeze what imports created, then collect normally (long agent runs need it).
 
-    Import LangGraph before this (`import orchestrator.graph`): its import-time objects
+    Import LangGraph before this (`import orchestrator.runtime.graph`): its import-time objects
     are then frozen too."""
     gc.freeze()
     gc.enable()

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.answers import UserReply
+from orchestrator.domain.answers import UserReply
 
 if TYPE_CHECKING:
     from questionary import Question
@@ -345,7 +345,7 @@ def _parse_deadline(value: Any) -> float | None:
 def _ask_plain(question: Mapping[str, Any], deadline: float | None) -> UserReply | None:
     """Read the answer as one line from stdin: text, an option number or label (comma-separated
     for a multi_select). An empty line is asked again; end of input or the deadline gives None."""
-    from orchestrator.cli.render import question_text
+    from orchestrator.present.render import question_text
 
     kind = question.get("kind", "free_text")
     labels = [str(o["label"]) for o in question.get("options") or []]

@@ -46,9 +46,9 @@ def worker(
     """Run answered and stalled sessions on, and apply passed question deadlines, until
     stopped (SIGTERM or Ctrl+C finishes)."""
     # Any number of workers on any number of machines can share one database: each session
-    # is driven by exactly one of them (orchestrator/worker.py).
-    import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
-    from orchestrator.worker import run_worker
+    # is driven by exactly one of them (orchestrator/runtime/worker_loop.py).
+    import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+    from orchestrator.runtime.worker_loop import run_worker
 
     collect_from_here_on()  # a long-running process: the collector must run
     logging.basicConfig(

@@ -28,9 +28,9 @@ from mcp.server.context import ServerRequestContext
 from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from orchestrator.answers import UserReply, to_gate_event
+from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
-from orchestrator.mcp_server.models import AskUserInput, ProvideChoiceInput
+from orchestrator.mcp_server.inputs import AskUserInput, ProvideChoiceInput
 from orchestrator.mcp_server.record import ASKED_BY, WITHDRAWN, Asked, QuestionLog
 from orchestrator.mcp_server.results import ToolFailure
 from orchestrator.mcp_server.rounds import Ended, Rounds

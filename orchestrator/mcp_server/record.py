@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import gate
-from orchestrator.answers import UserReply, to_gate_event
+from orchestrator.domain import gate
+from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import CancelRequested, UserError
 from orchestrator.store import Owner, Store
 from orchestrator.store.owner import Claim

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator import __version__
 from orchestrator.mcp_server.asking import Asker, PageFactory
-from orchestrator.mcp_server.models import (
+from orchestrator.mcp_server.inputs import (
     RESULT_SCHEMA,
     AnswerSessionInput,
     AskUserInput,
@@ -191,7 +191,7 @@ class Tools:
 def _progress_reporter(ctx: Any) -> Callable[[str, dict[str, Any]], None]:
     """A session-API event listener (called on the worker thread) that reports each event
     as progress. A client that went away never stops the session's run."""
-    from orchestrator.cli.render import event_line
+    from orchestrator.present.render import event_line
 
     count = itertools.count(1)
     # Events also come from LangGraph's own threads (parallel developers), not only from

@@ -13,12 +13,12 @@ __all__ = ["Store", "Owner", "Claim", "open_engine", "resolve_url"]
 
 if TYPE_CHECKING:
     from orchestrator.store.connect import resolve_url
+    from orchestrator.store.core import Store
     from orchestrator.store.db import open_engine
     from orchestrator.store.owner import Claim, Owner
-    from orchestrator.store.sessions import Store
 
 _LAZY = {
-    "Store": "orchestrator.store.sessions",
+    "Store": "orchestrator.store.core",
     "Owner": "orchestrator.store.owner",
     "Claim": "orchestrator.store.owner",
     "open_engine": "orchestrator.store.db",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator import gate
+from orchestrator.domain import gate
 from orchestrator.errors import ClaimLost, SessionNotFound
 from orchestrator.store.owner import Claim
 from orchestrator.store.sql import Row, Tx

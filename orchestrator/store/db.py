@@ -44,7 +44,7 @@ __all__ = [
 # happen inside a write transaction, so waits are short; this covers many processes at once.
 SQLITE_BUSY_TIMEOUT = BUSY_TIMEOUT
 # PostgreSQL advisory lock keys: migrations take this one, LangGraph's checkpoint setup the
-# next (orchestrator/checkpoints.py). Any fixed number works; this one spells "orch".
+# next (orchestrator/runtime/checkpoints.py). Any fixed number works; this one spells "orch".
 MIGRATION_LOCK_KEY = 0x6F726368
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator import clock, gate
+from orchestrator.domain import clock, gate
 from orchestrator.errors import SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,

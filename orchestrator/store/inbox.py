@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.store._tx import JOINED_SQL, add_event, utcnow
-from orchestrator.store.sessions import Store
+from orchestrator.store.core import Store
 from orchestrator.store.views import event_view, owner_alive, session_view
 
 __all__ = [

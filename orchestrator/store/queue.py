@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.store import gate_tx, lifecycle
+from orchestrator.store.core import Store
 from orchestrator.store.owner import Claim, Owner
-from orchestrator.store.sessions import Store
 from orchestrator.store.views import owner_alive
 
 __all__ = ["claim_ready", "hand_off", "BATCH"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from orchestrator import clock, gate
+from orchestrator.domain import clock, gate
 from orchestrator.errors import SessionNotFound
-from orchestrator.readout import CURSOR_SQL, page_sql
 from orchestrator.records import PendingQuestion
 from orchestrator.store._tx import joined_row
+from orchestrator.store.listing import CURSOR_SQL, page_sql
 from orchestrator.store.sql import Row, Tx
 from orchestrator.store.views import event_view, pending_question, session_view, state_from_row
 
@@ -75,7 +75,7 @@ def list_views(
 ) -> list[dict[str, Any]]:
     """Sessions, newest first: at most `limit`, those listed after session `after`.
 
-    The SQL is the fast read path's too (orchestrator.readout.page_sql); it reads only the
+    The SQL is the fast read path's too (orchestrator.store.listing.page_sql); it reads only the
     columns a listed session shows."""
     params: dict[str, Any] = {"status": status, "limit": limit}
     if after is not None:

@@ -74,7 +74,7 @@ sessions = Table(
     Column("last_error", Text),
 )
 # 0004: `list` pages, newest first, with or without a status filter, straight off an index
-# (orchestrator.readout.page_sql). They replace the single-column (status) and (created_at).
+# (orchestrator.store.listing.page_sql). They replace the single-column (status) and (created_at).
 Index(
     "ix_sessions_status_created_at_id",
     sessions.c.status,

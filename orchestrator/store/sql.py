@@ -4,7 +4,7 @@ Every store module writes plain SQL with `:named` parameters and runs it on a `T
 both databases implement:
 
 - SQLite (`SqliteDb`, this module, standard library only): one `sqlite3` connection per
-  store, shared with LangGraph's checkpointer (orchestrator.checkpoints) under one lock,
+  store, shared with LangGraph's checkpointer (orchestrator.runtime.checkpoints) under one lock,
   so the two never wait on each other; writes run in BEGIN IMMEDIATE, reads run each
   statement on its own (one SELECT is one consistent snapshot in SQLite; the store reads
   what a decision needs in one statement).

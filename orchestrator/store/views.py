@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator import gate
+from orchestrator.domain import gate
 from orchestrator.records import OwnerRecord, PendingQuestion
 from orchestrator.store.owner import is_dead, lease_left
 

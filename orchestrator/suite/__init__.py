@@ -22,7 +22,7 @@ __all__ = [
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
     if name == "run_suite":
-        from orchestrator.suite.runner import run_suite
+        from orchestrator.suite.parallel import run_suite
 
         return run_suite
     if name == "play":

@@ -1,6 +1,6 @@
 """Playing one scenario through the session API: start, the steps, the expectations.
 
-Runs on a virtual clock (`orchestrator.clock`): a step's `after: 400s` moves time on at
+Runs on a virtual clock (`orchestrator.domain.clock`): a step's `after: 400s` moves time on at
 once, so deadlines and `on_timeout` policies are tested without waiting.
 """
 
@@ -10,10 +10,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import clock
-from orchestrator.answers import UserReply
+from orchestrator.domain import clock
+from orchestrator.domain.answers import UserReply
+from orchestrator.domain.expect import unmet_lines
 from orchestrator.errors import UserError
-from orchestrator.expect import unmet_lines
 
 if TYPE_CHECKING:
     from orchestrator.api import Sessions

@@ -29,7 +29,7 @@ from orchestrator.errors import (
     UserError,
 )
 from orchestrator.web.config import WebConfig
-from orchestrator.web.runner import Runner
+from orchestrator.web.driver import Runner
 from orchestrator.web.security import HostCheck
 
 __all__ = ["create_app", "Web", "ApiError", "status_of"]

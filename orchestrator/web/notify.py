@@ -32,7 +32,7 @@ def message_for(
     doc: dict[str, Any], about: str, *, answer_link: str | None, db: str | None
 ) -> tuple[str, str]:
     """(title, body) of the message about `doc`'s open question."""
-    from orchestrator.cli.render import resume_hint
+    from orchestrator.present.render import resume_hint
 
     question = doc["pending_question"] or {}
     asker = question.get("asked_by", "an agent")
@@ -217,7 +217,7 @@ class Notifier:
             sender = apprise.Apprise(asset=apprise.AppriseAsset(async_mode=False))
             if not sender.add(url):
                 return False, "not a notification URL Apprise understands", attempts
-            with apprise.LogCapture(level=logging.WARNING) as output:
+            with apprise.LogCapture(level=logging.WARNING) as output:  # type: ignore[no-untyped-call]
                 ok = sender.notify(body=body, title=title)
             if ok:
                 return True, "", attempts

@@ -110,7 +110,7 @@ def _epoch(iso: str) -> float:
 
 
 def _event_text(event: dict[str, Any]) -> str:
-    from orchestrator.cli.render import event_line
+    from orchestrator.present.render import event_line
 
     if event["kind"] in ("notification_sent", "notification_failed"):
         what = "sent" if event["kind"] == "notification_sent" else "FAILED"

@@ -37,13 +37,13 @@ def _context() -> Any:
     once start warm. Elsewhere a fork server that preloads it (spawn as a last resort)."""
     methods = multiprocessing.get_all_start_methods()
     if sys.platform.startswith("linux") and "fork" in methods:
-        from orchestrator.suite.worker import warm_up  # LangGraph and the store, once
+        from orchestrator.suite.child import warm_up  # LangGraph and the store, once
 
         warm_up()
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["orchestrator.suite.worker"])
+        ctx.set_forkserver_preload(["orchestrator.suite.child"])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -61,7 +61,7 @@ def run_suite(
 
     With `exitfirst`, no new scenario starts after the first one that did not pass; the
     ones not started are reported `skipped`."""
-    from orchestrator.suite.worker import child
+    from orchestrator.suite.child import child
 
     jobs = jobs or default_jobs()
     started_at = time.perf_counter()

@@ -15,6 +15,8 @@ from pydantic import (
     field_validator,
 )
 
+from orchestrator.domain.questions import repair
+from orchestrator.domain.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
 from orchestrator.errors import ScenarioError
 from orchestrator.limits import (
     MAX_ANSWER_CHARS,
@@ -23,9 +25,7 @@ from orchestrator.limits import (
     MAX_SCENARIO_NODES,
     MAX_TASK_CHARS,
 )
-from orchestrator.questions import repair
-from orchestrator.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
-from orchestrator.scenario_steps import AGENT_KEY, EventExpect, Expect, Step, TaskExpect
+from orchestrator.scenario.steps import AGENT_KEY, EventExpect, Expect, Step, TaskExpect
 from orchestrator.settings import Settings
 
 __all__ = [

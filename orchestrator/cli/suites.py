@@ -60,7 +60,7 @@ def run_tests(
     """Run scenario files, each in a fresh database, and report (exit 0, 1 or 2)."""
     from orchestrator.suite.collect import collect, selected
     from orchestrator.suite.console import SuiteConsole
-    from orchestrator.suite.runner import default_jobs, run_suite
+    from orchestrator.suite.parallel import default_jobs, run_suite
 
     with user_errors(as_json):
         from orchestrator.errors import ConfigError

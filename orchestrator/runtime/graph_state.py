@@ -13,10 +13,10 @@ from typing import Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
-from orchestrator._faults import crash_point
-from orchestrator.agent import AgentBackend, AgentRequest, Clarification
+from orchestrator.domain.replies import AgentReply, parse_reply
 from orchestrator.errors import AgentCallError
-from orchestrator.replies import AgentReply, parse_reply
+from orchestrator.runtime.agent import AgentBackend, AgentRequest, Clarification
+from orchestrator.runtime.faults import crash_point
 from orchestrator.store import Claim, Store
 
 __all__ = ["GraphState", "DeveloperInput", "RunContext", "Call", "initial_state", "task_board"]

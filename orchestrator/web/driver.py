@@ -14,8 +14,8 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from orchestrator._faults import crash_point
 from orchestrator.errors import AgentCallError, UserError
+from orchestrator.runtime.faults import crash_point
 
 __all__ = ["Runner"]
 

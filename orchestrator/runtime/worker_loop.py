@@ -152,7 +152,7 @@ class _Worker:
         self.idle_since = time.monotonic()
 
     def loop(self) -> None:
-        import orchestrator.graph  # noqa: F401  (LangGraph once, before any thread drives)
+        import orchestrator.runtime.graph  # noqa: F401  (LangGraph once, before any thread drives)
 
         backoff = 0.5
         while not self.stop.is_set():
@@ -200,7 +200,7 @@ class _Worker:
         return claim.session_id
 
     def _drive(self, session_id: str) -> None:
-        from orchestrator.engine import Engine
+        from orchestrator.runtime.engine import Engine
 
         try:
             view = Engine(self.store, self.url, owner=self.owner).resume(session_id)

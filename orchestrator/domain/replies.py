@@ -63,7 +63,7 @@ class Question(_QuestionFields):
     """One question for the user, with what it takes to answer it well.
 
     Validated strictly: this is what reaches the user. What agents send is the lenient
-    NeedsClarification (below); orchestrator.questions.repair turns one into a Question.
+    NeedsClarification (below); orchestrator.domain.questions.repair turns one into a Question.
     """
 
     question: Annotated[str, Field(min_length=1)]
@@ -102,7 +102,7 @@ class NeedsClarification(_QuestionFields):
 
     Lenient on purpose: an agent's malformed question (blank, a select without options,
     repeated or over-long labels) is not the user's problem; the gate repairs it
-    (orchestrator.questions.repair) and records that it did.
+    (orchestrator.domain.questions.repair) and records that it did.
     """
 
     status: Literal["NEEDS_CLARIFICATION"]

@@ -1,6 +1,6 @@
 """The LangGraph graph: pm -> (gate <-> asker) -> developers (parallel, via Send) -> pm review.
 
-Building (`build_graph`) and running (`orchestrator.engine`) are kept apart. Graph state is
+Building (`build_graph`) and running (`orchestrator.runtime.engine`) are kept apart. Graph state is
 plain JSON (checkpoints stay free of pydantic); replies are rebuilt at the node edges.
 
 Re-run safety: LangGraph re-runs a node from its first line after a crash or a resume.
@@ -17,17 +17,24 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send, interrupt
 
-from orchestrator import gate
-from orchestrator._faults import crash_point
-from orchestrator.graph_state import (
+from orchestrator.domain import gate
+from orchestrator.domain.questions import repair
+from orchestrator.domain.replies import (
+    AgentReply,
+    Blocked,
+    Complete,
+    Done,
+    NeedsClarification,
+    Planned,
+)
+from orchestrator.runtime.faults import crash_point
+from orchestrator.runtime.graph_state import (
     DeveloperInput,
     GraphState,
     RunContext,
     initial_state,
     task_board,
 )
-from orchestrator.questions import repair
-from orchestrator.replies import AgentReply, Blocked, Complete, Done, NeedsClarification, Planned
 
 __all__ = ["GraphState", "RunContext", "build_graph", "compiled", "initial_state"]  # re-exported
 

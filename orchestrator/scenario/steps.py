@@ -85,7 +85,7 @@ class Step(_Model):
     @field_validator("after", mode="before")
     @classmethod
     def _after(cls, value: Any) -> float | None:
-        from orchestrator.clock import parse_duration
+        from orchestrator.domain.clock import parse_duration
 
         return None if value is None else parse_duration(value)
 

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator.agent import AgentBackend
 from orchestrator.errors import ConfigError
+from orchestrator.runtime.agent import AgentBackend
 
 __all__ = ["Loader", "register_backend", "load_backend", "ENTRY_POINT_GROUP"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.replies import NeedsClarification, Option, Question
+from orchestrator.domain.replies import NeedsClarification, Option, Question
 
 __all__ = ["repair", "MAX_LABEL", "MAX_OPTIONS"]
 

@@ -4,7 +4,7 @@ Scripts and people poll these three commands; the full command line first import
 SQLAlchemy and pydantic, which is most of its start-up time. `serve(argv)` answers the
 simple, well-formed forms of the three on SQLite with `sqlite3` and prints what the full
 path prints, byte for byte (the documents come from store.views, the texts from
-orchestrator.readout). Anything else returns None and goes to the full path, whose behaviour
+orchestrator.present.readout). Anything else returns None and goes to the full path, whose behaviour
 and messages stay the only ones: --help, an option it does not know or a value it would
 refuse, a repeated option, another database than a SQLite file, a database that is not
 ours or needs migrating, a status whose question deadline has passed (the full path
@@ -22,20 +22,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from orchestrator import clock
+from orchestrator.domain import clock
+from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.errors import SessionNotFound
-from orchestrator.expect import ENDED, check_expect
-from orchestrator.readout import (
-    CURSOR_SQL,
+from orchestrator.present.readout import (
     DEFAULT_LIMIT,
     list_text,
     log_text,
     next_page_hint,
-    page_sql,
-    select_listed,
     status_text,
 )
 from orchestrator.store.connect import ENV_DB, HEAD_REVISION, default_url, plain_sqlite_file
+from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
 from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_row
 from orchestrator.store.views import event_view, session_view
 
@@ -135,7 +133,7 @@ def parse(argv: Sequence[str]) -> Request | None:
         session_id=positional[0] if positional else None,
         db=options.get("--db"),  # type: ignore[arg-type]
         as_json=bool(options.get("--json")),
-        status=status,  # type: ignore[arg-type]
+        status=status,
         limit=limit,
         after=options.get("--after"),  # type: ignore[arg-type]
     )

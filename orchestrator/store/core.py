@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from orchestrator import clock, gate
+from orchestrator.domain import clock, gate
 from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, lifecycle, reads, turns
 from orchestrator.store._tx import (
@@ -233,7 +233,7 @@ class Store:
 
     def fence_in(self, tx: Tx, claim: Claim) -> None:
         """Raise ClaimLost unless `claim` holds its session, inside the caller's write
-        transaction (the shared checkpointer's writes: orchestrator.checkpoints)."""
+        transaction (the shared checkpointer's writes: orchestrator.runtime.checkpoints)."""
         lifecycle.check_held(tx, claim)
 
     def shares(self, saver: Any) -> bool:

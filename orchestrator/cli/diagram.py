@@ -14,7 +14,7 @@ __all__ = ["graph"]
 @app.command("graph")
 def graph(as_json: JsonOption = False) -> None:
     """Print the graph (pm, developers, the gate) as a Mermaid diagram."""
-    from orchestrator.graph import build_graph
+    from orchestrator.runtime.graph import build_graph
 
     text = build_graph().compile().get_graph().draw_mermaid()
     if as_json:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator import gate
+from orchestrator.domain import gate
 from orchestrator.errors import InvalidAnswer
 from orchestrator.records import PendingQuestion
 

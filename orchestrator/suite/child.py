@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import orchestrator.api  # noqa: F401  (preloaded: the children start warm)
-import orchestrator.checkpoints  # noqa: F401
-import orchestrator.graph  # noqa: F401
+import orchestrator.runtime.checkpoints  # noqa: F401
+import orchestrator.runtime.graph  # noqa: F401
 from orchestrator.errors import UserError
 from orchestrator.suite.results import Result
 
@@ -36,8 +36,8 @@ def warm_up() -> None:
     global _template
     if _template is not None and _template.exists():
         return
-    from orchestrator.checkpoints import checkpointer
-    from orchestrator.graph import compiled
+    from orchestrator.runtime.checkpoints import checkpointer
+    from orchestrator.runtime.graph import compiled
     from orchestrator.store import open_engine
 
     folder = Path(tempfile.mkdtemp(prefix="orchestrator-template-"))

@@ -1,11 +1,12 @@
-"""The one interface every agent backend implements (scripted, LLM; see orchestrator.backends)."""
+"""The one interface every agent backend implements (scripted, LLM; see
+orchestrator.runtime.backends)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.replies import AgentReply
+from orchestrator.domain.replies import AgentReply
 
 __all__ = ["AgentRequest", "AgentTurn", "Clarification", "AgentBackend"]
 

@@ -16,12 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator import gate
-from orchestrator._faults import crash_point
-from orchestrator._lease import held
-from orchestrator.agent import AgentBackend
-from orchestrator.answers import UserReply, from_scripted, to_gate_event
-from orchestrator.backends import load_backend
+from orchestrator.domain import gate
+from orchestrator.domain.answers import UserReply, from_scripted, to_gate_event
 from orchestrator.errors import (
     AgentCallError,
     CancelRequested,
@@ -31,9 +27,13 @@ from orchestrator.errors import (
     SessionNotWaiting,
 )
 from orchestrator.records import PendingQuestion
+from orchestrator.runtime.agent import AgentBackend
+from orchestrator.runtime.backends import load_backend
+from orchestrator.runtime.faults import crash_point
+from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store
-from orchestrator.store.sessions import FINAL_STATUSES
+from orchestrator.store.core import FINAL_STATUSES
 
 __all__ = ["Engine", "AskUser"]
 
@@ -160,8 +160,8 @@ class Engine:
         from langgraph.errors import GraphRecursionError
         from langgraph.types import Command
 
-        from orchestrator.checkpoints import checkpointer, fenced
-        from orchestrator.graph import RunContext, compiled, initial_state
+        from orchestrator.runtime.checkpoints import checkpointer, fenced
+        from orchestrator.runtime.graph import RunContext, compiled, initial_state
 
         session_id = claim.session_id
         row = row if row is not None else self.store.session(session_id)
