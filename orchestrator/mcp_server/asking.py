@@ -30,9 +30,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
+from orchestrator.mcp_server.envelope import ToolFailure
 from orchestrator.mcp_server.inputs import AskUserInput, ProvideChoiceInput
 from orchestrator.mcp_server.record import ASKED_BY, WITHDRAWN, Asked, QuestionLog
-from orchestrator.mcp_server.results import ToolFailure
 from orchestrator.mcp_server.rounds import Ended, Rounds
 from orchestrator.store.owner import lease_seconds
 from orchestrator.store.views import iso_epoch

@@ -21,8 +21,8 @@ from typing import Any
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 from orchestrator.domain.answers import UserReply
+from orchestrator.mcp_server.envelope import ToolFailure
 from orchestrator.mcp_server.record import WITHDRAWN, Asked, QuestionLog
-from orchestrator.mcp_server.results import ToolFailure
 from orchestrator.store.owner import lease_seconds
 
 __all__ = ["Rounds", "Ended", "ANSWER_KEY"]

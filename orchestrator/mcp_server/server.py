@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator import __version__
 from orchestrator.mcp_server.asking import Asker, PageFactory
+from orchestrator.mcp_server.envelope import fail, from_exception, ok
 from orchestrator.mcp_server.inputs import (
     RESULT_SCHEMA,
     AnswerSessionInput,
@@ -41,7 +42,6 @@ from orchestrator.mcp_server.inputs import (
     StartSessionInput,
 )
 from orchestrator.mcp_server.record import QuestionLog
-from orchestrator.mcp_server.results import fail, from_exception, ok
 
 __all__ = ["build_server", "TOOLS", "Tools"]
 
