@@ -3,7 +3,7 @@
 A backend is rebuilt in every process from the description the store keeps
 (`AgentBackend.describe()`), so `orchestrator resume` continues with the same agents. The
 two kinds here are registered with `orchestrator.runtime.backends` (the
-`orchestrator.runtime.backends` entry points in pyproject.toml, and on import of this package).
+`orchestrator.backends` entry points in pyproject.toml, and on import of this package).
 """
 
 from __future__ import annotations
