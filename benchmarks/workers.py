@@ -44,7 +44,7 @@ def prepare(url: str, sessions: int) -> None:
         for _ in range(sessions):
             session_id = api.start_scenario(PAUSE)["session_id"]
             api.answer(session_id, Reply(text="Weekly"))
-            hand_off(api.store, session_id, api.owner)
+            hand_off(api._opened, session_id, api.owner)
 
 
 def completed(url: str) -> int:

@@ -100,7 +100,7 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         ids["failed"] = sessions.start_scenario(FAILING)["session_id"]
         cancelled = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
         ids["cancelled"] = sessions.cancel(cancelled)["session_id"]
-        ids["stalled"] = sessions.store.create_session(
+        ids["stalled"] = sessions._opened.create_session(
             "its driver is gone", agents={}, settings={}, owner=Owner()
         )
     with sqlite3.connect(path) as conn:
@@ -304,7 +304,7 @@ def test_pages_walk_every_session_once_in_order_ties_included(tmp_path: Path) ->
     db = tmp_path / "pages.db"
     with Sessions(str(db)) as sessions:
         for i in range(7):
-            sessions.store.create_session(f"task {i}", agents={}, settings={}, owner=Owner())
+            sessions._opened.create_session(f"task {i}", agents={}, settings={}, owner=Owner())
         every = [s["session_id"] for s in sessions.list()]
     with sqlite3.connect(db) as conn:  # ended (no live owner), and three share one created_at
         conn.execute("UPDATE sessions SET status = 'completed', owner = NULL, owner_pid = NULL")

@@ -20,7 +20,7 @@ def traced(tmp_path: Path) -> Iterator[tuple[Sessions, list[str]]]:
     """Sessions whose store connection (the checkpointer's too) records every statement."""
     statements: list[str] = []
     sessions = Sessions(str(tmp_path / "traced.db"))
-    sessions.store.db.conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    sessions._opened.db.conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
     yield sessions, statements
     sessions.close()
 
@@ -76,7 +76,7 @@ def test_a_page_is_read_off_an_index_without_sorting(
     tmp_path: Path, status: bool, after: bool
 ) -> None:
     with Sessions(str(tmp_path / "plan.db")) as sessions:
-        sessions.store  # noqa: B018  (creates and migrates the file)
+        sessions._opened  # noqa: B018  (creates and migrates the file)
     with sqlite3.connect(tmp_path / "plan.db") as conn:
         plan = conn.execute(
             "EXPLAIN QUERY PLAN " + page_sql(status=status, after=after, limit=True),
@@ -100,7 +100,7 @@ def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_trans
     from orchestrator.store import Owner
 
     with Sessions(str(tmp_path / "shared.db")) as sessions:
-        store = sessions.store
+        store = sessions._opened
         paused = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
         first = store.claim(paused, Owner())
 
@@ -142,7 +142,7 @@ def test_a_turn_recorded_in_one_statement_is_replayed_not_written_twice(tmp_path
     from orchestrator.store import Owner
 
     with Sessions(str(tmp_path / "turns.db")) as sessions:
-        store = sessions.store
+        store = sessions._opened
         sid = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
         claim = store.claim(sid, Owner())
         turn = {"reply": {"status": "COMPLETE", "summary": "first"}}

@@ -55,7 +55,6 @@ def receiver() -> Iterator[Receiver]:
 
 
 def test_a_surfaced_question_is_sent_with_the_answer_link(db_url: str, receiver: Receiver) -> None:
-    from orchestrator.store.inbox import link_for
 
     notifier = Notifier(
         [receiver.url], public_url="https://inbox.example.org", db=db_url, retry_delays=(0.1,)
@@ -64,7 +63,7 @@ def test_a_surfaced_question_is_sent_with_the_answer_link(db_url: str, receiver:
         sid = paused(sessions)
         assert notifier.flush(30)
         (message,) = receiver.wait()
-        token = link_for(sessions.store, sid)
+        token = sessions.inbox.link_for(sid)
         log = sessions.log(sid)
     assert message["title"].startswith("pm asks: Which columns")
     body = message["message"]

@@ -106,9 +106,8 @@ def test_session_page_shows_every_part_of_a_single_select(
     assert "high urgency" in html and "Without an answer" in html
     assert 'class="timeline"' in html and "QUESTION" in html
     assert "Assumptions" in html and f"/sessions/{sid}/cancel" in html
-    from orchestrator.store.inbox import link_for
 
-    token = link_for(sessions.store, sid)
+    token = sessions.inbox.link_for(sid)
     assert f'<code class="answer-link">http://127.0.0.1:8765/q/{token}</code>' in html
 
 
@@ -210,11 +209,10 @@ def test_what_an_agent_wrote_is_shown_as_text(page: TestClient, sessions: Sessio
 def test_answer_link_opens_one_question_and_takes_one_answer(
     db_url: str, sessions: Sessions
 ) -> None:
-    from orchestrator.store.inbox import link_for
 
     sid = paused(sessions)
-    token = link_for(sessions.store, sid)
-    assert link_for(sessions.store, sid) == token and len(token) >= 40
+    token = sessions.inbox.link_for(sid)
+    assert sessions.inbox.link_for(sid) == token and len(token) >= 40
     app = create_app(WebConfig(db=db_url, token=TOKEN))
     with TestClient(app, base_url=BASE) as anon:  # no access token at all
         assert anon.get("/").status_code == 401
@@ -235,10 +233,9 @@ def test_answer_link_opens_one_question_and_takes_one_answer(
 
 
 def test_answer_link_closes_when_the_session_ends(db_url: str, sessions: Sessions) -> None:
-    from orchestrator.store.inbox import link_for
 
     sid = paused(sessions)
-    token = link_for(sessions.store, sid)
+    token = sessions.inbox.link_for(sid)
     sessions.cancel(sid)
     with TestClient(create_app(WebConfig(db=db_url, token=TOKEN)), base_url=BASE) as anon:
         assert anon.get(f"/q/{token}").status_code == 410

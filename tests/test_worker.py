@@ -47,7 +47,7 @@ def answered(db_url: str, count: int, scenario: Path = PAUSE) -> list[str]:
             doc = sessions.start_scenario(scenario)
             assert doc["status"] == "paused", doc
             sessions.answer(doc["session_id"], Reply(text="Weekly"))
-            assert hand_off(sessions.store, doc["session_id"], sessions.owner)
+            assert hand_off(sessions._opened, doc["session_id"], sessions.owner)
             ids.append(doc["session_id"])
     return ids
 
@@ -102,11 +102,11 @@ def test_a_live_owner_is_not_claimed_and_a_gone_one_is(db_url: str) -> None:
         from orchestrator.store import Owner
 
         holder, other = Owner(), Owner()
-        claim = sessions.store.claim(session_id, holder)  # this process: alive
-        assert claim_ready(sessions.store, other) is None
-        assert claim_ready(sessions.store, holder, busy={session_id}) is None
-        sessions.store.abandon(claim)  # lease dropped: free for anyone
-        taken = claim_ready(sessions.store, other)
+        claim = sessions._opened.claim(session_id, holder)  # this process: alive
+        assert claim_ready(sessions._opened, other) is None
+        assert claim_ready(sessions._opened, holder, busy={session_id}) is None
+        sessions._opened.abandon(claim)  # lease dropped: free for anyone
+        taken = claim_ready(sessions._opened, other)
         assert taken is not None and taken.session_id == session_id
         assert taken.generation == claim.generation + 1  # the old holder is fenced out
 
@@ -258,8 +258,8 @@ def test_a_worker_applies_a_passed_deadline_and_runs_on_what_it_answers(
     seen: list[str] = []
     stats = run_worker(db_url, 1, idle_exit=0.5, poll=0.05, on_session=lambda s, _: seen.append(s))
     with Sessions(db_url) as sessions:
-        done = sessions.store.view(sid)
-        assert sessions.store.view(not_due)["status"] == "paused"  # its deadline is ahead
+        done = sessions._opened.view(sid)
+        assert sessions._opened.view(not_due)["status"] == "paused"  # its deadline is ahead
     log = log_of(db_url, sid)
     assert [e["policy"] for e in log if e["kind"] == "timeout"] == [policy]  # applied once
     if policy == "proceed":

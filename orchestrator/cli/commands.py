@@ -269,7 +269,9 @@ def run(
                     'give the TASK for the agents, e.g. orchestrator run "Add a CSV '
                     'export to the reports page" --model openai:gpt-4o-mini'
                 )
-            import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+            from orchestrator.api.running import load_runtime
+
+            load_runtime()  # LangGraph, before unfreezing gc
 
             collect_from_here_on()
             asking = _asking(no_browser, notify, public_url)
@@ -320,7 +322,9 @@ def _run_script(
     from orchestrator.scenario import load_scenario
 
     scenario = load_scenario(script)  # before the database is touched, or LangGraph loaded
-    import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+    from orchestrator.api.running import load_runtime
+
+    load_runtime()  # LangGraph, before unfreezing gc
 
     collect_from_here_on()
     sessions = sessions_for(
@@ -361,7 +365,9 @@ def resume(
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
     with user_errors(as_json):
-        import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+        from orchestrator.api.running import load_runtime
+
+        load_runtime()  # LangGraph, before unfreezing gc
         from orchestrator.domain.answers import UserReply
         from orchestrator.errors import ConfigError
         from orchestrator.limits import MAX_ANSWER_CHARS, check_length
@@ -489,18 +495,9 @@ def log(
 def db_upgrade(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Apply database migrations (they also run automatically before first use)."""
     with user_errors(as_json):
-        from orchestrator.store.db import (
-            check_sqlite_file,
-            db_origin,
-            open_engine,
-            resolve_url,
-            upgrade,
-        )
-        from orchestrator.store.schema import HEAD_REVISION
+        from orchestrator.api.database import HEAD_REVISION, upgrade
 
-        url = resolve_url(db)
-        check_sqlite_file(url, create=True, origin=db_origin(db))
-        upgrade(open_engine(url, migrate=False))
+        url = upgrade(db).url
     emit(
         as_json, {"database": url, "revision": HEAD_REVISION}, f"{url}: at revision {HEAD_REVISION}"
     )

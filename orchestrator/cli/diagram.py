@@ -14,9 +14,9 @@ __all__ = ["graph"]
 @app.command("graph")
 def graph(as_json: JsonOption = False) -> None:
     """Print the graph (pm, developers, the gate) as a Mermaid diagram."""
-    from orchestrator.runtime.graph import build_graph
+    from orchestrator.api.running import graph_diagram
 
-    text = build_graph().compile().get_graph().draw_mermaid()
+    text = graph_diagram()
     if as_json:
         typer.echo(json.dumps({"mermaid": text}, indent=2))
     else:

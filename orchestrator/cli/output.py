@@ -111,9 +111,9 @@ def user_errors(as_json: bool) -> Iterator[None]:
     except OrchestratorError as exc:
         fail(as_json, exc.message, 1)
     except Exception as exc:
-        from orchestrator.store.connect import damaged_database
+        from orchestrator.api.database import damaged
 
-        message = damaged_database(exc)
+        message = damaged(exc)
         if message is None:
             raise
         fail(as_json, message, EXIT_BAD_INPUT)

@@ -54,10 +54,10 @@ def question_shown(session_id: str) -> bool:
 
 
 def _checked_url(db: str | None, *, create: bool) -> tuple[str, bool]:
-    from orchestrator.store.connect import check_sqlite_file, db_origin, resolve_url
+    from orchestrator.api.database import locate
 
-    url = resolve_url(db)
-    return url, check_sqlite_file(url, create=create, origin=db_origin(db))
+    found = locate(db, create=create)
+    return found.url, found.exists
 
 
 def read_sessions(db: str | None, session_id: str | None = None) -> Any:
@@ -171,7 +171,7 @@ def _keeps_waiting(sessions: Any, session_id: str | None) -> bool:
     if session_id is None:
         return True
     # The policy is a stored setting; the session object does not carry it.
-    settings = sessions.store.session(session_id).settings or {}
+    settings = sessions.settings(session_id)
     return bool(settings.get("on_timeout", "wait") == "wait")
 
 

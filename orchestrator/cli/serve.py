@@ -62,11 +62,11 @@ def serve(
         require_extra("web", "orchestrator serve", "fastapi", "uvicorn", "jinja2", "sse_starlette")
         import uvicorn
 
-        from orchestrator.store.connect import resolve_url
+        from orchestrator.api.database import locate
         from orchestrator.web import WebConfig, create_app
 
         config = WebConfig(
-            db=resolve_url(db),
+            db=locate(db, create=True).url,
             host=host,
             port=port,
             token=token,

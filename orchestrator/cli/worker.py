@@ -47,9 +47,9 @@ def worker(
     stopped (SIGTERM or Ctrl+C finishes)."""
     # Any number of workers on any number of machines can share one database: each session
     # is driven by exactly one of them (orchestrator/runtime/worker_loop.py).
-    import orchestrator.runtime.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
-    from orchestrator.runtime.worker_loop import run_worker
+    from orchestrator.api.running import load_runtime, run_worker
 
+    load_runtime()  # LangGraph, before unfreezing gc
     collect_from_here_on()  # a long-running process: the collector must run
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s worker: %(message)s", stream=sys.stderr

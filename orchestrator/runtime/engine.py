@@ -26,10 +26,10 @@ from orchestrator.errors import (
     SessionBusy,
     SessionNotWaiting,
 )
+from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import load_backend
-from orchestrator.runtime.faults import crash_point
 from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store

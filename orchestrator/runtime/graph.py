@@ -27,7 +27,7 @@ from orchestrator.domain.replies import (
     NeedsClarification,
     Planned,
 )
-from orchestrator.runtime.faults import crash_point
+from orchestrator.faults import crash_point
 from orchestrator.runtime.graph_state import (
     DeveloperInput,
     GraphState,

@@ -15,8 +15,8 @@ from langchain_core.messages import messages_from_dict, messages_to_dict
 
 from orchestrator.domain.replies import AgentReply, parse_reply
 from orchestrator.errors import AgentCallError
+from orchestrator.faults import crash_point
 from orchestrator.runtime.agent import AgentBackend, AgentRequest, Clarification
-from orchestrator.runtime.faults import crash_point
 from orchestrator.store import Claim, Store
 
 __all__ = ["GraphState", "DeveloperInput", "RunContext", "Call", "initial_state", "task_board"]

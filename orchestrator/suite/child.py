@@ -16,11 +16,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import orchestrator.api  # noqa: F401  (preloaded: the children start warm)
-import orchestrator.runtime.checkpoints  # noqa: F401
-import orchestrator.runtime.graph  # noqa: F401
+from orchestrator.api.running import load_runtime
 from orchestrator.errors import UserError
 from orchestrator.suite.results import Result
+
+load_runtime()  # preloaded: the children start warm
 
 __all__ = ["run_file", "child", "warm_up"]
 
@@ -36,17 +36,11 @@ def warm_up() -> None:
     global _template
     if _template is not None and _template.exists():
         return
-    from orchestrator.runtime.checkpoints import checkpointer
-    from orchestrator.runtime.graph import compiled
-    from orchestrator.store import open_engine
+    from orchestrator.api.running import make_template
 
     folder = Path(tempfile.mkdtemp(prefix="orchestrator-template-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    url = f"sqlite:///{folder / 'template.db'}"
-    open_engine(url).dispose()
-    with checkpointer(url):
-        pass
-    compiled(None)
+    make_template(f"sqlite:///{folder / 'template.db'}")
     _template = folder / "template.db"
 
 

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from orchestrator.api import Inbox
 from orchestrator.errors import (
     InvalidAnswer,
     OrchestratorError,
@@ -83,7 +84,7 @@ class Web:
         on_event = self.notifier.on_event if self.notifier is not None else None
         self.sessions = sessions or Sessions(config.db, on_event=on_event)
         if self.notifier is not None:
-            self.notifier.bind(self.sessions.store)
+            self.notifier.bind(self.sessions)
         self.runner = Runner(self.sessions, config.workers)
         self.started_at = time.time()
         self.templates = Environment(
@@ -95,8 +96,8 @@ class Web:
         self.templates.filters.update(FILTERS)
 
     @property
-    def store(self) -> Any:
-        return self.sessions.store
+    def inbox(self) -> Inbox:
+        return self.sessions.inbox
 
 
 def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> FastAPI:

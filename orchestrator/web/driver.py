@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from orchestrator.errors import AgentCallError, UserError
-from orchestrator.runtime.faults import crash_point
+from orchestrator.faults import crash_point
 
 __all__ = ["Runner"]
 
@@ -54,9 +54,8 @@ class Runner:
 
     def recover(self) -> list[str]:
         """Queue every answered session whose driving process is gone; return their ids."""
-        from orchestrator.store.inbox import answered_not_run_on
 
-        found = answered_not_run_on(self.sessions.store)
+        found: list[str] = self.sessions.inbox.answered_not_run_on()
         for session_id in found:
             self.submit(session_id)
         return found

@@ -26,11 +26,10 @@ def answer_url(base_url: str, token: str) -> str:
 
 def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
     """The session id and its open question, or an ApiError (404 unknown, 410 closed)."""
-    from orchestrator.store.inbox import session_of_link
     from orchestrator.web.app import ApiError
 
     web = request.app.state.web
-    found = session_of_link(web.store, token)
+    found = web.inbox.session_of_link(token)
     if found is None:
         raise ApiError(404, "this answer link is unknown")
     session_id, used = found
@@ -52,7 +51,6 @@ def question_page(request: Request, token: str) -> Any:
 
 @router.post("/q/{token}")
 async def answer_by_link(request: Request, token: str) -> HTMLResponse:
-    from orchestrator.store.inbox import mark_link_used
     from orchestrator.web.api_routes import after_answer
     from orchestrator.web.app import ApiError, status_of
     from orchestrator.web.forms import reply_from_form
@@ -65,7 +63,7 @@ async def answer_by_link(request: Request, token: str) -> HTMLResponse:
     def commit() -> dict[str, Any]:
         session_id, doc = _open_question(request, token)
         answered = web.sessions.answer(session_id, reply_from_form(doc["pending_question"], form))
-        mark_link_used(web.store, token)
+        web.inbox.mark_link_used(token)
         return answered  # type: ignore[no-any-return]
 
     try:

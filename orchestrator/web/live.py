@@ -30,26 +30,25 @@ router = APIRouter(dependencies=[Depends(page_auth)], include_in_schema=False)
 @router.get("/sessions/{session_id}/live")
 async def live(request: Request, session_id: str, after: int = 0) -> Any:
     web = request.app.state.web
-    await run_in_threadpool(web.sessions.store.session, session_id)  # 404 before streaming
+    await run_in_threadpool(web.inbox.status_of, session_id)  # 404 before streaming
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
-        from orchestrator.store.inbox import events_after
         from orchestrator.web.pages import FILTERS
 
         last, status = after, None
         while not await request.is_disconnected():
             # The row first: every event up to the status it shows is read after it, so the
             # stream never ends before the events that led to the end.
-            row = await run_in_threadpool(web.sessions.store.session, session_id)
-            rows = await run_in_threadpool(events_after, web.store, session_id, last)
+            now = await run_in_threadpool(web.inbox.status_of, session_id)
+            rows = await run_in_threadpool(web.inbox.events_after, session_id, last)
             for event_id, event in rows:
                 last = event_id
                 text: Any = FILTERS["event_text"]
                 data = {"id": event_id, "time": event["time"], "kind": event["kind"]}
                 data["text"] = text(event)
                 yield {"event": "log", "id": str(event_id), "data": json.dumps(data)}
-            if row.status != status:
-                status = row.status
+            if now != status:
+                status = now
                 yield {"event": "status", "data": json.dumps({"status": status})}
             if status in STOPPED:
                 yield {"event": "end", "data": json.dumps({"status": status})}

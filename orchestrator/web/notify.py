@@ -79,7 +79,7 @@ class Notifier:
         self.db = db
         self.retry_delays = tuple(retry_delays)
         self.reminder_seconds = reminder_seconds
-        self._store: Any = None
+        self._sessions: Any = None
         self._jobs: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._seen: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -90,9 +90,9 @@ class Notifier:
 
     # -- feeding ------------------------------------------------------------------------
 
-    def bind(self, store: Any) -> None:
-        """Use this store (else one is opened on `db` when first needed)."""
-        self._store = store
+    def bind(self, sessions: Any) -> None:
+        """Use this session API (else one is opened on `db` when first needed)."""
+        self._sessions = sessions
 
     def on_event(self, session_id: str, event: dict[str, Any]) -> None:
         """The session-API listener: only enqueues (called right after a commit)."""
@@ -130,25 +130,28 @@ class Notifier:
     # -- the threads --------------------------------------------------------------------
 
     @property
-    def store(self) -> Any:
-        if self._store is None:
-            from orchestrator.store import Store, resolve_url
+    def inbox(self) -> Any:
+        return self.sessions.inbox
 
-            self._store = Store.open(resolve_url(self.db))
-        return self._store
+    @property
+    def sessions(self) -> Any:
+        if self._sessions is None:
+            from orchestrator.api import Sessions
+
+            self._sessions = Sessions(self.db)
+        return self._sessions
 
     def _watch_forever(self, since: float) -> None:
-        from orchestrator.store.inbox import has_event, waiting_sessions
 
         def notified(session_id: str, about: str) -> bool:
-            return any(has_event(self.store, session_id, k) for k in self._keys(about))
+            return any(self.inbox.has_event(session_id, k) for k in self._keys(about))
 
         while not self._stop.wait(WATCH_SECONDS):
             try:
-                for doc in waiting_sessions(self.store, asked_since=since):
+                for doc in self.inbox.waiting(asked_since=since):
                     if not notified(doc["session_id"], "question"):
                         self.queue(doc["session_id"], "question")
-                for doc in waiting_sessions(self.store):
+                for doc in self.inbox.waiting():
                     deadline = (doc["pending_question"] or {}).get("deadline")
                     left = _epoch(deadline) - time.time() if deadline else -1.0
                     if 0 < left <= self.reminder_seconds and not notified(
@@ -179,21 +182,19 @@ class Notifier:
                 self._jobs.task_done()
 
     def _deliver(self, session_id: str, about: str) -> None:
-        from orchestrator.store.inbox import link_for, record_event
         from orchestrator.web.links import answer_url
 
-        doc = self.store.view(session_id)
+        doc = self.sessions.status(session_id)
         if doc["pending_question"] is None:
             return  # answered (or ended) before we got to it: nothing to say
         link = None
         if self.public_url:
-            link = answer_url(self.public_url, link_for(self.store, session_id))
+            link = answer_url(self.public_url, self.inbox.link_for(session_id))
         title, body = message_for(doc, about, answer_link=link, db=self.db)
         for url in self.urls:
             ok, error, attempts = self._send(url, title, body)
             outcome = "sent" if ok else "failed"
-            record_event(
-                self.store,
+            self.inbox.record_event(
                 session_id,
                 f"notification_{outcome}",
                 key=f"notification:{about}:{target_name(url)}:{outcome}",

@@ -131,12 +131,11 @@ FILTERS = {"time_left": time_left, "event_text": _event_text, "short": _short}
 
 @router.get("/")
 def inbox(request: Request, page: int = 1) -> Any:
-    from orchestrator.store.inbox import inbox_page
 
     web = request.app.state.web
     page = max(1, page)
     size = web.config.page_size
-    rows, total = inbox_page(web.store, offset=(page - 1) * size, limit=size)
+    rows, total = web.inbox.page(offset=(page - 1) * size, limit=size)
     pages = max(1, math.ceil(total / size))
     return render(
         request,
@@ -156,17 +155,15 @@ def session_page(request: Request, session_id: str) -> Any:
 def _session_page(
     request: Request, session_id: str, *, status: int = 200, error: str | None = None
 ) -> Any:
-    from orchestrator.store.inbox import events_after
 
     web = request.app.state.web
     doc = web.sessions.status(session_id)
-    events = events_after(web.store, session_id, 0)
+    events = web.inbox.events_after(session_id, 0)
     share = None
     if doc["pending_question"] is not None:
-        from orchestrator.store.inbox import link_for
         from orchestrator.web.links import answer_url
 
-        share = answer_url(web.config.base_url(), link_for(web.store, session_id))
+        share = answer_url(web.config.base_url(), web.inbox.link_for(session_id))
     return render(
         request,
         "session.html",

@@ -28,6 +28,7 @@ from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
+    from orchestrator.api.inbox import Inbox
     from orchestrator.runtime.agent import AgentBackend
     from orchestrator.scenario import Scenario
     from orchestrator.settings import Settings
@@ -71,13 +72,20 @@ class Sessions:
         self._store: Store | None = None
 
     @property
-    def store(self) -> Store:
+    def _opened(self) -> Store:
         """The store, opened (and migrated) on first use."""
         if self._store is None:
             from orchestrator.store import Store
 
             self._store = Store.open(self.url, listener=self.on_event)
         return self._store
+
+    @property
+    def inbox(self) -> Inbox:
+        """The inbox's reads and writes (web inbox, answer links, notifications)."""
+        from orchestrator.api.inbox import Inbox
+
+        return Inbox(self._opened)
 
     @property
     def owner(self) -> Owner:
@@ -92,7 +100,7 @@ class Sessions:
         from orchestrator.runtime.engine import Engine
 
         return Engine(
-            self.store, self.url, ask_user=self.ask, owner=self.owner, activity=self.activity
+            self._opened, self.url, ask_user=self.ask, owner=self.owner, activity=self.activity
         )
 
     # -- starting -------------------------------------------------------------------------
@@ -185,7 +193,7 @@ class Sessions:
         moved the session on meanwhile (a plain resume that saw the question still open
         reports `paused`, not the `running` of the answer that just landed elsewhere)."""
         doc = cast(SessionDoc, dict(view))
-        expect = self.store.session(session_id).settings.get("expect")
+        expect = self._opened.session(session_id).settings.get("expect")
         if expect and doc["status"] in ENDED:
             doc["expect"] = check_expect(expect, doc, lambda: self.log(session_id))
         return doc
@@ -194,19 +202,23 @@ class Sessions:
         """Stop a session that has not ended: at once when it waits or its process is gone;
         a live driver stops before its next agent call (the document then still says
         `running`, with `cancel_requested`). Ended sessions raise SessionNotWaiting."""
-        self.store.cancel(session_id)
+        self._opened.cancel(session_id)
         return self.status(session_id)
 
     # -- reading --------------------------------------------------------------------------
 
     def status(self, session_id: str) -> SessionDoc:
         """The session object; a deadline that passed while nothing ran is applied first."""
-        found, settings = self.store.status(session_id)
+        found, settings = self._opened.status(session_id)
         doc = cast(SessionDoc, found)
         expect = settings.get("expect")
         if expect and doc["status"] in ENDED:
             doc["expect"] = check_expect(expect, doc, lambda: self.log(session_id))
         return doc
+
+    def settings(self, session_id: str) -> dict[str, Any]:
+        """The session's stored settings (its on-timeout policy, its limits, ...)."""
+        return dict(self._opened.session(session_id).settings or {})
 
     def list(
         self, status: str | None = None, *, limit: int | None = None, after: str | None = None
@@ -214,11 +226,11 @@ class Sessions:
         """Sessions, newest first (optionally only those with `status`): at most `limit`
         (None: all), starting after the session with id `after` (the last of the previous
         page; an unknown id raises SessionNotFound)."""
-        return self.store.list_views(status, limit=limit, after=after)  # type: ignore[return-value]
+        return self._opened.list_views(status, limit=limit, after=after)  # type: ignore[return-value]
 
     def log(self, session_id: str) -> builtins.list[EventDoc]:
         """The session's events in order."""
-        return self.store.events(session_id)  # type: ignore[return-value]
+        return self._opened.events(session_id)  # type: ignore[return-value]
 
     def close(self) -> None:
         if self._store is not None:
