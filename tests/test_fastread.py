@@ -357,7 +357,7 @@ def test_parse_reads_the_simple_forms_only() -> None:
 
 
 def test_sqlite_file_agrees_with_the_full_path(tmp_path: Path) -> None:
-    from orchestrator.store.db import resolve_url, sqlite_path
+    from orchestrator.store.connect import resolve_url, sqlite_path
 
     for db in (
         "x.db",

@@ -13,7 +13,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from dbcheck import query
 
-from orchestrator.store.db import MIGRATIONS, open_engine
+from orchestrator.store.connect import MIGRATIONS
+from orchestrator.store.db import open_engine
 from orchestrator.store.schema import HEAD_REVISION, OUR_TABLES, metadata
 
 

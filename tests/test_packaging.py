@@ -18,7 +18,7 @@ PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import orchestrator.agents, orchestrator.skills, orchestrator.migrations
-from orchestrator.store.db import MIGRATIONS
+from orchestrator.store.connect import MIGRATIONS
 print(json.dumps({"agents": orchestrator.agents.__file__, "migrations": str(MIGRATIONS)}))
 sys.argv = ["orchestrator", *sys.argv[2:]]
 from orchestrator.cli import main

@@ -59,7 +59,7 @@ class Store:
     def __init__(self, db: Any, listener: Listener | None = None, *, url: str | None = None):
         self._engine: Any = None
         if not hasattr(db, "write"):  # a SQLAlchemy Engine
-            from orchestrator.store.db import sqlite_path
+            from orchestrator.store.connect import sqlite_path
 
             self._engine = db
             url = url or db.url.render_as_string(hide_password=False)
@@ -77,23 +77,9 @@ class Store:
     @classmethod
     def open(cls, url: str, listener: Listener | None = None) -> Store:
         """The store at `url` (a resolved URL), its schema brought up to date first."""
-        from orchestrator.store.connect import open_db
+        from orchestrator.store.opener import open_db
 
         return cls(open_db(url), listener, url=url)
-
-    @property
-    def engine(self) -> Any:
-        """A SQLAlchemy engine on the same database (the web inbox and the worker queue
-        query through it), opened on first use."""
-        if self._engine is None:
-            from orchestrator.store.db import open_engine
-
-            if getattr(self.db, "engine", None) is not None:
-                self._engine = self.db.engine  # type: ignore[attr-defined]
-            else:
-                assert self.url is not None
-                self._engine = open_engine(self.url, migrate=False)
-        return self._engine
 
     def close(self) -> None:
         self.db.close()

@@ -1,7 +1,6 @@
 """SQLAlchemy engines: PostgreSQL's, SQLite's for Alembic and the tests, and migrations.
 
-URL resolution and the file checks live in orchestrator.store.connect (standard library),
-re-exported here for older imports."""
+URL resolution and the file checks live in orchestrator.store.connect (standard library)."""
 
 from __future__ import annotations
 
@@ -14,31 +13,14 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from orchestrator.errors import ConfigError
 from orchestrator.install_hints import install_extra
 from orchestrator.store.connect import (
-    ENV_DB,
     HEAD_REVISION,
     MIGRATIONS,
     _check_known_revision,
-    check_sqlite_file,
-    damaged_database,
-    db_origin,
-    default_url,
-    resolve_url,
     sqlite_path,
 )
 from orchestrator.store.sql import BUSY_TIMEOUT
 
-__all__ = [
-    "ENV_DB",
-    "default_url",
-    "resolve_url",
-    "db_origin",
-    "check_sqlite_file",
-    "damaged_database",
-    "open_engine",
-    "upgrade",
-    "sqlite_path",
-    "MIGRATION_LOCK_KEY",
-]
+__all__ = ["open_engine", "upgrade", "MIGRATION_LOCK_KEY"]
 
 # Seconds a connection waits for SQLite's write lock before giving up. Agent calls never
 # happen inside a write transaction, so waits are short; this covers many processes at once.

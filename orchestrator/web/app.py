@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,44 +20,15 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api import Inbox
-from orchestrator.errors import (
-    InvalidAnswer,
-    OrchestratorError,
-    SessionBusy,
-    SessionNotFound,
-    SessionNotWaiting,
-    UserError,
-)
-from orchestrator.web.config import WebConfig
+from orchestrator.errors import OrchestratorError
+from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
+from orchestrator.web.errors import ApiError, status_of
 from orchestrator.web.security import HostCheck
 
-__all__ = ["create_app", "Web", "ApiError", "status_of"]
+__all__ = ["create_app", "Web"]
 
-HERE = Path(__file__).resolve().parent
 log = logging.getLogger("orchestrator.web")
-
-
-class ApiError(Exception):
-    """An HTTP error with the contract's body `{"error": message}` (HTML pages render it)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def status_of(exc: OrchestratorError) -> int:
-    """The contract's HTTP status for one of our errors."""
-    if isinstance(exc, SessionNotFound):
-        return 404
-    if isinstance(exc, SessionNotWaiting | SessionBusy):
-        return 409
-    if isinstance(exc, InvalidAnswer):
-        return 422
-    if isinstance(exc, UserError):
-        return 400
-    return 500
 
 
 class Web:

@@ -7,8 +7,11 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["WebConfig", "ENV_TOKEN", "ENV_NOTIFY", "LOOPBACK_NAMES"]
+__all__ = ["WebConfig", "ENV_TOKEN", "ENV_NOTIFY", "LOOPBACK_NAMES", "HERE", "answer_url"]
+
+HERE = Path(__file__).resolve().parent  # templates/ and static/
 
 ENV_TOKEN = "ORCHESTRATOR_WEB_TOKEN"
 ENV_NOTIFY = "ORCHESTRATOR_NOTIFY"
@@ -72,3 +75,8 @@ class WebConfig:
     def start_url(self) -> str:
         """The URL printed at start: it carries the token once; the browser keeps a cookie."""
         return f"{self.base_url()}/?token={self.token}"
+
+
+def answer_url(base_url: str, token: str) -> str:
+    """The address of a question's answer link."""
+    return f"{base_url.rstrip('/')}/q/{token}"

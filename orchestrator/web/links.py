@@ -15,18 +15,14 @@ from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import OrchestratorError
 
-__all__ = ["router", "answer_url"]
+__all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
 
 
-def answer_url(base_url: str, token: str) -> str:
-    return f"{base_url.rstrip('/')}/q/{token}"
-
-
 def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
     """The session id and its open question, or an ApiError (404 unknown, 410 closed)."""
-    from orchestrator.web.app import ApiError
+    from orchestrator.web.errors import ApiError
 
     web = request.app.state.web
     found = web.inbox.session_of_link(token)
@@ -52,7 +48,7 @@ def question_page(request: Request, token: str) -> Any:
 @router.post("/q/{token}")
 async def answer_by_link(request: Request, token: str) -> HTMLResponse:
     from orchestrator.web.api_routes import after_answer
-    from orchestrator.web.app import ApiError, status_of
+    from orchestrator.web.errors import ApiError, status_of
     from orchestrator.web.forms import reply_from_form
     from orchestrator.web.pages import _check_csrf, render
 

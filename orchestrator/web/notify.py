@@ -182,7 +182,7 @@ class Notifier:
                 self._jobs.task_done()
 
     def _deliver(self, session_id: str, about: str) -> None:
-        from orchestrator.web.links import answer_url
+        from orchestrator.web.config import answer_url
 
         doc = self.sessions.status(session_id)
         if doc["pending_question"] is None:

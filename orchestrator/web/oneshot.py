@@ -101,8 +101,7 @@ def _app(
     from fastapi.staticfiles import StaticFiles
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-    from orchestrator.web.app import HERE
-    from orchestrator.web.config import LOOPBACK_NAMES
+    from orchestrator.web.config import HERE, LOOPBACK_NAMES
     from orchestrator.web.forms import reply_from_form
     from orchestrator.web.pages import FILTERS
     from orchestrator.web.security import HostCheck, csrf_ok, csrf_value, set_cookies
