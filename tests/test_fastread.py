@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.fastread import Request, parse, serve, sqlite_file
+from orchestrator.api.lean import sqlite_file
+from orchestrator.cli.fastread import Request, parse, serve
 from tests.conftest import EXAMPLES, ROOT
 
 HEAVY = ("sqlalchemy", "typer", "pydantic")

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from orchestrator.domain import clock
-from orchestrator.domain.expect import ENDED, check_expect
+from orchestrator.api import lean
+from orchestrator.api.lean import LeanFile, NeedsFullPath
 from orchestrator.errors import SessionNotFound
 from orchestrator.present.readout import (
     DEFAULT_LIMIT,
@@ -32,10 +32,6 @@ from orchestrator.present.readout import (
     next_page_hint,
     status_text,
 )
-from orchestrator.store.connect import ENV_DB, HEAD_REVISION, default_url, plain_sqlite_file
-from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
-from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_row
-from orchestrator.store.views import event_view, session_view
 
 __all__ = ["serve"]
 # --status values (cli.runs.Status); "waiting" is a synonym for paused.
@@ -55,23 +51,19 @@ class Request(NamedTuple):
     after: str | None = None
 
 
-class _FallThrough(Exception):
-    """This call is for the full path."""
-
-
 def serve(argv: Sequence[str]) -> int | None:
     """Answer `argv` (without the program name) and return the exit code, or return None
     having printed nothing, for the full path to handle it."""
     request = parse(argv)
     if request is None:
         return None
-    path = sqlite_file(request.db)
+    path = lean.sqlite_file(request.db)
     if path is None:
         return None
     out = _Output(request.as_json)
     try:
         _answer(request, path, out)
-    except (_FallThrough, sqlite3.Error):
+    except (NeedsFullPath, sqlite3.Error):
         if out.started:  # pragma: no cover - an error in the middle of `list --all`
             raise
         return None
@@ -147,35 +139,26 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def sqlite_file(db: str | None) -> Path | None:
-    """The SQLite file store.db.resolve_url would open for `db`, or None when the URL is
-    anything but a plain sqlite:/// file (those go to the full path)."""
-    url = db or os.environ.get(ENV_DB) or default_url()
-    if "://" not in url:
-        return Path(url).expanduser().resolve()
-    return plain_sqlite_file(url)
-
-
 # -- reading -----------------------------------------------------------------------------
 
 
 def _answer(request: Request, path: Path, out: _Output) -> None:
     if not path.exists():
         if not next(p for p in path.parents if p.exists()).is_dir():
-            raise _FallThrough  # the full path says which part of the path is a file
+            raise NeedsFullPath  # the full path says which part of the path is a file
         # Read commands create nothing: a missing file is an empty database.
         if request.command != "list" or request.after is not None:
             raise SessionNotFound(request.session_id or request.after or "")
         out.document([], list_text([]))
         return
-    with _Connection(path) as conn:
+    with LeanFile(path) as conn:
         if request.command == "status":
             assert request.session_id is not None
-            view = _status(conn, request.session_id)
+            view = lean.status(conn, request.session_id)
             out.document(view, status_text(view, request.db))
         elif request.command == "log":
             assert request.session_id is not None
-            events = _events(conn, request.session_id)
+            events = lean.events(conn, request.session_id)
             out.document(events, log_text(request.session_id or "", events))
         elif request.limit is None and request.as_json:
             out.stream(_page(conn, request))  # --all: one session at a time, any size
@@ -191,85 +174,6 @@ def _answer(request: Request, path: Path, out: _Output) -> None:
                     db=request.db,
                 )
             out.document(views, list_text(views), hint)
-
-
-class _Connection:
-    """One read transaction on an existing file (never created), at our schema revision."""
-
-    def __init__(self, path: Path) -> None:
-        # mode=rw: an existing file only, never created. In a URI, % ? # must be escaped.
-        name = str(path.absolute()).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-        uri = f"file:{name}?mode=rw"
-        self.conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
-
-    def __enter__(self) -> sqlite3.Connection:
-        try:
-            self.conn.execute("BEGIN")
-            version = self.conn.execute("SELECT version_num FROM alembic_version").fetchall()
-        except BaseException:
-            self.conn.close()
-            raise
-        if version != [(HEAD_REVISION,)]:
-            self.conn.close()
-            raise _FallThrough
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.close()  # a read transaction: closing ends it
-
-
-def _rows(cursor: sqlite3.Cursor) -> list[Row]:
-    names = tuple(d[0] for d in cursor.description)
-    return [decode_row(names, values) for values in cursor]
-
-
-_EVENTS_SQL = "SELECT created_at, kind, agent, payload FROM events WHERE session_id = :id"
-
-
-def _status(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
-    sql = select_listed(", s.settings") + " WHERE s.id = :id"
-    rows = _rows(conn.execute(sql, {"id": session_id}))
-    if not rows:
-        raise SessionNotFound(session_id)
-    (row,) = rows
-    if row.deadline is not None and not row.timed_out and row.deadline <= clock.now():
-        raise _FallThrough  # the full path applies the on-timeout policy first
-    ledger = _rows(
-        conn.execute(_EVENTS_SQL + " AND kind = 'assumption' ORDER BY id", {"id": session_id})
-    )
-    view = session_view(row, row, [event_view(r) for r in ledger])
-    expect = (row.settings or {}).get("expect")
-    if expect and view["status"] in ENDED:
-        view["expect"] = check_expect(expect, view)
-    return view
-
-
-def _events(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
-    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-        raise SessionNotFound(session_id)
-    rows = conn.execute(_EVENTS_SQL + " ORDER BY id", {"id": session_id})
-    return [event_view(r) for r in _rows(rows)]
-
-
-def _page(conn: sqlite3.Connection, request: Request) -> Iterator[dict[str, Any]]:
-    params: dict[str, Any] = {"status": "paused" if request.status == "waiting" else request.status}
-    if request.after is not None:
-        cursor = conn.execute(CURSOR_SQL, {"after": request.after}).fetchone()
-        if cursor is None:
-            raise SessionNotFound(request.after)
-        params.update(after_created=cursor[0], after_id=request.after)
-    if request.limit is not None:
-        params["limit"] = request.limit + 1  # one more tells whether a next page exists
-    sql = page_sql(
-        status=request.status is not None,
-        after=request.after is not None,
-        limit=request.limit is not None,
-    )
-    cursor = conn.execute(sql, params)
-    names = tuple(d[0] for d in cursor.description)
-    for values in cursor:  # one at a time: `--all --json` streams any number of sessions
-        row = decode_row(names, values)
-        yield session_view(row, row)
 
 
 # -- printing (as orchestrator.cli.output does, through click.echo) ----------------------
@@ -321,3 +225,9 @@ def _fail(as_json: bool, message: str) -> int:
             )
         )
     return EXIT_BAD_INPUT
+
+
+def _page(conn: Any, request: Request) -> Iterator[dict[str, Any]]:
+    limit = None if request.limit is None else request.limit + 1  # one more: a next page?
+    status = "paused" if request.status == "waiting" else request.status
+    return lean.page(conn, status=status, after=request.after, limit=limit)

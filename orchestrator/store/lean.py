@@ -1,0 +1,117 @@
+"""Lean reads: `status`, `log` and a page of `list` straight off a SQLite file, on the
+standard library alone (no SQLAlchemy, no pydantic), for the command line's fast path.
+
+The documents are the store's own (store.views), read with the listing's SQL
+(store.listing). `NeedsFullPath` says a read is not for this path: a database that is not
+at our revision, a question whose deadline passed unapplied (the full path applies the
+on-timeout policy first). A file is never created.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from orchestrator.domain import clock
+from orchestrator.domain.expect import ENDED, check_expect
+from orchestrator.errors import SessionNotFound
+from orchestrator.store.connect import ENV_DB, HEAD_REVISION, default_url, plain_sqlite_file
+from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
+from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_row
+from orchestrator.store.views import event_view, session_view
+
+__all__ = ["NeedsFullPath", "LeanFile", "sqlite_file", "status", "events", "page"]
+
+
+class NeedsFullPath(Exception):
+    """This read is for the full path (the store opened as usual)."""
+
+
+def sqlite_file(db: str | None) -> Path | None:
+    """The SQLite file store.connect.resolve_url would open for `db`, or None when the URL is
+    anything but a plain sqlite:/// file (those go to the full path)."""
+    url = db or os.environ.get(ENV_DB) or default_url()
+    if "://" not in url:
+        return Path(url).expanduser().resolve()
+    return plain_sqlite_file(url)
+
+
+class LeanFile:
+    """One read transaction on an existing file (never created), at our schema revision."""
+
+    def __init__(self, path: Path) -> None:
+        # mode=rw: an existing file only, never created. In a URI, % ? # must be escaped.
+        name = str(path.absolute()).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+        uri = f"file:{name}?mode=rw"
+        self.conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.conn.execute("BEGIN")
+            version = self.conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        except BaseException:
+            self.conn.close()
+            raise
+        if version != [(HEAD_REVISION,)]:
+            self.conn.close()
+            raise NeedsFullPath
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()  # a read transaction: closing ends it
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[Row]:
+    names = tuple(d[0] for d in cursor.description)
+    return [decode_row(names, values) for values in cursor]
+
+
+_EVENTS_SQL = "SELECT created_at, kind, agent, payload FROM events WHERE session_id = :id"
+
+
+def status(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
+    sql = select_listed(", s.settings") + " WHERE s.id = :id"
+    rows = _rows(conn.execute(sql, {"id": session_id}))
+    if not rows:
+        raise SessionNotFound(session_id)
+    (row,) = rows
+    if row.deadline is not None and not row.timed_out and row.deadline <= clock.now():
+        raise NeedsFullPath  # the full path applies the on-timeout policy first
+    ledger = _rows(
+        conn.execute(_EVENTS_SQL + " AND kind = 'assumption' ORDER BY id", {"id": session_id})
+    )
+    view = session_view(row, row, [event_view(r) for r in ledger])
+    expect = (row.settings or {}).get("expect")
+    if expect and view["status"] in ENDED:
+        view["expect"] = check_expect(expect, view)
+    return view
+
+
+def events(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise SessionNotFound(session_id)
+    rows = conn.execute(_EVENTS_SQL + " ORDER BY id", {"id": session_id})
+    return [event_view(r) for r in _rows(rows)]
+
+
+def page(
+    conn: sqlite3.Connection, *, status: str | None, after: str | None, limit: int | None
+) -> Iterator[dict[str, Any]]:
+    """Sessions newest first: with `status`, after session `after`, at most `limit`."""
+    params: dict[str, Any] = {"status": status}
+    if after is not None:
+        cursor = conn.execute(CURSOR_SQL, {"after": after}).fetchone()
+        if cursor is None:
+            raise SessionNotFound(after)
+        params.update(after_created=cursor[0], after_id=after)
+    if limit is not None:
+        params["limit"] = limit
+    sql = page_sql(status=status is not None, after=after is not None, limit=limit is not None)
+    cursor = conn.execute(sql, params)
+    names = tuple(d[0] for d in cursor.description)
+    for values in cursor:  # one at a time: `--all --json` streams any number of sessions
+        row = decode_row(names, values)
+        yield session_view(row, row)
