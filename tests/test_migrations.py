@@ -97,12 +97,13 @@ def test_the_database_itself_refuses_a_second_question(db_url: str) -> None:
     from orchestrator.store.schema import events
 
     url = db_url
-    store = Store(open_engine(url))
+    engine = open_engine(url)
+    store = Store(engine)
     backend = ScriptedBackend(
         {"pm": [{"status": "NEEDS_CLARIFICATION", "question": "q?"}]}, replies_so_far={}
     )
     session_id = Engine(store, url).start("t", backend, {})
-    with pytest.raises(IntegrityError), store.engine.begin() as conn:
+    with pytest.raises(IntegrityError), engine.begin() as conn:
         conn.execute(
             events.insert().values(
                 session_id=session_id,

@@ -408,8 +408,12 @@ def _event_rows(store: Any, session_id: str) -> list[dict[str, Any]]:
     from sqlalchemy import text
 
     query = text("SELECT key, kind, agent, payload FROM events WHERE session_id = :sid ORDER BY id")
-    with store.engine.connect() as conn:
+    from orchestrator.store import open_engine
+
+    engine = open_engine(store.url, migrate=False)
+    with engine.connect() as conn:
         rows = conn.execute(query, {"sid": session_id}).mappings().all()
+    engine.dispose()
     out = []
     for row in rows:
         payload = row["payload"]

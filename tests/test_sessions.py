@@ -377,7 +377,8 @@ def test_a_driver_taken_over_mid_call_stops_without_another_call_or_write(db_url
     parsed = Scenario.model_validate(
         {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
     )
-    store = Store(open_engine(db_url))
+    engine = open_engine(db_url)
+    store = Store(engine)
     taken: list[Any] = []
 
     class TakenOverDuringTheCall(ScriptedBackend):
@@ -386,7 +387,7 @@ def test_a_driver_taken_over_mid_call_stops_without_another_call_or_write(db_url
         def respond(self, request: Any) -> Any:
             self.calls.append(f"{request.agent}#{request.call}")
             if not taken:
-                with store.engine.begin() as conn:  # the lease runs out while frozen
+                with engine.begin() as conn:  # the lease runs out while frozen
                     conn.execute(update(sessions).values(lease_expires_at=0.0))
                 taken.append(store.claim(request.session_id, Owner()))
             return super().respond(request)

@@ -61,10 +61,6 @@ class Row(dict[str, Any]):
         except KeyError:
             raise AttributeError(name) from None
 
-    @property
-    def _mapping(self) -> Mapping[str, Any]:  # as SQLAlchemy's rows have it
-        return self
-
 
 def decode_row(names: tuple[str, ...], values: tuple[Any, ...] | Any) -> Row:
     """A Row from raw values: JSON text parsed, time text made datetimes."""
