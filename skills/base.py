@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .workspace import ToolError, Workspace
+
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool, ToolException
-
-    from .workspace import Workspace
 
 __all__ = [
     "ToolError",
@@ -29,14 +29,6 @@ __all__ = [
     "registry",
     "make_tools",
 ]
-
-
-class ToolError(Exception):
-    """A failure to report back to the model (not a crash); `message` is written for it."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class ToolResult(BaseModel):

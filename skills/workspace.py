@@ -5,9 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .base import ToolError
+__all__ = ["Workspace", "ToolError"]
 
-__all__ = ["Workspace"]
+
+class ToolError(Exception):
+    """A failure to report back to the model (not a crash); `message` is written for it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class Workspace:

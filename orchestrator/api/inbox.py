@@ -20,13 +20,13 @@ class Inbox:
     def page(self, *, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
         """One page of session objects, those waiting for an answer first (soonest deadline
         first), then the others, newest first; and the number of sessions."""
-        from orchestrator.store.inbox import inbox_page
+        from orchestrator.store.inbox_sql import inbox_page
 
         return inbox_page(self._store, offset=offset, limit=limit)
 
     def events_after(self, session_id: str, after: int) -> list[tuple[int, dict[str, Any]]]:
         """The session's events with an id above `after`, oldest first, with their ids."""
-        from orchestrator.store.inbox import events_after
+        from orchestrator.store.inbox_sql import events_after
 
         return events_after(self._store, session_id, after)
 
@@ -36,35 +36,35 @@ class Inbox:
 
     def link_for(self, session_id: str) -> str:
         """The token of the session's answer link (made on first use)."""
-        from orchestrator.store.inbox import link_for
+        from orchestrator.store.inbox_sql import link_for
 
         return link_for(self._store, session_id)
 
     def session_of_link(self, token: str) -> tuple[str, bool] | None:
         """(session id, whether the link was used) for an answer-link token; None if unknown."""
-        from orchestrator.store.inbox import session_of_link
+        from orchestrator.store.inbox_sql import session_of_link
 
         return session_of_link(self._store, token)
 
     def mark_link_used(self, token: str) -> None:
-        from orchestrator.store.inbox import mark_link_used
+        from orchestrator.store.inbox_sql import mark_link_used
 
         mark_link_used(self._store, token)
 
     def answered_not_run_on(self) -> list[str]:
         """Sessions whose answer is committed and whose driver is gone (a server takes them)."""
-        from orchestrator.store.inbox import answered_not_run_on
+        from orchestrator.store.inbox_sql import answered_not_run_on
 
         return answered_not_run_on(self._store)
 
     def waiting(self, *, asked_since: float | None = None) -> list[dict[str, Any]]:
         """Session objects of the sessions waiting for an answer (asked since an epoch time)."""
-        from orchestrator.store.inbox import waiting_sessions
+        from orchestrator.store.inbox_sql import waiting_sessions
 
         return waiting_sessions(self._store, asked_since=asked_since)
 
     def has_event(self, session_id: str, key: str) -> bool:
-        from orchestrator.store.inbox import has_event
+        from orchestrator.store.inbox_sql import has_event
 
         return has_event(self._store, session_id, key)
 
@@ -72,6 +72,6 @@ class Inbox:
         self, session_id: str, kind: str, *, key: str | None = None, **payload: Any
     ) -> bool:
         """Append an event to the session's log (once per `key`); False if the key was there."""
-        from orchestrator.store.inbox import record_event
+        from orchestrator.store.inbox_sql import record_event
 
         return record_event(self._store, session_id, kind, key=key, **payload)

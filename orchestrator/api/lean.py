@@ -6,6 +6,6 @@ The documents are those `Sessions.status`, `Sessions.log` and `Sessions.list` re
 our revision, a question whose deadline passed and is not applied yet).
 """
 
-from orchestrator.store.lean import LeanFile, NeedsFullPath, events, page, sqlite_file, status
+from orchestrator.store.lean_sql import LeanFile, NeedsFullPath, events, page, sqlite_file, status
 
 __all__ = ["LeanFile", "NeedsFullPath", "sqlite_file", "status", "events", "page"]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
 from orchestrator.api import Reply
-from orchestrator.web.errors import ApiError
+from orchestrator.web.http_errors import ApiError
 from orchestrator.web.security import bearer_or_cookie, csrf_ok
 
 __all__ = ["router", "AnswerBody", "reply_of", "after_answer"]

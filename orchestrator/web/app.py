@@ -23,7 +23,7 @@ from orchestrator.api import Inbox
 from orchestrator.errors import OrchestratorError
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
-from orchestrator.web.errors import ApiError, status_of
+from orchestrator.web.http_errors import ApiError, status_of
 from orchestrator.web.security import HostCheck
 
 __all__ = ["create_app", "Web"]

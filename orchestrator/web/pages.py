@@ -38,7 +38,7 @@ class _Redirect(Exception):
 
 def page_auth(request: Request) -> None:
     """The cookie (or a Bearer header); `?token=` on any page sets the cookie once."""
-    from orchestrator.web.errors import ApiError
+    from orchestrator.web.http_errors import ApiError
 
     web = request.app.state.web
     given = request.query_params.get("token")
@@ -195,7 +195,7 @@ async def answer_form(request: Request, session_id: str) -> Any:
     try:
         doc = await run_in_threadpool(commit)
     except OrchestratorError as exc:
-        from orchestrator.web.errors import status_of
+        from orchestrator.web.http_errors import status_of
 
         if status_of(exc) == 404:
             raise
@@ -225,7 +225,7 @@ async def cancel_form(request: Request, session_id: str) -> Any:
     try:
         await run_in_threadpool(web.sessions.cancel, session_id)
     except OrchestratorError as exc:
-        from orchestrator.web.errors import status_of
+        from orchestrator.web.http_errors import status_of
 
         if status_of(exc) == 404:
             raise
@@ -241,7 +241,7 @@ def api_docs(request: Request) -> Any:
 
 
 def _check_csrf(request: Request, form: Any) -> None:
-    from orchestrator.web.errors import ApiError
+    from orchestrator.web.http_errors import ApiError
 
     if not csrf_ok(request, form.get("csrf")):
         raise ApiError(403, "the form's CSRF value is missing or stale: reload the page and retry")
