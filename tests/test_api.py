@@ -102,7 +102,7 @@ def test_settings_refuse_bad_values(given: dict[str, object], problem: str) -> N
 
 def test_settings_none_timeout_and_defaults_shown_in_help() -> None:
     assert Settings(timeout="none").timeout is None  # type: ignore[arg-type]
-    from orchestrator.cli.commands import DEFAULTS
+    from orchestrator.cli.options import DEFAULTS
 
     assert {name: field.default for name, field in Settings.model_fields.items()} == DEFAULTS
 

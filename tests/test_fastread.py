@@ -1,7 +1,7 @@
 """The fast read path (orchestrator.cli.fastread) prints exactly what the full path prints.
 
 Every case runs the real entry point (`orchestrator.cli.main`, which tries the fast path
-first) and the Typer app alone (`orchestrator.cli.commands.main`) in new processes on the
+first) and the Typer app alone (`orchestrator.cli.entry.main`) in new processes on the
 same database, and compares stdout, stderr and the exit code byte for byte. The entry
 point also reports which heavy packages it imported, so each case also checks which path
 answered it.

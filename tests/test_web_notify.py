@@ -143,7 +143,7 @@ def test_the_server_notifies_new_questions_and_near_deadlines(
 
 
 def test_serve_reads_notify_urls_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.cli.serve import notify_urls
+    from orchestrator.cli.options import notify_urls
 
     monkeypatch.setenv("ORCHESTRATOR_NOTIFY", "json://a/x, ntfy://b")
     assert notify_urls(None) == ("json://a/x", "ntfy://b")

@@ -1,13 +1,14 @@
 """The `orchestrator` command line: an edge over the session API (`orchestrator.api`).
 
-`commands` declares the commands (`cancel`, `worker`, `mcp`, `serve`, `test` and `graph`
-have their own modules, loaded with it to register themselves), `entry` is the process entry
-point (usage errors, exit codes), `runs` builds the session API for run/resume (how to
-ask, the progress line), `output` prints documents and turns errors into exit codes,
-`render` writes the human text, `terminal` asks at the terminal, `progress` draws the
-spinner line. Importing this package loads none of them: `main` first offers the command
-line to the fast read path (orchestrator.cli.fastread), which answers `status`, `list` and
-`log` on SQLite without Typer, SQLAlchemy or pydantic.
+`commands` registers every command on the Typer app: `session_cmds` (run, resume),
+`read_cmds` (status, list, log, db upgrade), `cancel`, `worker`, `serve`, `mcp`, `suites`
+(test) and `diagram` (graph), with the options they share declared once in `options`.
+`entry` is the process entry point (usage errors, exit codes), `runs` builds the session
+API for run/resume (how to ask, the progress line), `output` prints documents and turns
+errors into exit codes, `terminal` asks at the terminal, `progress` draws the spinner line;
+the texts come from orchestrator.present. Importing this package loads none of them: `main`
+first offers the command line to the fast read path (orchestrator.cli.fastread), which
+answers `status`, `list` and `log` on SQLite without Typer, SQLAlchemy or pydantic.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _full() -> ModuleType:
     """The Typer command line, every command registered; its entry module."""
-    from orchestrator.cli import cancel, diagram, entry, mcp, serve, suites, worker  # noqa: F401
+    from orchestrator.cli import entry
 
     return entry
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.commands import DbOption, JsonOption, app
+from orchestrator.cli.options import DbOption, JsonOption
 from orchestrator.cli.output import emit, user_errors
 from orchestrator.cli.runs import sessions_for
 from orchestrator.present.render import session_text
@@ -14,7 +14,6 @@ from orchestrator.present.render import session_text
 __all__ = ["cancel"]
 
 
-@app.command()
 def cancel(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to stop.")],
     db: DbOption = None,

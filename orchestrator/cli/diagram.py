@@ -6,12 +6,11 @@ import json
 
 import typer
 
-from orchestrator.cli.commands import JsonOption, app
+from orchestrator.cli.options import JsonOption
 
 __all__ = ["graph"]
 
 
-@app.command("graph")
 def graph(as_json: JsonOption = False) -> None:
     """Print the graph (pm, developers, the gate) as a Mermaid diagram."""
     from orchestrator.api.running import graph_diagram

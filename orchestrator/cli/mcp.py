@@ -7,13 +7,12 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.commands import DbOption, app
+from orchestrator.cli.options import DbOption
 from orchestrator.cli.output import user_errors
 
 __all__ = ["mcp"]
 
 
-@app.command()
 def mcp(
     http: Annotated[
         bool,

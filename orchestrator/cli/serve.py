@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import Annotated
 
 import typer
 
-from orchestrator.cli.commands import DbOption, NotifyOption, app
+from orchestrator.cli.options import DbOption, NotifyOption, notify_urls
 from orchestrator.cli.output import err, user_errors
 
-__all__ = ["serve", "notify_urls"]
+__all__ = ["serve"]
 
 
-def notify_urls(given: list[str] | None) -> tuple[str, ...]:
-    """--notify, else $ORCHESTRATOR_NOTIFY (URLs separated by spaces or commas)."""
-    if given:
-        return tuple(given)
-    env = os.environ.get("ORCHESTRATOR_NOTIFY", "")
-    return tuple(u for u in env.replace(",", " ").split() if u)
-
-
-@app.command()
 def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")

@@ -13,13 +13,12 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.commands import JsonOption, app
+from orchestrator.cli.options import JsonOption
 from orchestrator.cli.output import user_errors
 
 __all__ = ["run_tests"]
 
 
-@app.command("test")
 def run_tests(
     paths: Annotated[
         list[Path],

@@ -11,14 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli.commands import DbOption, JsonOption, app
+from orchestrator.cli.options import DbOption, JsonOption
 from orchestrator.cli.output import emit, user_errors
 from orchestrator.cli.runs import collect_from_here_on
 
 __all__ = ["worker"]
 
 
-@app.command()
 def worker(
     concurrency: Annotated[
         int,

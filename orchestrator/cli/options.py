@@ -1,0 +1,99 @@
+"""The options that several commands share, declared once (Typer's Annotated aliases).
+
+The defaults shown in the help are literals checked against `Settings` by a test, so that
+`--help` needs no pydantic; the defaults themselves live in orchestrator/settings.py.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+import typer
+
+from orchestrator.cli.runs import Ui
+
+__all__ = [
+    "DEFAULTS",
+    "DbOption",
+    "JsonOption",
+    "UiOption",
+    "NoBrowserOption",
+    "NotifyOption",
+    "PublicUrlOption",
+    "shown_default",
+    "notify_urls",
+    "asking",
+]
+
+DEFAULTS = {
+    "max_rounds": 5,
+    "max_fallbacks": 2,
+    "uncertainty_threshold": 70,
+    "timeout": 300.0,
+    "on_timeout": "wait",
+}
+
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        help="SQLAlchemy URL or SQLite file path. Default: $ORCHESTRATOR_DB, else "
+        "orchestrator.db in the user data directory.",
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+]
+UiOption = Annotated[
+    Ui | None,
+    typer.Option(
+        "--ui",
+        help="How to ask when scripted answers run out: 'terminal' prompts, 'web' opens a "
+        "one-question page in the browser, 'none' pauses (exit 3). Default: terminal when "
+        "stdin is a terminal, else none.",
+    ),
+]
+NoBrowserOption = Annotated[
+    bool, typer.Option("--no-browser", help="With --ui web: print the URL, open no browser.")
+]
+NotifyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--notify",
+        metavar="URL",
+        help="Tell people when a question waits: an Apprise URL (json://, slack://, "
+        "mailto://, ntfy://, ...). Repeatable. Default: $ORCHESTRATOR_NOTIFY.",
+    ),
+]
+PublicUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--public-url",
+        metavar="URL",
+        help="Where `orchestrator serve` is reached: notifications carry the answer link.",
+    ),
+]
+
+
+def shown_default(field: str) -> str:
+    """A default from Settings, shown in `--help` as Click shows its own: [default: 5].
+    (The options themselves default to None, so that a scenario's settings apply.)"""
+    value = DEFAULTS[field]
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f" \\[default: {shown}]"  # escaped: the help is rich markup
+
+
+def notify_urls(given: list[str] | None) -> tuple[str, ...]:
+    """--notify, else $ORCHESTRATOR_NOTIFY (URLs separated by spaces or commas)."""
+    if given:
+        return tuple(given)
+    env = os.environ.get("ORCHESTRATOR_NOTIFY", "")
+    return tuple(u for u in env.replace(",", " ").split() if u)
+
+
+def asking(no_browser: bool, notify: list[str] | None, public_url: str | None) -> dict[str, Any]:
+    """--no-browser, --notify (else $ORCHESTRATOR_NOTIFY) and --public-url, for sessions_for."""
+    return {"no_browser": no_browser, "notify": notify_urls(notify), "public_url": public_url}

@@ -1,0 +1,313 @@
+"""`orchestrator run` and `orchestrator resume`: start a session, continue a paused one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from orchestrator.cli.options import (
+    DbOption,
+    JsonOption,
+    NoBrowserOption,
+    NotifyOption,
+    PublicUrlOption,
+    UiOption,
+    asking,
+    shown_default,
+)
+from orchestrator.cli.output import finish, user_errors
+from orchestrator.cli.runs import (
+    NO_AGENTS,
+    OnTimeout,
+    Ui,
+    collect_from_here_on,
+    question_shown,
+    sessions_for,
+)
+
+__all__ = ["run", "resume", "checked_settings"]
+
+
+def run(
+    task: Annotated[
+        str | None, typer.Argument(help="What the agents should do (a scenario has its own).")
+    ] = None,
+    script: Annotated[
+        Path | None,
+        typer.Option(
+            "--script",
+            metavar="FILE",
+            help="Scenario file (YAML/JSON): scripted agents and answers, no model is called.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="PROVIDER:NAME",
+            help="Chat model for every agent, e.g. openai:gpt-4o-mini (or $ORCHESTRATOR_MODEL).",
+        ),
+    ] = None,
+    pm_model: Annotated[
+        str | None, typer.Option("--pm-model", metavar="PROVIDER:NAME", help="The PM's model.")
+    ] = None,
+    developer_model: Annotated[
+        str | None,
+        typer.Option("--developer-model", metavar="PROVIDER:NAME", help="The developers' model."),
+    ] = None,
+    prompts: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompts",
+            metavar="DIR",
+            help="Folder with pm.md / developer.md to use instead of the shipped prompts.",
+        ),
+    ] = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            "--workdir",
+            metavar="DIR",
+            help="The developers' workspace. Default: "
+            "workspaces/<session id> in the user data directory.",
+        ),
+    ] = None,
+    max_retries: Annotated[
+        int,
+        typer.Option(
+            "--max-retries",
+            min=0,
+            max=10,
+            help="Invalid model replies sent back for correction before the session fails.",
+        ),
+    ] = 2,
+    max_rounds: Annotated[
+        int | None,
+        typer.Option(
+            "--max-rounds",
+            help="Planning rounds allowed, 1-100." + shown_default("max_rounds"),
+        ),
+    ] = None,
+    max_fallbacks: Annotated[
+        int | None,
+        typer.Option(
+            "--max-fallbacks",
+            help="Fallbacks an agent may ignore, 0-100." + shown_default("max_fallbacks"),
+        ),
+    ] = None,
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS|none",
+            help="How long the question waits for an answer: seconds (at most 30 days) or "
+            "'none' for no deadline." + shown_default("timeout"),
+        ),
+    ] = None,
+    on_timeout: Annotated[
+        OnTimeout | None,
+        typer.Option(
+            "--on-timeout",
+            help="When the deadline passes: wait (stay paused and "
+            "answerable), proceed (the asker takes its default), cancel."
+            + shown_default("on_timeout"),
+        ),
+    ] = None,
+    uncertainty_threshold: Annotated[
+        int | None,
+        typer.Option(
+            "--uncertainty-threshold",
+            metavar="0-100",
+            help="Questions from agents less uncertain than this are not asked; "
+            "the agent proceeds with its default." + shown_default("uncertainty_threshold"),
+        ),
+    ] = None,
+    ui: UiOption = None,
+    no_browser: NoBrowserOption = False,
+    notify: NotifyOption = None,
+    public_url: PublicUrlOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a session and run it until it completes, fails or pauses for an answer."""
+    with user_errors(as_json):
+        from orchestrator.errors import ConfigError
+        from orchestrator.limits import MAX_TASK_CHARS, check_length
+
+        limits = checked_settings(
+            {
+                "max_rounds": max_rounds,
+                "max_fallbacks": max_fallbacks,
+                "timeout": timeout,
+                "on_timeout": on_timeout.value if on_timeout else None,
+                "uncertainty_threshold": uncertainty_threshold,
+            }
+        )
+        check_length("the TASK", task, MAX_TASK_CHARS)
+        if script is not None:
+            if model or pm_model or developer_model:
+                raise ConfigError("give either --script or a model, not both")
+            if task is not None:
+                raise ConfigError(
+                    f"give either a TASK or --script, not both: the scenario {script} "
+                    "has its own task"
+                )
+            view = _run_script(script, limits, ui, db, asking(no_browser, notify, public_url))
+        else:
+            from orchestrator.agents.models import resolve_models
+
+            models = resolve_models(model, pm=pm_model, developer=developer_model)
+            if models is None:
+                raise ConfigError(NO_AGENTS)
+            if not task or not task.strip():
+                raise ConfigError(
+                    'give the TASK for the agents, e.g. orchestrator run "Add a CSV '
+                    'export to the reports page" --model openai:gpt-4o-mini'
+                )
+            from orchestrator.api.running import load_runtime
+
+            load_runtime()  # LangGraph, before unfreezing gc
+
+            collect_from_here_on()
+            how = asking(no_browser, notify, public_url)
+            view = sessions_for(db, progress=True, ui=ui, create=True, **how).start(
+                task,
+                models=models,
+                settings=limits,
+                prompts=prompts,
+                workdir=workdir,
+                max_retries=max_retries,
+            )
+    finish(as_json, view, db, question_shown=question_shown(str(view["session_id"])))
+
+
+def checked_settings(limits: Mapping[str, Any]) -> dict[str, Any]:
+    """The options given, checked by Settings (the limits scenarios have too): exit 2
+    naming the option and what it takes."""
+    from pydantic import ValidationError
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.settings import Settings
+
+    given = {k: v for k, v in limits.items() if v is not None}
+    try:
+        Settings().merged(**given)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"--{field.replace('_', '-')} {given.get(field)!r}: {message}") from None
+    return given
+
+
+def _run_script(
+    script: Path,
+    limits: Mapping[str, object],
+    ui: Ui | None,
+    db: str | None,
+    how: dict[str, Any],
+) -> dict[str, object]:
+    from orchestrator.scenario import load_scenario
+
+    scenario = load_scenario(script)  # before the database is touched, or LangGraph loaded
+    from orchestrator.api.running import load_runtime
+
+    load_runtime()  # LangGraph, before unfreezing gc
+
+    collect_from_here_on()
+    sessions = sessions_for(
+        db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True, **how
+    )
+    return dict(sessions.start_scenario(scenario, settings=limits, source=str(script)))
+
+
+def resume(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to continue.")],
+    answer: Annotated[
+        str | None, typer.Option("--answer", metavar="TEXT", help="Answer the open question.")
+    ] = None,
+    choice: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--choice",
+            metavar="LABEL|N",
+            help="Choose an option by its label or its number from 1 (repeat for a "
+            "multi_select question). An answer of your own goes with --answer.",
+        ),
+    ] = None,
+    decline: Annotated[
+        bool, typer.Option("--decline", help="Resolve the question without an answer.")
+    ] = False,
+    cancel: Annotated[bool, typer.Option("--cancel", help="Stop the session.")] = False,
+    note: Annotated[
+        str | None,
+        typer.Option("--note", metavar="TEXT", help="A remark kept with your answer."),
+    ] = None,
+    ui: UiOption = None,
+    no_browser: NoBrowserOption = False,
+    notify: NotifyOption = None,
+    public_url: PublicUrlOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a paused session: answer, decline or cancel its question, or see it again."""
+    with user_errors(as_json):
+        from orchestrator.api.running import load_runtime
+
+        load_runtime()  # LangGraph, before unfreezing gc
+        from orchestrator.domain.answers import UserReply
+        from orchestrator.errors import ConfigError
+        from orchestrator.limits import MAX_ANSWER_CHARS, check_length
+
+        collect_from_here_on()
+
+        given = [
+            name
+            for name, on in (
+                ("--answer", answer is not None),
+                ("--choice", bool(choice)),
+                ("--decline", decline),
+                ("--cancel", cancel),
+            )
+            if on
+        ]
+        if len(given) > 1:
+            raise ConfigError(f"give at most one of {', '.join(given)}")
+        check_length("the --answer", answer, MAX_ANSWER_CHARS)
+        check_length("the --note", note, MAX_ANSWER_CHARS)
+        for picked in choice or ():
+            check_length("a --choice", picked, MAX_ANSWER_CHARS)
+        sessions = sessions_for(
+            db,
+            progress=True,
+            ui=ui,
+            session_id=session_id,
+            **asking(no_browser, notify, public_url),
+        )
+        reply = None
+        if answer is not None:
+            reply = UserReply(text=answer, note=note)
+        elif choice:
+            reply = UserReply(choices=_chosen_labels(sessions, session_id, choice), note=note)
+        elif decline:
+            reply = UserReply(action="decline", note=note)
+        elif cancel:
+            reply = UserReply(action="cancel", note=note)
+        elif note is not None:
+            raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
+        view = sessions.resume(session_id, reply)
+    finish(as_json, view, db, question_shown=question_shown(session_id))
+
+
+def _chosen_labels(sessions: Any, session_id: str, picks: list[str]) -> tuple[str, ...]:
+    """--choice values as the open question's labels (by label or number); exit 2 with
+    the options and the closest label for anything else."""
+    from orchestrator.domain.answers import choice_labels
+
+    question = sessions.status(session_id)["pending_question"]
+    if question is None or question.get("kind", "free_text") == "free_text":
+        return tuple(picks)  # the answer path says what is wrong (not waiting, free text)
+    return choice_labels(question, picks)
