@@ -22,8 +22,8 @@ import yaml
 from rich.console import Console
 
 from orchestrator.cli.progress import Activity
-from orchestrator.cli.terminal import summary_line
 from orchestrator.domain.answers import UserReply
+from orchestrator.present.render import summary_line
 from tests.conftest import ROOT, cli
 
 DOWN, UP, ENTER, SPACE, ESC, CTRL_C = "\x1b[B", "\x1b[A", "\r", " ", "\x1b", "\x03"

@@ -13,20 +13,20 @@ stdin or stderr is not a terminal, the question is asked line by line instead.
 from __future__ import annotations
 
 import asyncio
-import os
-import select
 import sys
 import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.cli.line_prompt import ask_by_line
 from orchestrator.domain.answers import UserReply
+from orchestrator.present.render import summary_line
 
 if TYPE_CHECKING:
     from questionary import Question
 
-__all__ = ["ask", "summary_line", "OTHER"]
+__all__ = ["ask", "OTHER"]
 
 OTHER = "Other (type an answer)"
 CANCEL_ENTRY = "✖ Cancel the session"
@@ -66,7 +66,7 @@ def ask(
     if deadline is None:
         deadline = _parse_deadline(question.get("deadline"))
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return _ask_plain(question, None if keep_open else deadline)
+        return ask_by_line(question, None if keep_open else deadline)
 
     from rich.console import Console
 
@@ -88,33 +88,6 @@ def ask(
     console.print(_styled(summary_line(question, reply, closed=closed, left=left)))
     assert reply is None or isinstance(reply, UserReply)
     return reply
-
-
-def summary_line(
-    question: Mapping[str, Any],
-    reply: UserReply | None,
-    *,
-    closed: bool = False,
-    left: bool = False,
-) -> str:
-    """The one line left on the terminal after the question: what was answered, or why not.
-
-    `reply` None means no answer: the user left it for later (`left`), the input ended
-    (`closed`), or the deadline passed.
-    """
-    whose = f"{question.get('asked_by') or 'the agent'}'s question"
-    if reply is None:
-        if left:
-            return f"⏸ {whose}: left open, to answer later"
-        return f"⌛ {whose}: " + (
-            "no answer (input closed)" if closed else "no answer before the deadline"
-        )
-    if reply.action == "cancel":
-        return f"✖ {whose}: cancelled"
-    if reply.action == "decline":
-        return f"✔ {whose}: declined"
-    answer = [*reply.choices, *([reply.text] if reply.text is not None else [])]
-    return f"✔ {whose}: {', '.join(answer)}"
 
 
 # -- the interactive prompt ---------------------------------------------------------------
@@ -337,82 +310,3 @@ def _parse_deadline(value: Any) -> float | None:
         return datetime.fromisoformat(str(value)).timestamp()
     except ValueError:
         return None
-
-
-# -- line by line, when there is no terminal ------------------------------------------------
-
-
-def _ask_plain(question: Mapping[str, Any], deadline: float | None) -> UserReply | None:
-    """Read the answer as one line from stdin: text, an option number or label (comma-separated
-    for a multi_select). An empty line is asked again; end of input or the deadline gives None."""
-    from orchestrator.present.render import question_text
-
-    kind = question.get("kind", "free_text")
-    labels = [str(o["label"]) for o in question.get("options") or []]
-    hint = {
-        "free_text": "your answer",
-        "single_select": "number or label",
-        "multi_select": "numbers or labels, comma-separated",
-    }[kind]
-    _say(question_text(question))
-    reply: UserReply | None = None
-    closed = left = False
-    try:
-        while reply is None:
-            _say(f"{hint}: ", end="")
-            line = _read_line(deadline)
-            if line is None:
-                closed = time.time() < (deadline or float("inf"))
-                _say("")
-                break
-            reply = _parse_plain(line.strip(), kind, labels, bool(question.get("allow_other")))
-            if reply is None:
-                _say(f"not an answer; expected {hint}" + (f" from 1-{len(labels)}" * bool(labels)))
-    except KeyboardInterrupt:  # the question stays open, as at the interactive prompt
-        reply, left = None, True
-        _say("")
-    _say(summary_line(question, reply, closed=closed, left=left))
-    return reply
-
-
-def _parse_plain(raw: str, kind: str, labels: list[str], allow_other: bool) -> UserReply | None:
-    if not raw:
-        return None
-    if kind == "free_text":
-        return UserReply(text=raw)
-    picks = [p.strip() for p in raw.split(",") if p.strip()] if kind == "multi_select" else [raw]
-    chosen = []
-    for pick in picks:
-        folded = [label for label in labels if label.casefold() == pick.casefold()]
-        if pick.isdigit() and 0 < int(pick) <= len(labels):
-            chosen.append(labels[int(pick) - 1])
-        elif folded:
-            chosen.append(folded[0])
-        elif allow_other:
-            chosen.append(pick)
-        else:
-            return None
-    if kind == "single_select" and chosen[0] not in labels:
-        return UserReply(text=chosen[0])
-    return UserReply(choices=tuple(chosen))
-
-
-def _read_line(deadline: float | None) -> str | None:
-    """One line from stdin's descriptor (unbuffered, so nothing past it is consumed)."""
-    fd = sys.stdin.fileno()
-    data = b""
-    while not data.endswith(b"\n"):
-        if deadline is not None:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.time()))
-            if not ready:
-                return None
-        byte = os.read(fd, 1)
-        if not byte:
-            return data.decode(errors="replace") if data else None
-        data += byte
-    return data.decode(errors="replace")
-
-
-def _say(text: str, end: str = "\n") -> None:
-    sys.stderr.write(text + end)
-    sys.stderr.flush()

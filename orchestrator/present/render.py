@@ -16,6 +16,7 @@ __all__ = [
     "resume_hint",
     "list_table",
     "relative",
+    "summary_line",
 ]
 
 
@@ -235,3 +236,30 @@ def answer_hint(view: Mapping[str, Any], db: str | None, *, question_shown: bool
         f"waiting for an answer. {asked}\n"
         f"answer with:\n  {resume_hint(view['session_id'], question, db)}"
     )
+
+
+def summary_line(
+    question: Mapping[str, Any],
+    reply: Any,
+    *,
+    closed: bool = False,
+    left: bool = False,
+) -> str:
+    """The one line left on the terminal after the question: what was answered, or why not.
+
+    `reply` (a UserReply) None means no answer: the user left it for later (`left`), the
+    input ended (`closed`), or the deadline passed.
+    """
+    whose = f"{question.get('asked_by') or 'the agent'}'s question"
+    if reply is None:
+        if left:
+            return f"⏸ {whose}: left open, to answer later"
+        return f"⌛ {whose}: " + (
+            "no answer (input closed)" if closed else "no answer before the deadline"
+        )
+    if reply.action == "cancel":
+        return f"✖ {whose}: cancelled"
+    if reply.action == "decline":
+        return f"✔ {whose}: declined"
+    answer = [*reply.choices, *([reply.text] if reply.text is not None else [])]
+    return f"✔ {whose}: {', '.join(answer)}"

@@ -1,0 +1,90 @@
+"""Ask the question line by line, when stdin or stderr is not a terminal: the question as
+text on stderr, the answer as one line from stdin."""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator.domain.answers import UserReply
+from orchestrator.present.render import question_text, summary_line
+
+__all__ = ["ask_by_line"]
+
+
+def ask_by_line(question: Mapping[str, Any], deadline: float | None) -> UserReply | None:
+    """Read the answer as one line from stdin: text, an option number or label (comma-separated
+    for a multi_select). An empty line is asked again; end of input or the deadline gives None."""
+    kind = question.get("kind", "free_text")
+    labels = [str(o["label"]) for o in question.get("options") or []]
+    hint = {
+        "free_text": "your answer",
+        "single_select": "number or label",
+        "multi_select": "numbers or labels, comma-separated",
+    }[kind]
+    _say(question_text(question))
+    reply: UserReply | None = None
+    closed = left = False
+    try:
+        while reply is None:
+            _say(f"{hint}: ", end="")
+            line = _read_line(deadline)
+            if line is None:
+                closed = time.time() < (deadline or float("inf"))
+                _say("")
+                break
+            reply = _parse_plain(line.strip(), kind, labels, bool(question.get("allow_other")))
+            if reply is None:
+                _say(f"not an answer; expected {hint}" + (f" from 1-{len(labels)}" * bool(labels)))
+    except KeyboardInterrupt:  # the question stays open, as at the interactive prompt
+        reply, left = None, True
+        _say("")
+    _say(summary_line(question, reply, closed=closed, left=left))
+    return reply
+
+
+def _parse_plain(raw: str, kind: str, labels: list[str], allow_other: bool) -> UserReply | None:
+    if not raw:
+        return None
+    if kind == "free_text":
+        return UserReply(text=raw)
+    picks = [p.strip() for p in raw.split(",") if p.strip()] if kind == "multi_select" else [raw]
+    chosen = []
+    for pick in picks:
+        folded = [label for label in labels if label.casefold() == pick.casefold()]
+        if pick.isdigit() and 0 < int(pick) <= len(labels):
+            chosen.append(labels[int(pick) - 1])
+        elif folded:
+            chosen.append(folded[0])
+        elif allow_other:
+            chosen.append(pick)
+        else:
+            return None
+    if kind == "single_select" and chosen[0] not in labels:
+        return UserReply(text=chosen[0])
+    return UserReply(choices=tuple(chosen))
+
+
+def _read_line(deadline: float | None) -> str | None:
+    """One line from stdin's descriptor (unbuffered, so nothing past it is consumed)."""
+    fd = sys.stdin.fileno()
+    data = b""
+    while not data.endswith(b"\n"):
+        if deadline is not None:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.time()))
+            if not ready:
+                return None
+        byte = os.read(fd, 1)
+        if not byte:
+            return data.decode(errors="replace") if data else None
+        data += byte
+    return data.decode(errors="replace")
+
+
+def _say(text: str, end: str = "\n") -> None:
+    sys.stderr.write(text + end)
+    sys.stderr.flush()
