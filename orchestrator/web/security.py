@@ -7,6 +7,9 @@
 - CSRF: double submit. Every page sets a random `orchestrator_csrf` cookie and puts the
   same value in its forms; a POST whose form field (or `X-CSRF-Token` header, for the
   API used with the cookie) differs from the cookie is refused (403).
+- Before any route runs (`RequestGuard`): the API and its schema need the token before a
+  byte of the body is read, and no request body may pass `MAX_BODY_BYTES` (413), so an
+  unauthenticated client cannot make the server hold or parse a large body.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "HostCheck",
+    "RequestGuard",
+    "MAX_BODY_BYTES",
     "TOKEN_COOKIE",
     "CSRF_COOKIE",
     "token_ok",
@@ -32,6 +37,9 @@ __all__ = [
 
 TOKEN_COOKIE = "orchestrator_token"
 CSRF_COOKIE = "orchestrator_csrf"
+# An answer and a note are at most 10,000 characters each: as JSON (\uXXXX escapes) or a
+# form, well under this.
+MAX_BODY_BYTES = 256 * 1024
 
 
 class HostCheck:
@@ -58,6 +66,67 @@ class HostCheck:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class RequestGuard:
+    """ASGI middleware: the token for `/api/` and `/openapi.json` before the body is read
+    (401), and at most `max_body` bytes of body for any request (413)."""
+
+    def __init__(self, app: ASGIApp, token: str, max_body: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.token = token
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)  # headers and cookies only: the body is not touched
+        path = scope["path"]
+        if (path.startswith("/api/") or path == "/openapi.json") and bearer_or_cookie(
+            request, self.token
+        ) is None:
+            refused = "missing or wrong access token: send Authorization: Bearer TOKEN"
+            await JSONResponse({"error": refused}, status_code=401)(scope, receive, send)
+            return
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
+            await self._too_large(scope, receive, send)
+            return
+        body, more = b"", True
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            while more:  # read at most max_body + 1 bytes, then hand them on
+                part = await receive()
+                if part["type"] != "http.request":  # the client went away
+                    await self.app(scope, _replay([part], receive), send)
+                    return
+                body += part.get("body", b"")
+                more = part.get("more_body", False)
+                if len(body) > self.max_body:
+                    await self._too_large(scope, receive, send)
+                    return
+            receive = _replay([{"type": "http.request", "body": body}], receive)
+        await self.app(scope, receive, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = f"the request body is larger than {self.max_body:,} bytes"
+        if scope["path"].startswith("/api/"):
+            response: Any = JSONResponse({"error": message}, status_code=413)
+        else:
+            response = PlainTextResponse(f"413: {message}", status_code=413)
+        await response(scope, receive, send)
+
+
+def _replay(messages: list[Any], receive: Receive) -> Receive:
+    """`receive` that first hands out `messages` (a body already read), then the real one."""
+    queue = list(messages)
+
+    async def replay() -> Any:
+        if queue:
+            return queue.pop(0)
+        return await receive()
+
+    return replay
 
 
 def _host_header(scope: Scope) -> str | None:

@@ -1,0 +1,129 @@
+"""Attacks on the web inbox before authentication, against a real server on 127.0.0.1:
+a huge or endless body must not be read (token first, then a size cap), and the API's
+schema needs the token like the API itself."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from orchestrator.web.security import MAX_BODY_BYTES
+from tests.web_support import TOKEN
+
+pytest.importorskip("uvicorn")
+
+
+@pytest.fixture
+def port(db_url: str) -> Iterator[int]:
+    """The inbox served by uvicorn on a free loopback port, in this process."""
+    import uvicorn
+
+    from orchestrator.web import WebConfig, create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    number = sock.getsockname()[1]
+    app = create_app(WebConfig(db=db_url, token=TOKEN, port=number, run_on=False))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if srv.started:
+            break
+        time.sleep(0.02)
+    assert srv.started, "the server did not start"
+    yield number
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def _headers_only(port: int, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """POST with a declared body that is never sent: the answer must come without it.
+    (If the server waited for the body, the read would hit the socket timeout.)"""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.putrequest("POST", path)
+    for name, value in headers.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    response = conn.getresponse()
+    status, body = response.status, response.read()
+    conn.close()
+    return status, body
+
+
+def test_no_token_is_refused_before_a_huge_body_is_read(port: int) -> None:
+    status, body = _headers_only(
+        port,
+        "/api/sessions/abc/answer",
+        {"Content-Type": "application/json", "Content-Length": str(400 * 1024 * 1024)},
+    )
+    assert status == 401
+    assert b"access token" in body
+
+
+def test_a_body_over_the_cap_is_refused_unread_even_with_the_token(port: int) -> None:
+    status, body = _headers_only(
+        port,
+        "/api/sessions/abc/answer",
+        {
+            "Authorization": f"Bearer {TOKEN}",
+            "Content-Type": "application/json",
+            "Content-Length": str(MAX_BODY_BYTES + 1),
+        },
+    )
+    assert status == 413
+    assert f"{MAX_BODY_BYTES:,} bytes".encode() in body
+
+
+def test_a_chunked_body_is_cut_off_at_the_cap(port: int) -> None:
+    """No Content-Length: the guard counts what arrives and stops at the cap."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    chunk = b"x" * 65536
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(MAX_BODY_BYTES // len(chunk) + 4):
+            yield chunk
+
+    conn.request(
+        "POST",
+        "/api/sessions/abc/answer",
+        body=chunks(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        encode_chunked=True,
+    )
+    response = conn.getresponse()
+    assert response.status == 413
+    conn.close()
+
+
+def test_an_answer_link_post_is_capped_too(port: int) -> None:
+    """Answer links need no access token; their bodies are capped all the same."""
+    status, _ = _headers_only(
+        port,
+        "/q/some-token",
+        {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Content-Length": str(MAX_BODY_BYTES + 1),
+        },
+    )
+    assert status == 413
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}])
+def test_the_api_schema_needs_the_token(port: int, headers: dict[str, Any]) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.request("GET", "/openapi.json", headers=headers)
+    response = conn.getresponse()
+    assert response.status == 401
+    response.read()
+    conn.request("GET", "/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"})
+    allowed = conn.getresponse()
+    assert allowed.status == 200 and b'"openapi"' in allowed.read()
+    conn.close()
