@@ -127,3 +127,17 @@ def test_the_api_schema_needs_the_token(port: int, headers: dict[str, Any]) -> N
     allowed = conn.getresponse()
     assert allowed.status == 200 and b'"openapi"' in allowed.read()
     conn.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/?page=9223372036854775807", "/?page=0", "/sessions/abc/live?after=9223372036854775808"],
+)
+def test_out_of_range_numbers_are_bad_requests_not_server_errors(port: int, path: str) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.request("GET", path, headers={"Cookie": f"orchestrator_token={TOKEN}"})
+    response = conn.getresponse()
+    body = response.read()
+    assert response.status == 400, body
+    assert b"expected" in body
+    conn.close()

@@ -121,6 +121,11 @@ def check_sqlite_file(url: str, *, create: bool, origin: str) -> bool:
     if path.exists():
         if path.is_dir():
             raise ConfigError(f"{label}: is a folder; expected a database file")
+        if not path.is_file():  # opening a FIFO would wait for a writer forever
+            raise ConfigError(
+                f"{label}: is not a regular file (a pipe, a socket or a device); "
+                "expected a database file"
+            )
         _check_sqlite_content(path, label)
         return create or path.stat().st_size > 0  # an empty file holds no sessions yet
     for parent in path.parents:

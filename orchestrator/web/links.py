@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.web.http_errors import ApiError, status_of
 
 __all__ = ["router"]
 
@@ -22,7 +23,6 @@ router = APIRouter(include_in_schema=False)
 
 def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
     """The session id and its open question, or an ApiError (404 unknown, 410 closed)."""
-    from orchestrator.web.http_errors import ApiError
 
     web = request.app.state.web
     found = web.inbox.session_of_link(token)
@@ -49,7 +49,6 @@ def question_page(request: Request, token: str) -> Any:
 async def answer_by_link(request: Request, token: str) -> HTMLResponse:
     from orchestrator.web.api_routes import after_answer
     from orchestrator.web.forms import reply_from_form
-    from orchestrator.web.http_errors import ApiError, status_of
     from orchestrator.web.pages import _check_csrf, render
 
     web = request.app.state.web

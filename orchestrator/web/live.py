@@ -17,11 +17,13 @@ from fastapi import APIRouter, Depends, Request
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
+from orchestrator.web.http_errors import ApiError
 from orchestrator.web.pages import page_auth
 
 __all__ = ["router", "POLL_SECONDS"]
 
 POLL_SECONDS = 0.5
+MAX_EVENT_ID = 2**63 - 1  # the database's largest integer
 STOPPED = ("paused", "completed", "failed", "cancelled")
 
 router = APIRouter(dependencies=[Depends(page_auth)], include_in_schema=False)
@@ -29,6 +31,8 @@ router = APIRouter(dependencies=[Depends(page_auth)], include_in_schema=False)
 
 @router.get("/sessions/{session_id}/live")
 async def live(request: Request, session_id: str, after: int = 0) -> Any:
+    if not 0 <= after <= MAX_EVENT_ID:
+        raise ApiError(400, f"after={after}: expected an event id from 0 to {MAX_EVENT_ID}")
     web = request.app.state.web
     await run_in_threadpool(web.inbox.status_of, session_id)  # 404 before streaming
 

@@ -20,6 +20,7 @@ stderr, opens a browser when one is available, and waits.
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
 import socket
@@ -134,7 +135,7 @@ def _app(
 
     @app.get("/choice/{given}")
     def show(request: Request, given: str) -> HTMLResponse:
-        if given != page_id:
+        if not hmac.compare_digest(given.encode(), page_id.encode()):
             return HTMLResponse("404: no such question", status_code=404)
         if done.is_set():
             return page(request, status=410, closed=True)
@@ -142,7 +143,7 @@ def _app(
 
     @app.post("/choice/{given}")
     async def answer(request: Request, given: str) -> HTMLResponse:
-        if given != page_id:
+        if not hmac.compare_digest(given.encode(), page_id.encode()):
             return HTMLResponse("404: no such question", status_code=404)
         form = await request.form()
         if not csrf_ok(request, form.get("csrf")):  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import OrchestratorError
+from orchestrator.web.http_errors import ApiError, status_of
 from orchestrator.web.security import (
     TOKEN_COOKIE,
     bearer_or_cookie,
@@ -38,7 +39,6 @@ class _Redirect(Exception):
 
 def page_auth(request: Request) -> None:
     """The cookie (or a Bearer header); `?token=` on any page sets the cookie once."""
-    from orchestrator.web.http_errors import ApiError
 
     web = request.app.state.web
     given = request.query_params.get("token")
@@ -126,14 +126,18 @@ def _short(text: str | None, size: int = 140) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
+# Pages of the inbox past this are refused (their offset would overflow the database's
+# integers); at 50 a page that is fifty billion sessions.
+MAX_PAGE = 1_000_000_000
+
 FILTERS = {"time_left": time_left, "event_text": _event_text, "short": _short}
 
 
 @router.get("/")
 def inbox(request: Request, page: int = 1) -> Any:
-
+    if not 1 <= page <= MAX_PAGE:
+        raise ApiError(400, f"page {page} does not exist; expected a number from 1 to {MAX_PAGE:,}")
     web = request.app.state.web
-    page = max(1, page)
     size = web.config.page_size
     rows, total = web.inbox.page(offset=(page - 1) * size, limit=size)
     pages = max(1, math.ceil(total / size))
@@ -195,8 +199,6 @@ async def answer_form(request: Request, session_id: str) -> Any:
     try:
         doc = await run_in_threadpool(commit)
     except OrchestratorError as exc:
-        from orchestrator.web.http_errors import status_of
-
         if status_of(exc) == 404:
             raise
         return await run_in_threadpool(
@@ -225,8 +227,6 @@ async def cancel_form(request: Request, session_id: str) -> Any:
     try:
         await run_in_threadpool(web.sessions.cancel, session_id)
     except OrchestratorError as exc:
-        from orchestrator.web.http_errors import status_of
-
         if status_of(exc) == 404:
             raise
         return await run_in_threadpool(
@@ -241,7 +241,6 @@ def api_docs(request: Request) -> Any:
 
 
 def _check_csrf(request: Request, form: Any) -> None:
-    from orchestrator.web.http_errors import ApiError
 
     if not csrf_ok(request, form.get("csrf")):
         raise ApiError(403, "the form's CSRF value is missing or stale: reload the page and retry")
