@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +24,7 @@ from typing import Any, NamedTuple
 from orchestrator.api import lean
 from orchestrator.api.lean import LeanFile, NeedsFullPath
 from orchestrator.errors import SessionNotFound
+from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.readout import (
     DEFAULT_LIMIT,
     list_text,
@@ -37,8 +37,6 @@ __all__ = ["serve"]
 # --status values (cli.runs.Status); "waiting" is a synonym for paused.
 STATUSES = frozenset({"running", "paused", "completed", "failed", "cancelled", "waiting"})
 EXIT_BAD_INPUT = 2
-# What click.echo strips when the stream is not a terminal (typer's vendored click).
-_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
 
 
 class Request(NamedTuple):
@@ -191,7 +189,10 @@ class _Output:
         self.started = True
         if hint:
             _echo(hint, err=True)
-        _echo(json.dumps(document, indent=2, ensure_ascii=False) if self.as_json else text)
+        if self.as_json:
+            _echo(json.dumps(document, indent=2, ensure_ascii=False), json_text=True)
+        else:
+            _echo(text)
 
     def stream(self, views: Iterable[dict[str, Any]]) -> None:
         """Print a JSON list as `document` would, one item at a time. The bytes are the
@@ -201,16 +202,16 @@ class _Output:
         for view in views:
             self.started = True
             item = json.dumps(view, indent=2, ensure_ascii=False).replace("\n", "\n  ")
-            _echo(("[\n  " if first else ",\n  ") + item, nl=False)
+            _echo(("[\n  " if first else ",\n  ") + item, nl=False, json_text=True)
             first = False
         self.started = True
-        _echo("[]" if first else "\n]")
+        _echo("[]" if first else "\n]", json_text=True)
 
 
-def _echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+def _echo(text: str, *, err: bool = False, nl: bool = True, json_text: bool = False) -> None:
+    """As cli.output does: what others wrote cannot drive the terminal (JSON keeps valid)."""
     stream = sys.stderr if err else sys.stdout
-    if not stream.isatty():
-        text = _ANSI.sub("", text)
+    text = printable_json(text) if json_text else printable(text)
     stream.write(text + "\n" if nl else text)
     if nl:
         stream.flush()
@@ -219,11 +220,8 @@ def _echo(text: str, *, err: bool = False, nl: bool = True) -> None:
 def _fail(as_json: bool, message: str) -> int:
     _echo(f"error: {message}", err=True)
     if as_json:
-        _echo(
-            json.dumps(
-                {"error": message, "exit_code": EXIT_BAD_INPUT}, indent=2, ensure_ascii=False
-            )
-        )
+        document = {"error": message, "exit_code": EXIT_BAD_INPUT}
+        _echo(json.dumps(document, indent=2, ensure_ascii=False), json_text=True)
     return EXIT_BAD_INPUT
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.domain.answers import UserReply
+from orchestrator.present.printable import printable
 from orchestrator.present.render import question_text, summary_line
 
 __all__ = ["ask_by_line"]
@@ -86,5 +87,5 @@ def _read_line(deadline: float | None) -> str | None:
 
 
 def _say(text: str, end: str = "\n") -> None:
-    sys.stderr.write(text + end)
+    sys.stderr.write(printable(text) + end)
     sys.stderr.flush()

@@ -20,6 +20,7 @@ import typer
 
 from orchestrator.errors import OrchestratorError, UserError
 from orchestrator.limits import clip
+from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.render import answer_hint, session_text
 
 __all__ = [
@@ -87,18 +88,22 @@ def pipe_safe() -> None:
 
 
 def err(text: str) -> None:
-    typer.echo(text, err=True)
+    """A line for people on stderr; what others wrote in it cannot drive the terminal."""
+    typer.echo(printable(text), err=True)
 
 
 def emit(as_json: bool, document: Any, text: str) -> None:
+    """The result on stdout: the JSON document (control characters escaped by JSON), or
+    the text for people (made printable)."""
     if as_json:
-        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        typer.echo(printable_json(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
-        typer.echo(text)
+        typer.echo(printable(text))
 
 
 def error_document(message: str, code: int) -> str:
-    return json.dumps({"error": message, "exit_code": code}, indent=2, ensure_ascii=False)
+    document = {"error": message, "exit_code": code}
+    return printable_json(json.dumps(document, indent=2, ensure_ascii=False))
 
 
 @contextmanager

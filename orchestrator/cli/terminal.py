@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.line_prompt import ask_by_line
 from orchestrator.domain.answers import UserReply
+from orchestrator.present.printable import printable
 from orchestrator.present.render import summary_line
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def ask(
     reply = None if left or result is None else result
     # The prompts erase themselves (erase_when_done); this erases the header above them.
     console.file.write(f"\x1b[{header.count(chr(10))}F\x1b[J")
-    console.print(_styled(summary_line(question, reply, closed=closed, left=left)))
+    console.print(_styled(printable(summary_line(question, reply, closed=closed, left=left))))
     assert reply is None or isinstance(reply, UserReply)
     return reply
 
@@ -115,7 +116,7 @@ class _Deadline:
 def _ask_interactive(question: Mapping[str, Any], deadline: _Deadline) -> Any:
     """The reply, or _LEAVE, or None (deadline passed)."""
     kind = question.get("kind", "free_text")
-    message = str(question["question"])
+    message = printable(str(question["question"]))
     if kind == "free_text":
         typed = _run(_text(message, _HINTS[kind]), deadline, kind)
         return _reply(typed, text=True)
@@ -159,14 +160,14 @@ def _select(question: Mapping[str, Any], kind: str) -> Question:
     if kind == "single_select":
         choices.append(questionary.Choice(CANCEL_ENTRY, value=_CANCEL))
         return questionary.select(
-            str(question["question"]),
+            printable(str(question["question"])),
             choices,
             default=recommended[0] if recommended else None,
             use_shortcuts=False,
             **common,
         )
     return questionary.checkbox(
-        str(question["question"]),
+        printable(str(question["question"])),
         choices,
         validate=lambda values: bool(values) or "choose at least one (space toggles)",
         **common,
@@ -260,11 +261,13 @@ def _output() -> Any:
 
 
 def _title(option: Mapping[str, Any]) -> str:
-    title = str(option["label"])
+    """The option as listed: its label and description, printable (the value chosen is
+    the label as the agent wrote it)."""
+    title = printable(str(option["label"]))
     if option.get("recommended"):
         title += " (recommended)"
     if option.get("description"):
-        title += f" — {option['description']}"
+        title += f" — {printable(str(option['description']))}"
     return title
 
 
@@ -273,7 +276,7 @@ def _header(question: Mapping[str, Any], deadline: float | None) -> Any:
     from rich.text import Text
 
     urgency = question.get("urgency", "medium")
-    who = escape(str(question.get("asked_by") or "an agent"))
+    who = escape(printable(str(question.get("asked_by") or "an agent")))
     lines = [f"[bold]{who}[/bold] asks"]
     if urgency == "high":
         lines[0] += "  [bold reverse red] HIGH URGENCY [/]"
@@ -281,9 +284,9 @@ def _header(question: Mapping[str, Any], deadline: float | None) -> Any:
         lines[0] += "  [dim](low urgency)[/dim]"
     for label, field in (("why", "reason"), ("context", "context")):
         if question.get(field):
-            lines.append(f"  [dim]{label}:[/dim] {escape(str(question[field]))}")
+            lines.append(f"  [dim]{label}:[/dim] {escape(printable(str(question[field])))}")
     if question.get("default"):
-        lines.append(f"  [dim]if unanswered:[/dim] {escape(str(question['default']))}")
+        lines.append(f"  [dim]if unanswered:[/dim] {escape(printable(str(question['default'])))}")
     if deadline is not None:
         lines.append(f"  [dim]answer within:[/dim] {_duration(deadline - time.time())}")
     return Text.from_markup("\n".join(lines))
