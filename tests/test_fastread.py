@@ -215,9 +215,10 @@ def test_unusual_command_lines_fall_through_to_the_full_path(
         assert "typer" in imported, args
 
 
-def test_text_output_strips_terminal_codes_like_click(zoo: dict[str, str], tmp_path: Path) -> None:
+def test_text_output_shows_terminal_codes_as_text(zoo: dict[str, str], tmp_path: Path) -> None:
+    """Both paths show an agent's escape codes as visible text, never raw."""
     (out, _, code), _ = both(["status", zoo["failed"], "--db", zoo["db"]], tmp_path)
-    assert code == 0 and "naïve red task ✓" in out and "\x1b" not in out
+    assert code == 0 and "naïve \\x1b[31mred\\x1b[0m task ✓" in out and "\x1b" not in out
     (out, _, _), _ = both(["status", zoo["failed"], "--json", "--db", zoo["db"]], tmp_path)
     assert "\\u001b[31m" in out  # JSON escapes it; nothing to strip
 
