@@ -89,3 +89,58 @@ def test_the_terminal_prompt_shows_an_agents_escapes_as_text() -> None:
     header = terminal._header(question, None).plain
     for text in (title, header):
         assert _unsafe(text) == [] and "\\x1b]52" in text
+
+
+PASSWORD = "hunter2-secret"
+
+
+@pytest.mark.backends("postgresql")
+def test_a_database_password_never_reaches_a_hint_or_a_notification(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The pause hint (stderr, CI logs) and the notification body carry the resume command:
+    with `--db`, the URL's password is masked; from $ORCHESTRATOR_DB, `--db` is left out."""
+    from tests.test_web_notify import Receiver
+    from tests.web_support import scenario
+
+    scheme, rest = db_url.split("://", 1)
+    user, at, host = rest.partition("@")
+    assert at, db_url
+    secret_url = f"{scheme}://{user}:{PASSWORD}@{host}"  # trust auth: the password is ignored
+    path = tmp_path / "s.json"
+    path.write_text(scenario())
+    receiver = Receiver()
+    try:
+        given = cli(
+            "run", "--script", str(path), "--ui", "none", "--notify", receiver.url, db=secret_url
+        )
+        from_env = cli(
+            "run",
+            "--script",
+            str(path),
+            "--ui",
+            "none",
+            "--notify",
+            receiver.url,
+            env={**os.environ, "ORCHESTRATOR_DB": secret_url},
+        )
+        assert given.returncode == 3 and from_env.returncode == 3, given.stderr + from_env.stderr
+        messages = receiver.wait(2)
+    finally:
+        receiver.server.shutdown()
+    for text in (given.stderr, given.stdout, from_env.stderr, *(m["message"] for m in messages)):
+        assert PASSWORD not in text
+    assert "--db 'postgresql+psycopg://postgres:***@" in given.stdout  # the closing hint
+    assert "orchestrator resume" in from_env.stdout and "--db" not in from_env.stdout
+    bodies = sorted(m["message"] for m in messages)
+    assert sum("--db" in body for body in bodies) == 1  # only the run that was given --db
+
+
+def test_a_password_in_a_connection_error_is_masked() -> None:
+    """Nothing listens on port 1: the connection error names the URL, masked, user part
+    and query alike."""
+    url = f"postgresql+psycopg://bob:{PASSWORD}@127.0.0.1:1/db?password={PASSWORD}&sslmode=disable"
+    done = cli("list", "--json", db=url, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert PASSWORD not in done.stdout + done.stderr
+    assert "***" in json.loads(done.stdout)["error"]

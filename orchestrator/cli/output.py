@@ -22,6 +22,7 @@ from orchestrator.errors import OrchestratorError, UserError
 from orchestrator.limits import clip
 from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.render import answer_hint, session_text
+from orchestrator.redact import mask_url
 
 __all__ = [
     "EXIT_CODES",
@@ -125,7 +126,7 @@ def user_errors(as_json: bool) -> Iterator[None]:
 
 
 def fail(as_json: bool, message: str, code: int) -> NoReturn:
-    message = clip(message, MAX_MESSAGE_CHARS)  # it may quote what the user gave
+    message = clip(mask_url(message), MAX_MESSAGE_CHARS)  # it may quote what the user gave
     err(f"error: {message}")
     if as_json:
         typer.echo(error_document(message, code))

@@ -55,8 +55,9 @@ def serve(
         from orchestrator.api.database import locate
         from orchestrator.web import WebConfig, create_app
 
+        locate(db, create=True)  # checked (and the default folder made) before serving
         config = WebConfig(
-            db=locate(db, create=True).url,
+            db=db,  # as given (None: $ORCHESTRATOR_DB or the default), so hints leave it out
             host=host,
             port=port,
             token=token,

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.limits import clip
+from orchestrator.redact import mask_url
 
 __all__ = [
     "event_line",
@@ -109,7 +110,7 @@ def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) ->
     """The exact command that answers `question`."""
     base = ["orchestrator", "resume", session_id]
     if db:
-        base += ["--db", db]
+        base += ["--db", mask_url(db)]
     kind = question.get("kind", "free_text")
     labels = [o["label"] for o in question.get("options") or []]
     if kind == "free_text":

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from orchestrator.errors import ConfigError, DatabaseUnavailable
+from orchestrator.redact import mask_url
 
 __all__ = [
     "postgres_engine",
@@ -112,7 +113,7 @@ def _kind(message: str) -> str:
 def connection_error(exc: BaseException, url: str) -> ConfigError:
     """The error to raise for a failed connection to `url` (password hidden)."""
     parsed = make_url(url)
-    shown = parsed.render_as_string(hide_password=True)
+    shown = mask_url(parsed.render_as_string(hide_password=True))
     where = parsed.host or parsed.query.get("host") or "the local socket"
     if parsed.port:
         where = f"{where}:{parsed.port}"

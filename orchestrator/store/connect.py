@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orchestrator.migrations as _migrations_package
 from orchestrator.errors import ConfigError
+from orchestrator.redact import mask_url
 
 __all__ = [
     "ENV_DB",
@@ -82,7 +83,7 @@ def resolve_url(db: str | None) -> str:
         make_url(url)
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
         raise ConfigError(
-            f"{origin} {url!r} is not a database URL ({exc}); expected e.g. "
+            f"{origin} {mask_url(url)!r} is not a database URL ({exc}); expected e.g. "
             "sqlite:///path/to/file.db or postgresql+psycopg://user:password@host:5432/db"
         ) from None
     return url
@@ -98,7 +99,7 @@ def _check_url_shape(url: str, origin: str) -> None:
     if match and match.group(1).lower() in _DIALECTS:
         rest = url[match.end() :].lstrip("/")
         raise ConfigError(
-            f"{origin} {url!r}: a database URL needs '//' after '{match.group(0)}'; "
+            f"{origin} {mask_url(url)!r}: a database URL needs '//' after '{match.group(0)}'; "
             f"did you mean {match.group(0)}///{rest} (the file {rest})?"
         )
 

@@ -12,6 +12,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 from orchestrator.errors import ConfigError
 from orchestrator.install_hints import install_extra
+from orchestrator.redact import mask_url
 from orchestrator.store.connect import (
     HEAD_REVISION,
     MIGRATIONS,
@@ -44,7 +45,7 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
             engine = create_engine(url, pool_pre_ping=True)
         except ArgumentError as exc:
             raise ConfigError(
-                f"--db {url!r}: unknown database kind ({exc}); expected a sqlite:// or "
+                f"--db {mask_url(url)!r}: unknown database kind ({exc}); expected a sqlite:// or "
                 "postgresql+psycopg:// URL, or a file path"
             ) from exc
         except ModuleNotFoundError as exc:
@@ -56,7 +57,8 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
         try:
             _ensure_schema(engine)
         except OperationalError as exc:
-            raise ConfigError(f"cannot open the database {engine.url!r}: {exc.orig}") from exc
+            shown = mask_url(engine.url.render_as_string(hide_password=True))
+            raise ConfigError(f"cannot open the database {shown!r}: {exc.orig}") from exc
     return engine
 
 
@@ -68,7 +70,7 @@ def _postgres_engine(url: str) -> Engine:
         return postgres_engine(url)
     except ArgumentError as exc:
         raise ConfigError(
-            f"--db {url!r}: unknown PostgreSQL driver ({exc}); expected "
+            f"--db {mask_url(url)!r}: unknown PostgreSQL driver ({exc}); expected "
             "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
         ) from exc
     except ModuleNotFoundError as exc:

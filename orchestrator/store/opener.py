@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 from orchestrator.errors import ConfigError
+from orchestrator.redact import mask_url
 from orchestrator.store.connect import HEAD_REVISION, sqlite_path
 from orchestrator.store.sql import SqliteDb
 
@@ -23,7 +24,7 @@ def open_db(url: str) -> Any:
         try:
             db = SqliteDb(path)
         except sqlite3.OperationalError as exc:  # e.g. a folder nobody may create files in
-            raise ConfigError(f"cannot open the database {url}: {exc}") from None
+            raise ConfigError(f"cannot open the database {mask_url(url)}: {exc}") from None
         try:
             with db.read() as tx:
                 has_table = tx.scalar(
