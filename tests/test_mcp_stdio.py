@@ -4,6 +4,7 @@ subprocess, driven over stdio (and streamable HTTP) by the SDK's own client."""
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import subprocess
 import sys
@@ -185,8 +186,18 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    token_file = tmp_path / "token"
+    token_file.write_text(MCP_TOKEN + "\n")
     server = subprocess.Popen(
-        argv("mcp", "--http", "--port", str(port), db=str(tmp_path / "h.db")),
+        argv(
+            "mcp",
+            "--http",
+            "--port",
+            str(port),
+            "--token-file",
+            str(token_file),
+            db=str(tmp_path / "h.db"),
+        ),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -205,14 +216,15 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{port}/mcp"
 
         async def main() -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
-            async with Client(url, elicitation_callback=person) as client:  # 2026-07-28
+            async with Client(_authorized(url), elicitation_callback=person) as client:
+                # 2026-07-28
                 foreign = await anyio.to_thread.run_sync(post_with_foreign_host, port)
                 assert foreign in (400, 403, 421), foreign  # DNS-rebinding protection
                 chosen = shaped(await client.call_tool("provide_choice", CHOICE))
                 version = client.protocol_version
             # The handshake era: the form is sent while the call waits, on its SSE stream.
             async with (
-                streamable_http_client(url) as (read, write),
+                _authorized(url) as (read, write),
                 Session(read, write, elicitation_callback=person) as session,
             ):
                 await session.initialize()
@@ -234,13 +246,81 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in taken.stderr
 
 
+def _authorized(url: str) -> Any:
+    """The streamable HTTP transport with the server's bearer token."""
+    import httpx2
+
+    headers = {"Authorization": f"Bearer {MCP_TOKEN}"}
+    return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))
+
+
 def post_with_foreign_host(port: int) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request("POST", "/mcp", body="{}", headers={"Host": "evil.example"})
+        headers = {"Host": "evil.example", "Authorization": f"Bearer {MCP_TOKEN}"}
+        conn.request("POST", "/mcp", body="{}", headers=headers)
         return conn.getresponse().status
     finally:
         conn.close()
+
+
+MCP_TOKEN = "mcp-test-token-0123456789"
+
+
+def test_streamable_http_needs_the_bearer_token(tmp_path: Path) -> None:
+    """Any local process could otherwise list, answer, cancel and start sessions: without
+    the token (none, wrong, a huge unread body) every request is refused; the generated
+    token is printed once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_MCP_TOKEN"}
+    server = subprocess.Popen(
+        argv("mcp", "--http", "--port", str(port), db=str(tmp_path / "h.db")),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    statuses = []
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "no server"
+                time.sleep(0.1)
+        listing = (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call",'
+            ' "params": {"name": "list_sessions", "arguments": {}}}'
+        )
+        for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            conn.request(
+                "POST",
+                "/mcp",
+                body=listing,
+                headers={"Content-Type": "application/json", **headers},
+            )
+            response = conn.getresponse()
+            statuses.append((response.status, response.read()))
+            conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        conn.putrequest("POST", "/mcp")
+        conn.putheader("Content-Length", str(400 * 1024 * 1024))  # never sent
+        conn.endheaders()
+        statuses.append((conn.getresponse().status, b""))
+        conn.close()
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert [status for status, _ in statuses] == [401, 401, 401]
+    assert all(b"Bearer" in body for _, body in statuses[:2])
+    printed = [line for line in stderr.splitlines() if "Authorization: Bearer" in line]
+    assert len(printed) == 1 and len(printed[0].split()[-1]) >= 24
 
 
 def test_without_the_sdk_the_command_says_which_extra_to_install() -> None:

@@ -144,3 +144,33 @@ def test_a_password_in_a_connection_error_is_masked() -> None:
     assert done.returncode == 2, done.stderr
     assert PASSWORD not in done.stdout + done.stderr
     assert "***" in json.loads(done.stdout)["error"]
+
+
+def test_serve_takes_its_token_from_a_file_not_the_process_list(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.conftest import ROOT, argv
+
+    token = "file-token-0123456789abcdef"
+    path = tmp_path / "token"
+    path.write_text(f"{token}\n")
+    server = subprocess.Popen(
+        argv("serve", "--port", "0", "--token-file", str(path), db=str(tmp_path / "s.db")),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert f"?token={token}" in line
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    refused = cli("serve", "--token-file", str(short), db=str(tmp_path / "s.db"))
+    assert refused.returncode == 2 and "at least 16 characters" in refused.stderr
+    both = cli("serve", "--token", token, "--token-file", str(path), db=str(tmp_path / "s.db"))
+    assert both.returncode == 2 and "not both" in both.stderr

@@ -10,7 +10,9 @@ import typer
 from orchestrator.cli.options import DbOption
 from orchestrator.cli.output import user_errors
 
-__all__ = ["mcp"]
+__all__ = ["mcp", "ENV_MCP_TOKEN"]
+
+ENV_MCP_TOKEN = "ORCHESTRATOR_MCP_TOKEN"
 
 
 def mcp(
@@ -25,6 +27,15 @@ def mcp(
         int,
         typer.Option("--port", min=1, max=65535, help="The port for --http."),
     ] = 8766,
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            "--token-file",
+            metavar="FILE",
+            help="With --http: the bearer token clients must send, read from FILE. "
+            f"Default: ${ENV_MCP_TOKEN}, else a new one, printed once.",
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Serve the MCP tools (provide_choice, ask_user and the session tools) to an MCP client."""
@@ -43,6 +54,24 @@ def mcp(
         gc.enable()  # a long-lived server, unlike the one-shot commands main() tunes for
         log_to_stderr()
         if http:
-            serve_http(db, port=port)
+            token = _token(token_file)
+            serve_http(db, port=port, token=token)
         else:
             serve_stdio(db)
+
+
+def _token(token_file: str | None) -> str:
+    """--token-file, else $ORCHESTRATOR_MCP_TOKEN, else a new token printed once on stderr."""
+    import os
+    import secrets
+
+    from orchestrator.cli.output import err
+    from orchestrator.web.security import read_token
+
+    if token_file is not None:
+        return read_token(token_file, "--token-file")
+    if os.environ.get(ENV_MCP_TOKEN):
+        return os.environ[ENV_MCP_TOKEN]
+    token = secrets.token_urlsafe(24)
+    err(f"orchestrator mcp: clients send the header  Authorization: Bearer {token}")
+    return token

@@ -23,8 +23,13 @@ def serve(
         typer.Option(
             "--token",
             metavar="TOKEN",
-            help="Access token. Default: $ORCHESTRATOR_WEB_TOKEN, else a new one (printed).",
+            help="Access token (seen by anyone who lists processes: prefer --token-file or "
+            "$ORCHESTRATOR_WEB_TOKEN). Default: $ORCHESTRATOR_WEB_TOKEN, else a new one (printed).",
         ),
+    ] = None,
+    token_file: Annotated[
+        str | None,
+        typer.Option("--token-file", metavar="FILE", help="Read the access token from FILE."),
     ] = None,
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Sessions run on at once after answers.")
@@ -55,6 +60,13 @@ def serve(
         from orchestrator.api.database import locate
         from orchestrator.web import WebConfig, create_app
 
+        if token_file is not None:
+            from orchestrator.errors import ConfigError
+            from orchestrator.web.security import read_token
+
+            if token is not None:
+                raise ConfigError("give either --token or --token-file, not both")
+            token = read_token(token_file, "--token-file")
         locate(db, create=True)  # checked (and the default folder made) before serving
         config = WebConfig(
             db=db,  # as given (None: $ORCHESTRATOR_DB or the default), so hints leave it out

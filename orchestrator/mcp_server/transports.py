@@ -37,14 +37,25 @@ def serve_stdio(db: str | None) -> None:
     anyio.run(main)
 
 
-def serve_http(db: str | None, *, host: str = "127.0.0.1", port: int = 8766) -> None:
+# A tool call's arguments: a scenario is at most 1 MB, as JSON perhaps twice that.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int = 8766) -> None:
     """Serve streamable HTTP at http://HOST:PORT/mcp (DNS-rebinding protection on loopback),
-    in both protocol eras as over stdio."""
+    in both protocol eras as over stdio. Every request needs `Authorization: Bearer TOKEN`,
+    checked before its body is read."""
     import uvicorn
 
     from orchestrator.errors import ConfigError
+    from orchestrator.web.security import RequestGuard
 
-    app = build_server(db).streamable_http_app(host=host)
+    app = RequestGuard(
+        build_server(db).streamable_http_app(host=host),
+        token=token,
+        max_body=MAX_BODY_BYTES,
+        everything=True,
+    )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart right after a stop
     try:

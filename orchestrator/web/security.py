@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
+    "read_token",
     "HostCheck",
     "RequestGuard",
     "MAX_BODY_BYTES",
@@ -69,13 +70,17 @@ class HostCheck:
 
 
 class RequestGuard:
-    """ASGI middleware: the token for `/api/` and `/openapi.json` before the body is read
-    (401), and at most `max_body` bytes of body for any request (413)."""
+    """ASGI middleware: the token for `/api/` and `/openapi.json` (with `everything`, for
+    every path) before the body is read (401), and at most `max_body` bytes of body for
+    any request (413)."""
 
-    def __init__(self, app: ASGIApp, token: str, max_body: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str, max_body: int = MAX_BODY_BYTES, everything: bool = False
+    ) -> None:
         self.app = app
         self.token = token
         self.max_body = max_body
+        self.everything = everything
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,9 +88,8 @@ class RequestGuard:
             return
         request = Request(scope)  # headers and cookies only: the body is not touched
         path = scope["path"]
-        if (path.startswith("/api/") or path == "/openapi.json") and bearer_or_cookie(
-            request, self.token
-        ) is None:
+        protected = self.everything or path.startswith("/api/") or path == "/openapi.json"
+        if protected and bearer_or_cookie(request, self.token) is None:
             refused = "missing or wrong access token: send Authorization: Bearer TOKEN"
             await JSONResponse({"error": refused}, status_code=401)(scope, receive, send)
             return
@@ -110,7 +114,7 @@ class RequestGuard:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = f"the request body is larger than {self.max_body:,} bytes"
-        if scope["path"].startswith("/api/"):
+        if self.everything or scope["path"].startswith("/api/"):
             response: Any = JSONResponse({"error": message}, status_code=413)
         else:
             response = PlainTextResponse(f"413: {message}", status_code=413)
@@ -127,6 +131,23 @@ def _replay(messages: list[Any], receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def read_token(path: str, what: str) -> str:
+    """The token in a file (its first line; a file only its owner should read), named
+    `what` in errors. Keeps the token out of the process list, unlike --token."""
+    from pathlib import Path
+
+    from orchestrator.errors import ConfigError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{what} {path}: cannot read it ({exc})") from None
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if len(token) < 16:
+        raise ConfigError(f"{what} {path}: expected a token of at least 16 characters")
+    return token
 
 
 def _host_header(scope: Scope) -> str | None:
