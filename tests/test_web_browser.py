@@ -253,3 +253,57 @@ def test_answering_in_a_real_browser(
         assert (tmp_path / name).stat().st_size > 10_000
         if renew or not (docs / name).exists():
             shutil.copyfile(tmp_path / name, docs / name)
+
+
+def test_a_page_on_another_local_port_cannot_answer(
+    server: tuple[str, Any], browser: Any, db_url: str
+) -> None:
+    """CSRF from 127.0.0.1:OTHER: cookies are not kept apart by port, so the attacker's
+    server overwrites the CSRF cookie with a value it knows and its page posts an answer
+    with that value, carrying the victim's access cookie (same site). Refused: the form
+    value must be signed by this server, and the browser says the post is not same-origin."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    base, _app = server
+    with Sessions(db_url) as sessions:
+        sid = paused(sessions, {"kind": "free_text", "options": [], "question": "Drop the table?"})
+    forged = "attacker-chosen-value"
+    page_html = (
+        f'<form id="f" method="post" action="{base}/sessions/{sid}/answer">'
+        f'<input name="csrf" value="{forged}"><input name="text" value="yes, drop it">'
+        '<input name="action" value="answer"></form>'
+        "<script>document.getElementById('f').submit()</script>"
+    ).encode()
+
+    class Attacker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            # Cookies ignore ports: this replaces the inbox's CSRF cookie on 127.0.0.1.
+            self.send_header("Set-Cookie", f"orchestrator_csrf={forged}; Path=/; SameSite=Lax")
+            self.end_headers()
+            self.wfile.write(page_html)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    evil = ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        page = browser.new_page()
+        page.goto(f"{base}/?token={TOKEN}")  # the victim is logged in to the inbox
+        page.goto(f"{base}/sessions/{sid}")
+        responses: list[int] = []
+        page.on(
+            "response",
+            lambda r: responses.append(r.status) if r.url.endswith("/answer") else None,
+        )
+        page.goto(f"http://127.0.0.1:{evil.server_address[1]}/")
+        page.wait_for_url(f"{base}/sessions/{sid}/answer")
+        page.wait_for_load_state()
+    finally:
+        evil.shutdown()
+    assert responses == [403]
+    with Sessions(db_url) as sessions:
+        doc = sessions.status(sid)
+    assert doc["status"] == "paused" and doc["pending_question"] is not None

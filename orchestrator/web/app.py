@@ -24,7 +24,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
 from orchestrator.web.http_errors import ApiError, status_of
-from orchestrator.web.security import HostCheck, RequestGuard
+from orchestrator.web.security import HostCheck, RequestGuard, csrf_key
 
 __all__ = ["create_app", "Web"]
 
@@ -100,6 +100,7 @@ def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> Fast
         lifespan=lifespan,
     )
     app.state.web = web
+    app.state.csrf_key = csrf_key()
     # Last added runs first: the Host check, then the token and body guard, then routes.
     assert config.token is not None
     app.add_middleware(RequestGuard, token=config.token)

@@ -105,7 +105,7 @@ def _app(
     from orchestrator.web.config import HERE, LOOPBACK_NAMES
     from orchestrator.web.forms import reply_from_form
     from orchestrator.web.pages import FILTERS
-    from orchestrator.web.security import HostCheck, csrf_ok, csrf_value, set_cookies
+    from orchestrator.web.security import HostCheck, csrf_key, csrf_ok, csrf_value, set_cookies
 
     templates = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -113,6 +113,7 @@ def _app(
     )
     templates.filters.update(FILTERS)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.csrf_key = csrf_key()
     app.add_middleware(HostCheck, names=LOOPBACK_NAMES)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     lock = threading.Lock()

@@ -4,9 +4,13 @@
   server through a name an attacker controls.
 - Token: `Authorization: Bearer TOKEN` (API clients) or the HttpOnly SameSite=Strict
   cookie set when the start URL (`/?token=TOKEN`) is opened.
-- CSRF: double submit. Every page sets a random `orchestrator_csrf` cookie and puts the
-  same value in its forms; a POST whose form field (or `X-CSRF-Token` header, for the
-  API used with the cookie) differs from the cookie is refused (403).
+- CSRF: signed double submit. Every page sets a random `orchestrator_csrf` cookie and puts
+  its HMAC under this server's own secret key in its forms; a POST whose form field (or
+  `X-CSRF-Token` header, for the API used with the cookie) is not the HMAC of the cookie
+  is refused (403). A page on another port of the same host can overwrite the cookie (they
+  are not kept apart by port) but cannot sign it. And an unsafe request whose `Origin` or
+  `Sec-Fetch-Site` says it comes from anywhere but this exact origin, port included, is
+  refused before that.
 - Before any route runs (`RequestGuard`): the API and its schema need the token before a
   byte of the body is read, and no request body may pass `MAX_BODY_BYTES` (413), so an
   unauthenticated client cannot make the server hold or parse a large body.
@@ -31,7 +35,9 @@ __all__ = [
     "CSRF_COOKIE",
     "token_ok",
     "bearer_or_cookie",
+    "csrf_key",
     "csrf_value",
+    "same_origin",
     "csrf_ok",
     "set_cookies",
 ]
@@ -180,20 +186,45 @@ def bearer_or_cookie(request: Request, token: str) -> str | None:
     return None
 
 
+def csrf_key() -> bytes:
+    """A new secret key for a server's CSRF values (kept in `app.state.csrf_key`)."""
+    return secrets.token_bytes(32)
+
+
+def _signed(request: Request, cookie: str) -> str:
+    key: bytes = request.app.state.csrf_key
+    return hmac.new(key, cookie.encode(), "sha256").hexdigest()
+
+
 def csrf_value(request: Request) -> str:
-    """This browser's CSRF value (the cookie's, or a new one the response must set)."""
-    value = request.cookies.get(CSRF_COOKIE)
-    if not value:
-        value = getattr(request.state, "new_csrf", None) or secrets.token_urlsafe(24)
-        request.state.new_csrf = value
-    return value
+    """The CSRF value this browser's forms carry: the HMAC of its cookie (a new cookie,
+    which the response must set, when it has none)."""
+    cookie = request.cookies.get(CSRF_COOKIE)
+    if not cookie:
+        cookie = getattr(request.state, "new_csrf", None) or secrets.token_urlsafe(24)
+        request.state.new_csrf = cookie
+    return _signed(request, cookie)
+
+
+def same_origin(request: Request) -> bool:
+    """False when the browser says the request comes from another origin (another port of
+    this host included); True when it says nothing (an API client) or names ours."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:  # the browser's own word (Chromium, Firefox, Safari)
+        return site in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":  # our pages send no referrer: Origin is "null"
+        return True
+    host = request.headers.get("host", "")
+    return origin.lower() in (f"http://{host}".lower(), f"https://{host}".lower())
 
 
 def csrf_ok(request: Request, submitted: str | None) -> bool:
+    """An unsafe request from a page of ours: this origin, and the cookie's signature."""
     cookie = request.cookies.get(CSRF_COOKIE)
-    if not cookie or not submitted:
+    if not cookie or not submitted or not same_origin(request):
         return False
-    return hmac.compare_digest(cookie.encode(), str(submitted).encode())
+    return hmac.compare_digest(_signed(request, cookie).encode(), str(submitted).encode())
 
 
 def set_cookies(request: Request, response: Any, *, secure: bool) -> None:
