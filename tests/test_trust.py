@@ -174,3 +174,80 @@ def test_serve_takes_its_token_from_a_file_not_the_process_list(tmp_path: Path) 
     assert refused.returncode == 2 and "at least 16 characters" in refused.stderr
     both = cli("serve", "--token", token, "--token-file", str(path), db=str(tmp_path / "s.db"))
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def _serve(tmp_path: Path, *args: str) -> tuple[str, str]:
+    """Start `orchestrator serve ARGS` and stop it: (its start URL line, what came before)."""
+    import subprocess
+
+    from tests.conftest import ROOT, argv
+
+    server = subprocess.Popen(
+        argv("serve", "--port", "0", *args, db=str(tmp_path / "s.db")),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    try:
+        assert server.stderr is not None
+        while not lines or "orchestrator inbox:" not in lines[-1]:
+            line = server.stderr.readline()
+            assert line, "the server ended: " + "".join(lines)
+            lines.append(line)
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    return lines[-1], "".join(lines[:-1])
+
+
+def test_serving_beyond_this_machine_needs_tls_or_a_plain_word(tmp_path: Path) -> None:
+    import shutil
+    import ssl
+    import subprocess
+    import urllib.request
+
+    refused = cli("serve", "--host", "0.0.0.0", "--port", "0", db=str(tmp_path / "s.db"))
+    assert refused.returncode == 2 and "--certfile" in refused.stderr
+    first, rest = _serve(tmp_path, "--host", "0.0.0.0", "--insecure")
+    assert "http://127.0.0.1:" in first and "in clear" in rest
+    openssl = shutil.which("openssl")
+    if openssl is None:  # Debian's base image has it; say so rather than pass quietly
+        pytest.fail("openssl is needed to make the test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    from tests.conftest import ROOT, argv
+
+    server = subprocess.Popen(
+        argv("serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(key),
+             db=str(tmp_path / "s.db")),
+        cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stderr is not None
+        start_url = server.stderr.readline().split()[-1]
+        assert start_url.startswith("https://127.0.0.1:")
+        context = ssl.create_default_context(cafile=str(cert))
+        opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args: object, **kwargs: object) -> None:
+                return None
+
+        opener.add_handler(NoRedirect())
+        try:
+            response = opener.open(start_url, timeout=20)
+            headers = response.headers
+        except urllib.error.HTTPError as redirect:  # the start URL sets the cookie, redirects
+            headers = redirect.headers
+        cookies = headers.get_all("Set-Cookie") or []
+        assert cookies and all("Secure" in c for c in cookies), cookies
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)

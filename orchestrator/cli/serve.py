@@ -47,6 +47,22 @@ def serve(
         list[str] | None,
         typer.Option("--allow-host", metavar="NAME", help="Another accepted Host name."),
     ] = None,
+    certfile: Annotated[
+        str | None,
+        typer.Option("--certfile", metavar="FILE", help="Serve HTTPS with this certificate (PEM)."),
+    ] = None,
+    keyfile: Annotated[
+        str | None,
+        typer.Option("--keyfile", metavar="FILE", help="The certificate's private key (PEM)."),
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Allow plain HTTP on an address beyond this machine (the token and answers "
+            "then cross the network in clear).",
+        ),
+    ] = False,
     notify: NotifyOption = None,
     db: DbOption = None,
 ) -> None:
@@ -67,6 +83,7 @@ def serve(
             if token is not None:
                 raise ConfigError("give either --token or --token-file, not both")
             token = read_token(token_file, "--token-file")
+        tls = _check_tls(host, certfile, keyfile, insecure)
         locate(db, create=True)  # checked (and the default folder made) before serving
         config = WebConfig(
             db=db,  # as given (None: $ORCHESTRATOR_DB or the default), so hints leave it out
@@ -77,19 +94,51 @@ def serve(
             public_url=public_url,
             allowed_hosts=tuple(allow_host or ()),
             notify=notify_urls(notify),
+            tls=tls,
         )
         sock = _listen(host, port)  # bound before printing: --port 0 takes a free port
         config.port = sock.getsockname()[1]
         web_app = create_app(config)
         server = uvicorn.Server(
             uvicorn.Config(
-                web_app, log_level="warning", access_log=False, timeout_graceful_shutdown=3
+                web_app,
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=3,
+                ssl_certfile=certfile,
+                ssl_keyfile=keyfile,
             )
         )
+        if host not in LOOPBACK and not tls:
+            err("warning: plain HTTP beyond this machine (--insecure): the token crosses in clear")
         err(f"orchestrator inbox: {config.start_url()}")
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            err("warning: listening beyond this machine; keep the token secret")
         server.run(sockets=[sock])
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _check_tls(host: str, certfile: str | None, keyfile: str | None, insecure: bool) -> bool:
+    """Whether to serve HTTPS; a non-loopback address needs it unless --insecure says not."""
+    import ssl
+
+    from orchestrator.errors import ConfigError
+
+    if (certfile is None) != (keyfile is None):
+        raise ConfigError("give --certfile and --keyfile together (the certificate and its key)")
+    if certfile is not None and keyfile is not None:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"--certfile/--keyfile: cannot load them ({exc})") from None
+        return True
+    if host not in LOOPBACK and not insecure:
+        raise ConfigError(
+            f"--host {host} reaches beyond this machine: serve HTTPS (--certfile FILE "
+            "--keyfile FILE), put a TLS reverse proxy in front and keep --host 127.0.0.1, "
+            "or say --insecure to send the token and answers in clear"
+        )
+    return False
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -37,6 +37,7 @@ class WebConfig:
     page_size: int = 50
     reminder_seconds: float = 60.0  # "deadline near": this long before it
     retry_delays: tuple[float, ...] = (1.0, 4.0, 15.0)
+    tls: bool = False  # served over HTTPS (uvicorn holds the certificate)
     token_generated: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -70,7 +71,7 @@ class WebConfig:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def start_url(self) -> str:
         """The URL printed at start: it carries the token once; the browser keeps a cookie."""
