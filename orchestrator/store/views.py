@@ -16,6 +16,7 @@ __all__ = [
     "pending_question",
     "owner_record",
     "owner_alive",
+    "waiting_for_driver",
     "state_from_row",
     "iso",
     "iso_epoch",
@@ -60,6 +61,16 @@ def pending_question(session: Any, state: Any) -> PendingQuestion | None:
         "timed_out": bool(state.timed_out),
     }
     return pending  # type: ignore[return-value]  # question_object is a Question dump
+
+
+def waiting_for_driver(session: Any) -> bool:
+    """Answered and handed off (`resume --no-run`, `Sessions.answer`): running, nobody's
+    claim on it, no failed call. Not `stalled`: a worker, `serve` or `resume` runs it on."""
+    return (
+        session.status == "running"
+        and session.owner is None
+        and getattr(session, "last_error", None) is None
+    )
 
 
 def owner_alive(session: Any) -> bool:
@@ -116,7 +127,11 @@ def session_view(
         "created_at": iso(session.created_at),
         "updated_at": iso(session.updated_at),
         # A running session nobody drives: its agent call failed, or its process is gone.
-        "stalled": running and (last_error is not None or owner is None or not owner["alive"]),
+        # Not one handed off on purpose once answered (owner cleared: store.lifecycle.hand_off):
+        # that one is `waiting_for_driver`, a worker's, `serve`'s or `resume`'s to run on.
+        "stalled": running
+        and (last_error is not None or (owner is not None and not owner["alive"])),
+        "waiting_for_driver": waiting_for_driver(session),
         "last_error": last_error if running else None,
         "owner": owner,
         "cancel_requested": running and getattr(session, "cancel_requested_at", None) is not None,

@@ -126,7 +126,18 @@ def _short(text: str | None, size: int = 140) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
-FILTERS = {"time_left": time_left, "event_text": _event_text, "short": _short}
+def _driver_note(view: dict[str, Any]) -> str:
+    from orchestrator.cli.render import driver_note
+
+    return driver_note(view)
+
+
+FILTERS = {
+    "time_left": time_left,
+    "event_text": _event_text,
+    "short": _short,
+    "driver_note": _driver_note,
+}
 
 
 @router.get("/")

@@ -52,11 +52,13 @@ class Runner:
             with self._lock:
                 self._queued.discard(session_id)
 
-    def recover(self) -> list[str]:
-        """Queue every answered session whose driving process is gone; return their ids."""
+    def recover(self, *, handed_off_only: bool = False) -> list[str]:
+        """Queue every answered session whose driving process is gone (`handed_off_only`:
+        those answered and handed off, waiting for a driver: `resume --no-run`); return
+        their ids."""
         from orchestrator.store.inbox import answered_not_run_on
 
-        found = answered_not_run_on(self.sessions.store)
+        found = answered_not_run_on(self.sessions.store, handed_off_only=handed_off_only)
         for session_id in found:
             self.submit(session_id)
         return found
