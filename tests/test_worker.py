@@ -22,7 +22,7 @@ from conftest import EXAMPLES, ROOT, argv
 from dbcheck import payload, query
 
 from orchestrator import Reply, Sessions
-from orchestrator.store.queue import claim_ready, hand_off
+from orchestrator.store.queue import claim_ready
 from orchestrator.worker import run_worker
 
 pytestmark = pytest.mark.backends()

@@ -424,11 +424,7 @@ def resume(
 
 
 # What the session API's answer fields are called on the command line.
-_FLAGS = {
-    "answer": "--answer TEXT",
-    "choices": "--choice LABEL|N (repeat for several)",
-    "note": "--note TEXT",
-}
+_FLAGS = {"answer": "--answer TEXT", "choices": "--choice LABEL|N", "note": "--note TEXT"}
 
 
 @contextmanager
@@ -442,8 +438,8 @@ def cli_flags() -> Iterator[None]:
     except InvalidAnswer as exc:
         if not exc.fields:
             raise
-        flags = ", ".join(_FLAGS[field] for field in exc.fields if field in _FLAGS)
-        raise InvalidAnswer(f"{exc.message} (on the command line: {flags})") from None
+        flags = ", ".join(f"`{field}` is {_FLAGS[field]}" for field in exc.fields)
+        raise InvalidAnswer(f"{exc.message} On the command line, {flags}.") from None
 
 
 @app.command()

@@ -24,6 +24,7 @@ from orchestrator.store.connect import (
     default_url,
     resolve_url,
     sqlite_path,
+    url_origin,
 )
 from orchestrator.store.sql import BUSY_TIMEOUT
 
@@ -62,7 +63,8 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
             engine = create_engine(url, pool_pre_ping=True)
         except ArgumentError as exc:
             raise ConfigError(
-                f"--db {url!r}: unknown database kind ({exc}); expected a sqlite:// or "
+                f"{url_origin(url)} {_masked(url)}: unknown database kind ({exc}); expected a "
+                "sqlite:// or "
                 "postgresql+psycopg:// URL, or a file path"
             ) from exc
         except ModuleNotFoundError as exc:
@@ -78,6 +80,11 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
     return engine
 
 
+def _masked(url: str) -> str:
+    """`url` as messages show it: the password hidden."""
+    return repr(make_url(url).render_as_string(hide_password=True))
+
+
 def _postgres_engine(url: str) -> Engine:
     """Pooled, with timeouts and readable connection errors (orchestrator/store/_pg.py)."""
     try:
@@ -86,7 +93,7 @@ def _postgres_engine(url: str) -> Engine:
         return postgres_engine(url)
     except ArgumentError as exc:
         raise ConfigError(
-            f"--db {url!r}: unknown PostgreSQL driver ({exc}); expected "
+            f"{url_origin(url)} {_masked(url)}: unknown PostgreSQL driver ({exc}); expected "
             "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
         ) from exc
     except ModuleNotFoundError as exc:
