@@ -427,3 +427,26 @@ def test_the_fast_read_path_refuses_what_the_full_path_refuses(
     assert json.loads(process.stdout) == full.document()
     assert fragment in process.stderr and "Traceback" not in process.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("postgresql://u:s3cret@127.0.0.1:1/db", "cannot reach the PostgreSQL server"),
+        ("postgresql+psycopg://u:s3cret@127.0.0.1:notaport/db", "is not a database URL"),
+        ("postgresql:u:s3cret@127.0.0.1/db", "needs '//'"),
+    ],
+    ids=["server-down", "bad-port", "missing-slashes"],
+)
+def test_database_errors_name_where_the_url_came_from_and_hide_its_password(
+    url: str, fragment: str
+) -> None:
+    from_env = invoke("list", "--json", env={"ORCHESTRATOR_DB": url})
+    assert from_env.code == 2
+    message = from_env.document()["error"]
+    assert fragment in message and "ORCHESTRATOR_DB" in message and "--db" not in message
+    from_option = invoke("list", "--json", "--db", url, env={"ORCHESTRATOR_DB": ""})
+    assert from_option.code == 2
+    assert "--db" in from_option.document()["error"]
+    for shown in (from_env.stdout, from_env.stderr, from_option.stdout, from_option.stderr):
+        assert "s3cret" not in shown

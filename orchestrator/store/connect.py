@@ -24,6 +24,7 @@ __all__ = [
     "resolve_url",
     "db_origin",
     "url_origin",
+    "masked",
     "check_sqlite_file",
     "sqlite_path",
     "open_db",
@@ -108,7 +109,7 @@ def resolve_url(db: str | None) -> str:
         make_url(url)
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
         raise ConfigError(
-            f"{origin} {url!r} is not a database URL ({exc}); expected e.g. "
+            f"{origin} {masked(url)!r} is not a database URL ({masked(str(exc))}); expected e.g. "
             "sqlite:///path/to/file.db or postgresql+psycopg://user:password@host:5432/db"
         ) from None
     return url
@@ -122,11 +123,20 @@ def _check_url_shape(url: str, origin: str) -> None:
     """`sqlite:/x.db` is a URL missing its slashes, not a file named so: say which was meant."""
     match = _SCHEME.match(url)
     if match and match.group(1).lower() in _DIALECTS:
-        rest = url[match.end() :].lstrip("/")
+        rest = masked(url[match.end() :].lstrip("/"))
         raise ConfigError(
-            f"{origin} {url!r}: a database URL needs '//' after '{match.group(0)}'; "
+            f"{origin} {masked(url)!r}: a database URL needs '//' after '{match.group(0)}'; "
             f"did you mean {match.group(0)}///{rest} (the file {rest})?"
         )
+
+
+# USER:PASSWORD@ in a URL (or what was meant as one): the password is never shown.
+_PASSWORD = re.compile(r"([A-Za-z0-9._~%+-]*:)[^@/\s]*@")
+
+
+def masked(url: str) -> str:
+    """`url` as messages show it: a password in it replaced by ***."""
+    return _PASSWORD.sub(r"\1***@", url)
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
