@@ -258,3 +258,23 @@ def test_the_inbox_says_paused_as_the_cli_does_and_shows_waiting_for_a_driver(
     assert "answered, waiting for a driver" in inbox
     assert "answered, waiting for a driver" in session_page
     assert waiting in inbox
+
+
+def test_hand_off_lets_go_of_a_claim_taken_otherwise(sessions: Sessions) -> None:
+    from orchestrator.store import Owner
+    from orchestrator.store.queue import hand_off
+
+    sid = paused(sessions, PAUSE)
+    owner, other = Owner(), Owner()
+    assert not hand_off(sessions.store, sid, owner)  # paused: nobody's claim to drop
+    assert sessions.answer(sid, Reply(text="Weekly"))["waiting_for_driver"]
+    claim = sessions.store.claim(sid, owner)  # as `resume` does before it drives
+    assert not sessions.status(sid)["waiting_for_driver"]  # a live driver holds it
+    assert not hand_off(sessions.store, sid, other)  # not other's to give away
+    assert hand_off(sessions.store, sid, owner)
+    doc = sessions.status(sid)
+    assert doc["waiting_for_driver"] and not doc["stalled"] and doc["owner"] is None
+    from orchestrator.errors import ClaimLost
+
+    with pytest.raises(ClaimLost):  # the generation moved on: the old claim is fenced out
+        sessions.store.check_fence(claim)

@@ -105,6 +105,7 @@ def session_view(
     owner = owner_record(session)
     last_error = getattr(session, "last_error", None)
     running = session.status == "running"
+    pending = pending_question(session, state)
     return {
         "session_id": session.id,
         "status": session.status,
@@ -117,7 +118,7 @@ def session_view(
             "answer_status": state.resolution,
             "answer_note": state.answer_note,
         },
-        "pending_question": pending_question(session, state),
+        "pending_question": pending,
         "questions_surfaced": state.questions_surfaced,
         "fallbacks_injected": state.fallbacks_injected,
         "tasks": list(session.tasks or []),
@@ -131,7 +132,7 @@ def session_view(
         # that one is `waiting_for_driver`, a worker's, `serve`'s or `resume`'s to run on.
         "stalled": running
         and (last_error is not None or (owner is not None and not owner["alive"])),
-        "waiting_for_driver": waiting_for_driver(session),
+        "waiting_for_driver": pending is None and waiting_for_driver(session),
         "last_error": last_error if running else None,
         "owner": owner,
         "cancel_requested": running and getattr(session, "cancel_requested_at", None) is not None,
