@@ -461,6 +461,20 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             )
 
 
+def _all_options(choices: list[str], labels: list[str]) -> bool:
+    """Every one of `choices` is an option (the one answer rule: orchestrator.answers),
+    also where the question allows an answer of one's own: that one is a step's `answer`."""
+    from orchestrator.answers import option_label
+    from orchestrator.errors import InvalidAnswer
+
+    try:
+        for choice in choices:
+            option_label(choice, list(labels))
+    except InvalidAnswer:
+        return False
+    return True
+
+
 def _check_step_choices(where: str, choices: list[str], questions: list[Question]) -> None:
     """A step's `choices` (like `resume --choice`) picks options of a select question."""
     selects = [q for q in questions if q.kind != "free_text"]
@@ -469,8 +483,7 @@ def _check_step_choices(where: str, choices: list[str], questions: list[Question
     fits = [
         q
         for q in selects
-        if (q.kind == "multi_select" or len(choices) == 1)
-        and (q.allow_other or set(choices) <= set(q.labels))
+        if (q.kind == "multi_select" or len(choices) == 1) and _all_options(choices, q.labels)
     ]
     if not fits:
         labels = sorted({label for q in selects for label in q.labels})
