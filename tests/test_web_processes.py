@@ -119,6 +119,25 @@ def test_a_server_killed_after_accepting_an_answer_loses_nothing(
     )
 
 
+def test_a_running_server_runs_on_a_session_answered_with_no_run(
+    tmp_path: Path, db_url: str
+) -> None:
+    """`resume --no-run` in another process: the serving process picks the session up at
+    its poll (as a worker would) and runs it to its end."""
+    sid = paused_by_cli(tmp_path, db_url)
+    with server(db_url) as (base, _proc):
+        answered = cli(
+            "resume", sid, "--choice", "All visible columns", "--no-run", "--json", db=db_url
+        )
+        assert answered.returncode == 0, answered.stderr
+        assert json.loads(answered.stdout)["waiting_for_driver"] is True
+        done = wait_status(base, sid, "completed")
+        log = httpx.get(f"{base}/api/sessions/{sid}/events", headers=AUTH).json()
+    assert done["orchestrator_state"]["user_clarification_response"] == "All visible columns"
+    notes = [e.get("note") for e in log if e["kind"] == "status" and e["status"] == "running"]
+    assert notes[-1] == "picked up by a driver", notes
+
+
 @pytest.mark.parametrize("web_first", [True, False])
 def test_an_answer_racing_a_cli_resume_has_one_winner(
     tmp_path: Path, db_url: str, web_first: bool
