@@ -371,11 +371,13 @@ def resume(
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
     with user_errors(as_json):
-        import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
         from orchestrator.answers import UserReply
         from orchestrator.errors import ConfigError
 
-        collect_from_here_on()
+        if not no_run:  # --no-run runs no graph: no LangGraph to load
+            import orchestrator.graph  # noqa: F401  (LangGraph: import before unfreezing gc)
+
+            collect_from_here_on()
 
         given = [
             name
