@@ -75,6 +75,9 @@ class SessionDoc(TypedDict):
     created_at: str | None
     updated_at: str | None
     stalled: bool  # running, but its driver failed (last_error) or is gone
+    # running, answered and handed off (resume --no-run, Sessions.answer): a worker, serve
+    # or resume runs it on. Shown as "answered, waiting for a driver"; never also stalled.
+    waiting_for_driver: bool
     last_error: str | None
     owner: dict[str, Any] | None  # pid, host, lease_expires_at, takeover_possible_in, alive
     cancel_requested: bool

@@ -70,7 +70,15 @@ class ClaimLost(SessionBusy):
 
 
 class InvalidAnswer(UserError):
-    """An answer that does not fit the question (e.g. a label that is not an option)."""
+    """An answer that does not fit the question (e.g. a label that is not an option).
+
+    The message is worded for the session API (its fields `answer`, `choices`, `note`);
+    `fields` names the ones it is about, so that an edge with other names for them (the
+    CLI's --answer, --choice) can add those at its edge."""
+
+    def __init__(self, message: str, *, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 class ScenarioError(UserError):

@@ -11,6 +11,8 @@ MASK = "***"
 
 # scheme://user:password@host  and  ?password=...&sslpassword=...  (any case)
 _USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@:?#\s]*):(?P<secret>[^@/?#\s]*)@")
+# user:password@host anywhere else (a URL missing its slashes, a path meant as one)
+_LOOSE = re.compile(r"(?P<head>[\w.~%+-]+):(?P<secret>[^@/\s'\":]+)@(?=[\w.\[\]-])")
 _QUERY = re.compile(
     r"(?P<key>[?&;](?:[a-z_]*pass(?:word)?|pwd|token|secret|api_?key|sslkey\w*))=(?P<value>[^&;#\s]*)",
     re.IGNORECASE,
@@ -20,4 +22,5 @@ _QUERY = re.compile(
 def mask_url(text: str) -> str:
     """`text` with every URL password (user part or query) replaced by ***."""
     text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
+    text = _LOOSE.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
     return _QUERY.sub(lambda m: f"{m.group('key')}={MASK}", text)

@@ -132,6 +132,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "long-task.yaml": f"task: {'x' * 2001}\n"
         "agents:\n  pm: [{status: COMPLETE, summary: s}]\n",
         "long-answer.yaml": Path(PAUSE).read_text() + f"answers: [{'y' * 10_001}]\n",
+        "duplicate-key.yaml": "task: first\ntask: second\n"
+        "agents:\n  pm: [{status: COMPLETE, summary: s}]\n",
+        "duplicate-key.json": '{"task": "first", "task": "second", '
+        '"agents": {"pm": [{"status": "COMPLETE", "summary": "s"}]}}',
+        "blank-task.yaml": "task: '   '\nagents:\n  pm: [{status: COMPLETE, summary: s}]\n",
+        "negative-expect.yaml": "task: t\nagents:\n  pm: [{status: COMPLETE, summary: s}]\n"
+        "expect: {questions_surfaced: -1}\n",
         "aliases.yaml": "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
         + "".join(
             f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n"
@@ -209,6 +216,26 @@ CASES: list[tuple[str, list[str], str]] = [
     ("scenario-empty", ["run", "--script", "{root}/empty.yaml"], "an empty file"),
     ("scenario-is-a-folder", ["run", "--script", "{root}"], "cannot read"),
     ("scenario-with-task", ["run", "other task", "--script", DONE], "not both"),
+    (
+        "scenario-duplicate-key",
+        ["run", "--script", "{root}/duplicate-key.yaml"],
+        "duplicate-key.yaml: line 2: duplicate key 'task' (first given on line 1)",
+    ),
+    (
+        "scenario-duplicate-key-json",
+        ["run", "--script", "{root}/duplicate-key.json"],
+        "duplicate key 'task'",
+    ),
+    (
+        "scenario-blank-task",
+        ["run", "--script", "{root}/blank-task.yaml"],
+        "blank-task.yaml: task: the task is blank; expected what the agents should do",
+    ),
+    (
+        "scenario-negative-expect",
+        ["run", "--script", "{root}/negative-expect.yaml"],
+        "expect.questions_surfaced: expected a count (0 or more), got -1",
+    ),
     # very large values
     ("answer-too-long", ["resume", "{paused}", "--answer", "z" * 10_001], "at most 10,000"),
     ("note-too-long", ["resume", "{paused}", "--decline", "--note", "z" * 10_001], "--note"),
@@ -235,7 +262,7 @@ CASES: list[tuple[str, list[str], str]] = [
     # answers
     ("choice-typo-other", ["resume", "{choose}", "--choice", "Per IP adress"], "Per IP address"),
     ("choice-number-too-big", ["resume", "{choose}", "--choice", "4"], "1. Per API key"),
-    ("choice-number-zero", ["resume", "{choose}", "--choice", "0"], "not an option"),
+    ("choice-number-zero", ["resume", "{choose}", "--choice", "0"], "not one of the options"),
     ("choice-on-free-text", ["resume", "{paused}", "--choice", "A"], "free-text answer"),
     ("answer-blank", ["resume", "{paused}", "--answer", "   "], "the answer is empty"),
     ("two-answers", ["resume", "{paused}", "--answer", "x", "--decline"], "at most one of"),
@@ -363,3 +390,63 @@ def test_messages_clip_long_values(tmp_path: Path) -> None:
     shown = invoke("status", session, "--db", db)
     assert shown.code == 0 and label not in shown.stdout and "more characters" in shown.stdout
     assert os.path.getsize(tmp_path / "x.db") > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "fragment"),
+    [
+        (["list", "--db", "sqlite:/x.db"], {}, "did you mean sqlite:///x.db"),
+        (["status", "abc", "--db", "sqlite:/x.db"], {}, "did you mean sqlite:///x.db"),
+        (["list"], {"ORCHESTRATOR_DB": "garbage"}, "ORCHESTRATOR_DB 'garbage' is neither"),
+        (["log", "abc"], {"ORCHESTRATOR_DB": "garbage"}, "an absolute file path"),
+        (["list"], {"ORCHESTRATOR_DB": "sqlite:/x.db"}, "ORCHESTRATOR_DB 'sqlite:/x.db'"),
+    ],
+    ids=["list-db-slashes", "status-db-slashes", "env-garbage", "env-garbage-log", "env-slashes"],
+)
+def test_the_fast_read_path_refuses_what_the_full_path_refuses(
+    tmp_path: Path, args: list[str], env: dict[str, str], fragment: str
+) -> None:
+    """The real process (the fast read path answers status/list/log first): the same exit
+    2 and the same error document as the Typer path, and no file made."""
+    import subprocess
+
+    from tests.conftest import argv
+
+    full = invoke(*args, "--json", env=env)
+    assert full.code == 2 and fragment in full.document()["error"]
+    process = subprocess.run(
+        argv(*args, "--json"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={**os.environ, **env},
+    )
+    assert process.returncode == 2, process.stdout
+    assert json.loads(process.stdout) == full.document()
+    assert fragment in process.stderr and "Traceback" not in process.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("postgresql://u:s3cret@127.0.0.1:1/db", "cannot reach the PostgreSQL server"),
+        ("postgresql+psycopg://u:s3cret@127.0.0.1:notaport/db", "is not a database URL"),
+        ("postgresql:u:s3cret@127.0.0.1/db", "needs '//'"),
+    ],
+    ids=["server-down", "bad-port", "missing-slashes"],
+)
+def test_database_errors_name_where_the_url_came_from_and_hide_its_password(
+    url: str, fragment: str
+) -> None:
+    from_env = invoke("list", "--json", env={"ORCHESTRATOR_DB": url})
+    assert from_env.code == 2
+    message = from_env.document()["error"]
+    assert fragment in message and "ORCHESTRATOR_DB" in message and "--db" not in message
+    from_option = invoke("list", "--json", "--db", url, env={"ORCHESTRATOR_DB": ""})
+    assert from_option.code == 2
+    assert "--db" in from_option.document()["error"]
+    for shown in (from_env.stdout, from_env.stderr, from_option.stdout, from_option.stderr):
+        assert "s3cret" not in shown

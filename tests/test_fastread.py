@@ -385,3 +385,20 @@ def test_resume_with_an_answer_on_sqlite_loads_no_sqlalchemy(tmp_path: Path) -> 
     assert code == 0, err
     assert json.loads(out)["status"] == "completed"
     assert "typer" in imported and "sqlalchemy" not in imported
+
+
+def test_resume_no_run_loads_neither_langgraph_nor_sqlalchemy(tmp_path: Path) -> None:
+    """`resume --no-run` commits the answer and runs no graph: no LangGraph to load."""
+    from orchestrator import Sessions
+
+    db = tmp_path / "no-run.db"
+    with Sessions(str(db)) as sessions:
+        paused = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
+    args = ["resume", paused, "--answer", "Weekly", "--no-run", "--db", str(db), "--json"]
+    entry = ENTRY.replace(repr(HEAVY), repr((*HEAVY, "langgraph")))
+    assert entry != ENTRY
+    out, err, code, imported = _run(entry, args, tmp_path)
+    assert code == 0, err
+    assert json.loads(out)["waiting_for_driver"] is True
+    assert "typer" in imported and "langgraph" not in imported
+    assert "sqlalchemy" not in imported

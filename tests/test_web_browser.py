@@ -180,7 +180,7 @@ def test_answering_in_a_real_browser(
     assert page.url == f"{base}/"
     rows = page.locator("table.inbox tbody tr")
     assert rows.count() == 6
-    assert "waiting" in rows.first.inner_text()
+    assert "paused" in rows.first.inner_text()  # one vocabulary: the CLI says paused too
     page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
 
     # a <script> in a question is shown as text and never runs

@@ -22,10 +22,10 @@ def form(*pairs: tuple[str, str]) -> FormData:
     [
         ({"kind": "free_text"}, [("text", "weekly")], Reply(text="weekly")),
         (SINGLE, [("choice", "B")], Reply(choices=("B",))),
-        (SINGLE, [("choice", OTHER), ("other", " mine ")], Reply(choices=("mine",))),
-        (SINGLE, [("other", "mine")], Reply(choices=("mine",))),
+        (SINGLE, [("choice", OTHER), ("other", " mine ")], Reply(text="mine")),  # own: text
+        (SINGLE, [("other", "mine")], Reply(text="mine")),
         (MULTI, [("choice", "A"), ("choice", "B")], Reply(choices=("A", "B"))),
-        (MULTI, [("choice", "A"), ("other", "C")], Reply(choices=("A", "C"))),
+        (MULTI, [("choice", "A"), ("other", "C")], Reply(choices=("A",), text="C")),
         (SINGLE, [("action", "decline"), ("note", "n")], Reply(action="decline", note="n")),
         (SINGLE, [("choice", "A"), ("note", "  why  ")], Reply(choices=("A",), note="why")),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -106,15 +107,35 @@ def test_a_server_killed_after_accepting_an_answer_loses_nothing(
         assert r.status_code == 200, r.text
         assert proc.wait(timeout=30) == -signal.SIGKILL
     state = cli("status", sid, "--json", db=db_url)
-    assert '"status": "running"' in state.stdout  # answered, not run on, its owner dead
+    doc = json.loads(state.stdout)  # answered and handed off by `Sessions.answer`, not run on
+    assert doc["status"] == "running" and doc["waiting_for_driver"] and not doc["stalled"]
     with server(db_url) as (base, _proc):
         done = wait_status(base, sid, "completed")
         log = httpx.get(f"{base}/api/sessions/{sid}/events", headers=AUTH).json()
     assert done["orchestrator_state"]["user_clarification_response"] == "All visible columns"
     assert [e["response"] for e in log if e["kind"] == "answer"] == ["All visible columns"]
-    assert any(e["kind"] == "status" and "took over" in (e.get("note") or "") for e in log), (
-        "the restarted server took the session over from the dead one"
+    assert any(e["kind"] == "status" and e.get("note") == "picked up by a driver" for e in log), (
+        "the restarted server picked up the session the dead one had answered"
     )
+
+
+def test_a_running_server_runs_on_a_session_answered_with_no_run(
+    tmp_path: Path, db_url: str
+) -> None:
+    """`resume --no-run` in another process: the serving process picks the session up at
+    its poll (as a worker would) and runs it to its end."""
+    sid = paused_by_cli(tmp_path, db_url)
+    with server(db_url) as (base, _proc):
+        answered = cli(
+            "resume", sid, "--choice", "All visible columns", "--no-run", "--json", db=db_url
+        )
+        assert answered.returncode == 0, answered.stderr
+        assert json.loads(answered.stdout)["waiting_for_driver"] is True
+        done = wait_status(base, sid, "completed")
+        log = httpx.get(f"{base}/api/sessions/{sid}/events", headers=AUTH).json()
+    assert done["orchestrator_state"]["user_clarification_response"] == "All visible columns"
+    notes = [e.get("note") for e in log if e["kind"] == "status" and e["status"] == "running"]
+    assert notes[-1] == "picked up by a driver", notes
 
 
 @pytest.mark.parametrize("web_first", [True, False])

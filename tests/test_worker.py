@@ -24,7 +24,7 @@ from dbcheck import payload, query
 
 from orchestrator import Reply, Sessions
 from orchestrator.runtime.worker_loop import run_worker
-from orchestrator.store.queue import claim_ready, hand_off
+from orchestrator.store.queue import claim_ready
 
 pytestmark = pytest.mark.backends()
 
@@ -39,15 +39,16 @@ def no_crash_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def answered(db_url: str, count: int, scenario: Path = PAUSE) -> list[str]:
-    """`count` sessions paused on their question, answered, and handed to the workers (as
-    a web server would after committing an answer)."""
+    """`count` sessions paused on their question, answered and left to the workers
+    (`Sessions.answer` runs nothing and hands the session off: waiting for a driver)."""
     ids = []
     with Sessions(db_url) as sessions:
         for _ in range(count):
             doc = sessions.start_scenario(scenario)
             assert doc["status"] == "paused", doc
-            sessions.answer(doc["session_id"], Reply(text="Weekly"))
-            assert hand_off(sessions._opened, doc["session_id"], sessions.owner)
+            doc = sessions.answer(doc["session_id"], Reply(text="Weekly"))
+            assert doc["status"] == "running" and doc["waiting_for_driver"], doc
+            assert not doc["stalled"] and doc["owner"] is None
             ids.append(doc["session_id"])
     return ids
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.documents import EventDoc, SessionDoc
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.answers import UserReply, check_size
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.errors import ConfigError
 
@@ -171,11 +171,15 @@ class Sessions:
     # -- answering and running on ---------------------------------------------------------
 
     def answer(self, session_id: str, reply: UserReply) -> SessionDoc:
-        """Commit the user's reply to the open question (validated first, durable when this
-        returns) without running any agent; `run_on` continues the session. The session is
-        claimed for this process until then: if it goes away first, `run_on` (or
-        `orchestrator resume`) anywhere takes over."""
-        self._engine().answer(session_id, _bounded(reply))
+        """Commit the user's reply to the open question and run nothing (what `orchestrator
+        resume ID --answer TEXT --no-run` does). The reply is validated first (InvalidAnswer,
+        nothing written) and durable when this returns.
+
+        The session is then left to a driver: `run_on` here, or `orchestrator worker`,
+        `orchestrator serve` or `orchestrator resume ID` anywhere. Until one takes it, its
+        document says `"status": "running"` with `"waiting_for_driver": true` (not
+        `stalled`). A `cancel` reply ends the session at once."""
+        self._engine().answer(session_id, check_size(reply), hand_off=True)
         return self.status(session_id)
 
     def run_on(self, session_id: str) -> SessionDoc:
@@ -185,7 +189,7 @@ class Sessions:
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
-        reply = None if reply is None else _bounded(reply)
+        reply = None if reply is None else check_size(reply)
         return self._ended_on(session_id, self._engine().resume(session_id, reply))
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
@@ -242,23 +246,6 @@ class Sessions:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _bounded(reply: UserReply) -> UserReply:
-    """`reply`, refused (InvalidAnswer, nothing written) when a text in it is over the size
-    limit: every edge (the CLI, the web page, MCP) gets the same limit."""
-    from orchestrator.errors import InvalidAnswer
-    from orchestrator.limits import MAX_ANSWER_CHARS
-
-    texts = [("the answer", reply.text), ("the note", reply.note)]
-    texts += [("a choice", choice) for choice in reply.choices]
-    for what, value in texts:
-        if value is not None and len(value) > MAX_ANSWER_CHARS:
-            raise InvalidAnswer(
-                f"{what} is {len(value):,} characters long; at most {MAX_ANSWER_CHARS:,} "
-                "are accepted"
-            )
-    return reply
 
 
 def _settings(given: Settings | Mapping[str, Any] | None) -> Settings:

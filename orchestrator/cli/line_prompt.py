@@ -54,20 +54,19 @@ def _parse_plain(raw: str, kind: str, labels: list[str], allow_other: bool) -> U
     if kind == "free_text":
         return UserReply(text=raw)
     picks = [p.strip() for p in raw.split(",") if p.strip()] if kind == "multi_select" else [raw]
-    chosen = []
+    chosen: list[str] = []
+    own: list[str] = []
     for pick in picks:
         folded = [label for label in labels if label.casefold() == pick.casefold()]
         if pick.isdigit() and 0 < int(pick) <= len(labels):
             chosen.append(labels[int(pick) - 1])
         elif folded:
             chosen.append(folded[0])
-        elif allow_other:
-            chosen.append(pick)
+        elif allow_other and not own:
+            own.append(pick)  # an answer of one's own: the answer text, not a choice
         else:
             return None
-    if kind == "single_select" and chosen[0] not in labels:
-        return UserReply(text=chosen[0])
-    return UserReply(choices=tuple(chosen))
+    return UserReply(choices=tuple(chosen), text=own[0] if own else None)
 
 
 def _read_line(deadline: float | None) -> str | None:

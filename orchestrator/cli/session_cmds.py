@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +19,7 @@ from orchestrator.cli.options import (
     asking,
     shown_default,
 )
-from orchestrator.cli.output import finish, user_errors
+from orchestrator.cli.output import emit, finish, user_errors
 from orchestrator.cli.runs import (
     NO_AGENTS,
     OnTimeout,
@@ -27,8 +28,9 @@ from orchestrator.cli.runs import (
     question_shown,
     sessions_for,
 )
+from orchestrator.present.readout import handed_off_text
 
-__all__ = ["run", "resume", "checked_settings"]
+__all__ = ["run", "resume", "checked_settings", "cli_flags"]
 
 
 def run(
@@ -246,6 +248,14 @@ def resume(
         str | None,
         typer.Option("--note", metavar="TEXT", help="A remark kept with your answer."),
     ] = None,
+    no_run: Annotated[
+        bool,
+        typer.Option(
+            "--no-run",
+            help="Commit the answer (or decline) and run nothing: `orchestrator worker` or "
+            "`orchestrator serve` runs the session on. Exit 0 once the answer is committed.",
+        ),
+    ] = False,
     ui: UiOption = None,
     no_browser: NoBrowserOption = False,
     notify: NotifyOption = None,
@@ -255,14 +265,14 @@ def resume(
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
     with user_errors(as_json):
-        from orchestrator.api.running import load_runtime
-
-        load_runtime()  # LangGraph, before unfreezing gc
         from orchestrator.domain.answers import UserReply
         from orchestrator.errors import ConfigError
-        from orchestrator.limits import MAX_ANSWER_CHARS, check_length
 
-        collect_from_here_on()
+        if not no_run:  # --no-run runs no graph: no LangGraph to load
+            from orchestrator.api.running import load_runtime
+
+            load_runtime()  # LangGraph, before unfreezing gc
+            collect_from_here_on()
 
         given = [
             name
@@ -276,13 +286,13 @@ def resume(
         ]
         if len(given) > 1:
             raise ConfigError(f"give at most one of {', '.join(given)}")
-        check_length("the --answer", answer, MAX_ANSWER_CHARS)
-        check_length("the --note", note, MAX_ANSWER_CHARS)
-        for picked in choice or ():
-            check_length("a --choice", picked, MAX_ANSWER_CHARS)
+        if no_run and not (answer is not None or choice or decline):
+            raise ConfigError(
+                "--no-run goes with --answer, --choice or --decline (the answer to commit)"
+            )
         sessions = sessions_for(
             db,
-            progress=True,
+            progress=not no_run,
             ui=ui,
             session_id=session_id,
             **asking(no_browser, notify, public_url),
@@ -291,23 +301,39 @@ def resume(
         if answer is not None:
             reply = UserReply(text=answer, note=note)
         elif choice:
-            reply = UserReply(choices=_chosen_labels(sessions, session_id, choice), note=note)
+            reply = UserReply(choices=tuple(choice), note=note)
         elif decline:
             reply = UserReply(action="decline", note=note)
         elif cancel:
             reply = UserReply(action="cancel", note=note)
         elif note is not None:
             raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
-        view = sessions.resume(session_id, reply)
+        with cli_flags():
+            if no_run:
+                assert reply is not None
+                view = dict(sessions.answer(session_id, reply))
+            else:
+                view = sessions.resume(session_id, reply)
+    if no_run:
+        emit(as_json, view, handed_off_text(view, db))
+        raise typer.Exit(0)
     finish(as_json, view, db, question_shown=question_shown(session_id))
 
 
-def _chosen_labels(sessions: Any, session_id: str, picks: list[str]) -> tuple[str, ...]:
-    """--choice values as the open question's labels (by label or number); exit 2 with
-    the options and the closest label for anything else."""
-    from orchestrator.domain.answers import choice_labels
+# What the session API's answer fields are called on the command line.
+_FLAGS = {"answer": "--answer TEXT", "choices": "--choice LABEL|N", "note": "--note TEXT"}
 
-    question = sessions.status(session_id)["pending_question"]
-    if question is None or question.get("kind", "free_text") == "free_text":
-        return tuple(picks)  # the answer path says what is wrong (not waiting, free text)
-    return choice_labels(question, picks)
+
+@contextmanager
+def cli_flags() -> Iterator[None]:
+    """An invalid answer's message (worded for the session API) with the flags that give
+    those fields here."""
+    from orchestrator.errors import InvalidAnswer
+
+    try:
+        yield
+    except InvalidAnswer as exc:
+        if not exc.fields:
+            raise
+        flags = ", ".join(f"`{field}` is {_FLAGS[field]}" for field in exc.fields)
+        raise InvalidAnswer(f"{exc.message} On the command line, {flags}.") from None

@@ -133,7 +133,8 @@ def _ask_interactive(question: Mapping[str, Any], deadline: _Deadline) -> Any:
             return _reply(typed)
         chosen = [label for label in labels if label is not _OTHER]
         if chosen:
-            return UserReply(choices=(*chosen, typed.strip()))
+            # An answer of one's own is the answer text, never among the choices.
+            return UserReply(choices=tuple(chosen), text=typed.strip())
         return UserReply(text=typed.strip())
 
 

@@ -1,16 +1,17 @@
-"""A user's reply (from the CLI, the terminal or a scenario) checked against the question."""
+"""A user's reply checked against the question: the one answer rule of every door (the CLI,
+the terminal, the Python API, the web, MCP, scenarios), with one set of messages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.domain import gate
 from orchestrator.errors import InvalidAnswer
+from orchestrator.limits import MAX_ANSWER_CHARS
 from orchestrator.records import PendingQuestion
 
-__all__ = ["UserReply", "to_gate_event", "from_scripted", "choice_labels"]
+__all__ = ["UserReply", "to_gate_event", "from_scripted", "option_label", "check_size"]
 
 
 @dataclass(frozen=True)
@@ -33,76 +34,103 @@ def from_scripted(answer: Any) -> UserReply:
     return UserReply(action=answer["action"], note=note)
 
 
+def check_size(reply: UserReply) -> UserReply:
+    """`reply`, refused (InvalidAnswer, nothing written) when a text in it is over the size
+    limit: every door (the CLI, the Python API, the web, MCP, scenarios) has this one."""
+    texts = [("the answer", "answer", reply.text), ("the note", "note", reply.note)]
+    texts += [("a choice", "choices", choice) for choice in reply.choices]
+    for what, field_name, value in texts:
+        if value is not None and len(value) > MAX_ANSWER_CHARS:
+            raise InvalidAnswer(
+                f"{what} is {len(value):,} characters long; at most {MAX_ANSWER_CHARS:,} "
+                "are accepted",
+                fields=(field_name,),
+            )
+    return reply
+
+
 def to_gate_event(
     question: PendingQuestion, reply: UserReply
 ) -> tuple[gate.Answer | gate.Decline | gate.Cancel, list[str] | None]:
-    """Validate `reply` against `question`; raise InvalidAnswer naming what was expected."""
+    """Validate `reply` against `question`; raise InvalidAnswer naming what was expected.
+
+    The one answer rule of every door. On a select question each `choices` entry must be
+    an option (its label, the one label equal ignoring case, or its number from 1), also
+    when the question allows an answer of the user's own: that one comes as the `answer`
+    text, so that a typo among the choices never becomes the final answer."""
+    check_size(reply)
     if reply.action == "decline":
         return gate.Decline(reply.note), None
     if reply.action == "cancel":
         return gate.Cancel(reply.note), None
     kind = question.get("kind", "free_text")
-    labels = [option["label"] for option in question.get("options") or []]
+    labels = [str(option["label"]) for option in question.get("options") or []]
     if kind == "free_text":
         if reply.choices:
             raise InvalidAnswer(
-                "this question takes a free-text answer (--answer TEXT), not --choice"
+                "this question takes a free-text answer (`answer`), not `choices`",
+                fields=("answer", "choices"),
             )
         if reply.text is None or not reply.text.strip():
-            raise InvalidAnswer("the answer is empty; give the answer text with --answer TEXT")
+            raise InvalidAnswer("the answer is empty; give the answer text", fields=("answer",))
         return gate.Answer(reply.text.strip(), note=reply.note), None
-    picks = list(reply.choices) or ([reply.text] if reply.text is not None else [])
-    if not picks:
-        raise InvalidAnswer(f"choose one of the options: {_quote(labels)}")
-    if kind == "single_select" and len(picks) != 1:
-        raise InvalidAnswer(f"this question takes exactly one choice; got {len(picks)}")
     allow_other = bool(question.get("allow_other"))
-    chosen = [_match(pick, labels, allow_other=allow_other) for pick in picks]
+    chosen = [option_label(pick, labels, allow_other=allow_other) for pick in reply.choices]
+    if reply.text is not None:
+        chosen.append(_text_pick(reply.text, labels, allow_other=allow_other))
+    if not chosen:
+        raise InvalidAnswer(f"choose one of the options: {_numbered(labels)}", fields=("choices",))
+    if kind == "single_select" and len(chosen) != 1:
+        raise InvalidAnswer(
+            f"this question takes exactly one choice; got {len(chosen)}", fields=("choices",)
+        )
     if len(set(chosen)) != len(chosen):
-        raise InvalidAnswer("the same option was chosen twice")
+        raise InvalidAnswer("the same option was chosen twice", fields=("choices",))
     selected = all(c in labels for c in chosen)
     return gate.Answer(
         ", ".join(chosen), kind="selected" if selected else "answered", note=reply.note
     ), chosen
 
 
-def _match(pick: str, labels: list[str], *, allow_other: bool) -> str:
-    if pick in labels:
-        return pick
-    folded = [label for label in labels if label.casefold() == pick.strip().casefold()]
-    if len(folded) == 1:
-        return folded[0]
-    if allow_other and pick.strip():
-        return pick.strip()  # the question accepts an answer of the user's own
-    raise InvalidAnswer(f"{pick!r} is not one of the options; expected one of {_quote(labels)}")
-
-
-def _quote(labels: list[str]) -> str:
-    return ", ".join(repr(label) for label in labels)
-
-
-def choice_labels(
-    question: Mapping[str, Any], picks: list[str] | tuple[str, ...]
-) -> tuple[str, ...]:
-    """`--choice` values as option labels: a label (exact, or the one label equal ignoring
-    case) or an option's number from 1. Anything else raises InvalidAnswer listing the
-    options and the closest label, also when the question accepts an answer of the user's
-    own: that goes through --answer, so that a typo never becomes the final answer."""
-    labels = [str(option["label"]) for option in question.get("options") or []]
-    return tuple(_choice_label(pick, labels, bool(question.get("allow_other"))) for pick in picks)
-
-
-def _choice_label(pick: str, labels: list[str], allow_other: bool) -> str:
-    import difflib
-
-    if pick in labels:
-        return pick
-    folded = [label for label in labels if label.casefold() == pick.strip().casefold()]
-    if len(folded) == 1:
-        return folded[0]
+def option_label(pick: str, labels: list[str], *, allow_other: bool = False) -> str:
+    """A `choices` entry as an option's label: the label itself, the one label equal
+    ignoring case, or an option's number from 1. Anything else raises InvalidAnswer with
+    the options and the closest label (`allow_other` only adds where an answer of one's
+    own goes: never among the choices)."""
+    found = _label_of(pick, labels)
+    if found is not None:
+        return found
     if pick.strip().isdigit() and 1 <= int(pick.strip()) <= len(labels):
         return labels[int(pick.strip()) - 1]
-    numbered = "; ".join(f"{n}. {label}" for n, label in enumerate(labels, start=1))
+    raise _not_an_option(pick, labels, allow_other)
+
+
+def _text_pick(text: str, labels: list[str], *, allow_other: bool) -> str:
+    """The `answer` text on a select question: an option's label (exact, or ignoring
+    case), or, where the question allows it, an answer of the user's own."""
+    found = _label_of(text, labels)
+    if found is not None:
+        return found
+    if allow_other and text.strip():
+        return text.strip()
+    if not text.strip():
+        raise InvalidAnswer(
+            f"the answer is empty; choose one of the options: {_numbered(labels)}",
+            fields=("answer", "choices"),
+        )
+    raise _not_an_option(text, labels, allow_other)
+
+
+def _label_of(pick: str, labels: list[str]) -> str | None:
+    if pick in labels:
+        return pick
+    folded = [label for label in labels if label.casefold() == pick.strip().casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _not_an_option(pick: str, labels: list[str], allow_other: bool) -> InvalidAnswer:
+    import difflib
+
     close = difflib.get_close_matches(pick, labels, n=1, cutoff=0.6) or difflib.get_close_matches(
         pick.casefold(), [label.casefold() for label in labels], n=1, cutoff=0.6
     )
@@ -110,8 +138,18 @@ def _choice_label(pick: str, labels: list[str], allow_other: bool) -> str:
     if close:
         match = next(label for label in labels if label.casefold() == close[0].casefold())
         hint = f" Did you mean {match!r}?"
-    own = " An answer of your own goes with --answer TEXT." if allow_other else ""
-    shown = pick if len(pick) <= 80 else pick[:80] + "…"
-    raise InvalidAnswer(
-        f"--choice {shown!r} is not an option; choose a label or a number: {numbered}.{hint}{own}"
+    own = (
+        " An answer of your own goes in the `answer` text, not among the `choices`."
+        if allow_other
+        else ""
     )
+    shown = pick if len(pick) <= 80 else pick[:80] + "…"
+    return InvalidAnswer(
+        f"{shown!r} is not one of the options; choose a label or a number: "
+        f"{_numbered(labels)}.{hint}{own}",
+        fields=("choices", "answer") if allow_other else ("choices",),
+    )
+
+
+def _numbered(labels: list[str]) -> str:
+    return "; ".join(f"{n}. {label}" for n, label in enumerate(labels, start=1))

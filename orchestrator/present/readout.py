@@ -10,11 +10,19 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.present.render import answer_hint, event_line, list_table, relative, session_text
+from orchestrator.present.render import (
+    answer_hint,
+    event_line,
+    list_table,
+    relative,
+    run_here_hint,
+    session_text,
+)
 
 __all__ = [
     "DEFAULT_LIMIT",
     "status_text",
+    "handed_off_text",
     "list_text",
     "log_text",
     "next_page_hint",
@@ -32,6 +40,16 @@ def status_text(view: Mapping[str, Any], db: str | None) -> str:
     text = f"{first}\n  started {started}, last change {changed}\n{rest}"
     if view["pending_question"]:
         text += "\n" + answer_hint(view, db)
+    elif view.get("waiting_for_driver"):
+        text += "\n  " + run_here_hint(str(view["session_id"]), db)
+    return text
+
+
+def handed_off_text(view: Mapping[str, Any], db: str | None) -> str:
+    """What `resume --no-run` prints: the answer is committed, nothing ran."""
+    text = "answer committed; no agent ran here\n" + session_text(view)
+    if view.get("waiting_for_driver"):
+        text += "\n  " + run_here_hint(str(view["session_id"]), db)
     return text
 
 

@@ -18,7 +18,14 @@ __all__ = [
     "list_table",
     "relative",
     "summary_line",
+    "run_here_hint",
+    "driver_note",
+    "WAITING_FOR_DRIVER",
 ]
+
+# The one wording of a session that is answered and handed off (`waiting_for_driver`), on
+# every door: status, list, log's pick-up line, resume --no-run, the web inbox and page.
+WAITING_FOR_DRIVER = "answered, waiting for a driver"
 
 
 def relative(iso_time: str | None, now: datetime | None = None) -> str:
@@ -42,6 +49,16 @@ def relative(iso_time: str | None, now: datetime | None = None) -> str:
     return f"{text} ago" if seconds >= 0 else f"in {text}"
 
 
+def driver_note(view: Mapping[str, Any]) -> str:
+    """Why a running session has no driver, in the words every door uses ('' if it has
+    one, or is not running)."""
+    if view.get("stalled"):
+        return f"stalled: {view.get('last_error') or 'no process drives it'}"
+    if view.get("waiting_for_driver"):
+        return WAITING_FOR_DRIVER
+    return ""
+
+
 def list_table(views: Sequence[Mapping[str, Any]], now: datetime | None = None) -> str:
     """Sessions as a table with a header: id, status, age, who asks, the question or the
     outcome, the deadline."""
@@ -60,8 +77,7 @@ def list_table(views: Sequence[Mapping[str, Any]], now: datetime | None = None) 
         else:
             who, due = "", ""
             what = str(view.get("error") or view.get("summary") or view.get("task") or "")
-            if view.get("stalled"):
-                what = f"stalled: {view.get('last_error') or 'no process drives it'}"
+            what = driver_note(view) or what
         rows.append(
             (
                 str(view["session_id"]),
@@ -120,6 +136,12 @@ def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) ->
     else:
         how = base + [arg for label in labels[:2] for arg in ("--choice", label)]
     return " ".join(shlex.quote(part) for part in how)
+
+
+def run_here_hint(session_id: str, db: str | None) -> str:
+    """The command that runs a session waiting for a driver on in this terminal."""
+    argv = ["orchestrator", "resume", session_id] + (["--db", db] if db else [])
+    return "or run it on here: " + " ".join(shlex.quote(part) for part in argv)
 
 
 def event_line(event: Mapping[str, Any]) -> str:
@@ -219,6 +241,10 @@ def session_text(view: Mapping[str, Any]) -> str:
         lines.append(
             f"  retry with: orchestrator resume {view['session_id']}   "
             f"stop with: orchestrator cancel {view['session_id']}"
+        )
+    elif view.get("waiting_for_driver"):
+        lines.append(
+            f"  {WAITING_FOR_DRIVER} (orchestrator worker or orchestrator serve runs it on)"
         )
     elif view.get("cancel_requested"):
         lines.append("  cancel requested: it stops before its next agent call")

@@ -74,12 +74,13 @@ class Engine:
         self._drive(claim, backend, fresh=True, row=row)
         return claim.session_id
 
-    def answer(self, session_id: str, reply: UserReply) -> gate.Resolve:
+    def answer(self, session_id: str, reply: UserReply, *, hand_off: bool = False) -> gate.Resolve:
         """Validate `reply` against the open question and commit it durably; no agent runs.
 
-        The session is claimed for this engine's owner in the same transaction, so
-        `run_on` (here, or in any process once this one is gone) drives it on. A deadline
-        that passed is applied first (its policy may have ended the session).
+        The session is claimed for this engine's owner in the same transaction, so that
+        `resume` drives it on; with `hand_off` nobody claims it, and it waits for a driver
+        (a worker, `serve`, `run_on`/`resume` anywhere). A
+        deadline that passed is applied first (its policy may have ended the session).
         """
         self.store.expire(session_id, owner=self.owner)
         snap = self.store.snapshot(session_id)
@@ -93,7 +94,9 @@ class Engine:
                 f"session {session_id} is {snap.row.status}, not waiting for an answer: {why}"
             )
         event, choices = to_gate_event(snap.question, reply)  # validated before any write
-        decision, _ = self.store.resolve(session_id, self.owner, event, choices=choices)
+        decision, _ = self.store.resolve(
+            session_id, self.owner, event, choices=choices, hand_off=hand_off
+        )
         crash_point("answer_committed")
         return decision
 

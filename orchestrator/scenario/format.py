@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -65,6 +66,17 @@ ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer
 
 class Scenario(_Model):
     task: Annotated[str, Field(min_length=1)]
+
+    @field_validator("task")
+    @classmethod
+    def _task(cls, task: str) -> str:
+        if not task.strip():
+            raise ValueError(
+                "the task is blank; expected what the agents should do, e.g. "
+                "'Add a CSV export to the reports page'"
+            )
+        return task
+
     agents: dict[str, list[dict[str, Any]]]
     answers: list[ScriptedAnswer] = Field(default_factory=list)
     expect: Expect | None = None
@@ -185,7 +197,9 @@ def _parse(path: Path, text: str) -> Any:
     )
     if path.suffix.lower() == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_json_object)
+        except _DuplicateKey as exc:
+            raise ScenarioError(f"{path}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ScenarioError(
                 f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
@@ -194,17 +208,66 @@ def _parse(path: Path, text: str) -> Any:
             raise too_deep from None
     import yaml
 
-    # The C parser when PyYAML has it: the pure-Python one takes minutes on large input.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader)
+        return yaml.load(text, Loader=_unique_keys_loader())  # noqa: S506  (a safe loader)
     except RecursionError:
         raise too_deep from None
+    except _DuplicateKey as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ScenarioError(f"{path}: {where}invalid YAML: {problem}") from None
+
+
+class _DuplicateKey(Exception):
+    """A key given twice in one mapping (the message says which, and where)."""
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(
+                f"duplicate key {key!r}: each key may appear once in a mapping; remove one"
+            )
+        seen[key] = value
+    return seen
+
+
+@functools.cache
+def _unique_keys_loader() -> Any:
+    """A safe YAML loader (the C parser when PyYAML has it: the pure-Python one takes
+    minutes on large input) that refuses a key given twice in one mapping, with its line:
+    plain YAML lets the last one win silently. Merge keys (`<<`) may still be overridden."""
+    import yaml
+
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        first = seen.get(key)
+                    except TypeError:  # an unhashable key: the constructor says so below
+                        continue
+                    if first is not None:
+                        where = "" if first == line else f" (first given on line {first})"
+                        raise _DuplicateKey(
+                            f"line {line}: duplicate key {key!r}{where}; each key may appear "
+                            "once in a mapping (YAML would silently keep the last)"
+                        )
+                    seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
 
 
 def _check_shape(path: Path, data: Any) -> None:
@@ -299,6 +362,20 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             )
 
 
+def _all_options(choices: list[str], labels: list[str]) -> bool:
+    """Every one of `choices` is an option (the one answer rule: orchestrator.domain.answers),
+    also where the question allows an answer of one's own: that one is a step's `answer`."""
+    from orchestrator.domain.answers import option_label
+    from orchestrator.errors import InvalidAnswer
+
+    try:
+        for choice in choices:
+            option_label(choice, list(labels))
+    except InvalidAnswer:
+        return False
+    return True
+
+
 def _check_step_choices(where: str, choices: list[str], questions: list[Question]) -> None:
     """A step's `choices` (like `resume --choice`) picks options of a select question."""
     selects = [q for q in questions if q.kind != "free_text"]
@@ -307,8 +384,7 @@ def _check_step_choices(where: str, choices: list[str], questions: list[Question
     fits = [
         q
         for q in selects
-        if (q.kind == "multi_select" or len(choices) == 1)
-        and (q.allow_other or set(choices) <= set(q.labels))
+        if (q.kind == "multi_select" or len(choices) == 1) and _all_options(choices, q.labels)
     ]
     if not fits:
         labels = sorted({label for q in selects for label in q.labels})

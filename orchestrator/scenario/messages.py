@@ -99,6 +99,8 @@ _TYPE_WORDS = {
 
 def _plain(error: Any) -> str:
     """pydantic's message for one error, in the scenario's terms."""
+    if error["type"] == "greater_than_equal" and error.get("ctx", {}).get("ge") == 0:
+        return f"expected a count (0 or more), got {error.get('input')!r}"
     if error["type"] in _TYPE_WORDS:
         got = type(error.get("input")).__name__
         got = {"str": "text", "dict": "a mapping", "list": "a list", "NoneType": "nothing"}.get(

@@ -44,8 +44,8 @@ class Expect(_Model):
     checked; texts (`question`, `error`, `assumptions`, events' `text`) must appear."""
 
     status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = None
-    questions_surfaced: int | None = None
-    fallbacks_injected: int | None = None
+    questions_surfaced: Annotated[int, Field(ge=0)] | None = None
+    fallbacks_injected: Annotated[int, Field(ge=0)] | None = None
     summary: str | None = None
     error_contains: str | None = None
     error: str | None = None

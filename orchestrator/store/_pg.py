@@ -112,8 +112,11 @@ def _kind(message: str) -> str:
 
 def connection_error(exc: BaseException, url: str) -> ConfigError:
     """The error to raise for a failed connection to `url` (password hidden)."""
+    from orchestrator.store.connect import url_origin
+
     parsed = make_url(url)
     shown = mask_url(parsed.render_as_string(hide_password=True))
+    origin = url_origin(url)  # --db, or ORCHESTRATOR_DB
     where = parsed.host or parsed.query.get("host") or "the local socket"
     if parsed.port:
         where = f"{where}:{parsed.port}"
@@ -123,21 +126,21 @@ def connection_error(exc: BaseException, url: str) -> ConfigError:
     if kind == "down":
         return DatabaseUnavailable(
             f"cannot reach the PostgreSQL server at {where} ({detail}). Is the server "
-            f"running and accepting connections? Start it (or check --db {shown}), then try "
+            f"running and accepting connections? Start it (or check {origin} {shown}), then try "
             "again; nothing was changed."
         )
     if kind == "url":
         return ConfigError(
-            f"--db {shown}: not a valid PostgreSQL URL ({detail}); expected "
+            f"{origin} {shown}: not a valid PostgreSQL URL ({detail}); expected "
             "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
         )
     if kind == "host":
         return ConfigError(
-            f"--db {shown}: unknown host {parsed.host!r} ({detail}); check the host name"
+            f"{origin} {shown}: unknown host {parsed.host!r} ({detail}); check the host name"
         )
     if kind == "login":
         return ConfigError(
-            f"--db {shown}: the server at {where} refused the connection ({detail}); check "
+            f"{origin} {shown}: the server at {where} refused the connection ({detail}); check "
             "the user, password, database name and port in the URL"
         )
     return ConfigError(f"cannot open the database {shown}: {detail}")

@@ -31,6 +31,7 @@ __all__ = [
     "write_gate_update",
     "fence",
     "finish",
+    "RELEASED",
 ]
 
 STATUSES = ("running", "paused", "completed", "failed", "cancelled")
@@ -266,7 +267,8 @@ def json_value(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-_RELEASED = dict.fromkeys(
+# A session nobody drives: its claim columns cleared (on finishing, or on a hand-off).
+RELEASED = dict.fromkeys(
     (
         "owner",
         "owner_pid",
@@ -292,7 +294,7 @@ def finish(
     """Set the session's status; a session that stops running drops its claim."""
     values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
     if status != "running":
-        values.update(_RELEASED)
+        values.update(RELEASED)
     if summary is not None:
         values["summary"] = summary
     if error is not None:

@@ -23,6 +23,7 @@ __all__ = [
     "default_url",
     "resolve_url",
     "db_origin",
+    "url_origin",
     "check_sqlite_file",
     "sqlite_path",
     "damaged_database",
@@ -59,8 +60,25 @@ def db_origin(db: str | None) -> str:
     return ENV_DB if os.environ.get(ENV_DB) else "the default database"
 
 
+def url_origin(url: str) -> str:
+    """Where a resolved `url` came from, as messages name it, where only the URL is known
+    (opening it): ORCHESTRATOR_DB when that holds this very database, else --db."""
+    env = os.environ.get(ENV_DB)
+    if env and env.strip() and "://" in env and _with_driver(env) == url:
+        return ENV_DB
+    return "--db"
+
+
+def _with_driver(url: str) -> str:
+    for plain in ("postgresql://", "postgres://"):  # the driver we ship, not psycopg2
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url.removeprefix(plain)
+    return url
+
+
 def resolve_url(db: str | None) -> str:
-    """`--db` wins, then $ORCHESTRATOR_DB, then the default. A bare path means a SQLite file."""
+    """`--db` wins, then $ORCHESTRATOR_DB, then the default. A bare path means a SQLite file
+    (from ORCHESTRATOR_DB an absolute one: a relative one would follow the working folder)."""
     origin = db_origin(db)
     if db is not None and not db.strip():
         raise ConfigError(
@@ -70,10 +88,16 @@ def resolve_url(db: str | None) -> str:
     url = db or os.environ.get(ENV_DB) or default_url()
     _check_url_shape(url, origin)
     if "://" not in url:
+        if origin == ENV_DB and not Path(url).expanduser().is_absolute():
+            shown = repr(url[:80]) if "@" not in url else "(not shown: it may hold a password)"
+            raise ConfigError(
+                f"{ENV_DB} {shown} is neither a database URL nor an absolute file path; "
+                "expected e.g. sqlite:////home/me/orchestrator.db, /home/me/orchestrator.db "
+                "or postgresql+psycopg://USER:PASSWORD@HOST:5432/DB (a relative path would "
+                "name another file in every folder)"
+            )
         url = f"sqlite:///{Path(url).expanduser().resolve()}"
-    for plain in ("postgresql://", "postgres://"):  # the driver we ship, not psycopg2
-        if url.startswith(plain):
-            url = "postgresql+psycopg://" + url.removeprefix(plain)
+    url = _with_driver(url)
     if plain_sqlite_file(url) is not None:
         return url
     from sqlalchemy.engine import make_url
@@ -83,8 +107,8 @@ def resolve_url(db: str | None) -> str:
         make_url(url)
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
         raise ConfigError(
-            f"{origin} {mask_url(url)!r} is not a database URL ({exc}); expected e.g. "
-            "sqlite:///path/to/file.db or postgresql+psycopg://user:password@host:5432/db"
+            f"{origin} {mask_url(url)!r} is not a database URL ({mask_url(str(exc))}); "
+            "expected e.g. sqlite:///path/to/file.db or postgresql+psycopg://user:password@host:5432/db"
         ) from None
     return url
 
@@ -97,7 +121,7 @@ def _check_url_shape(url: str, origin: str) -> None:
     """`sqlite:/x.db` is a URL missing its slashes, not a file named so: say which was meant."""
     match = _SCHEME.match(url)
     if match and match.group(1).lower() in _DIALECTS:
-        rest = url[match.end() :].lstrip("/")
+        rest = mask_url(url[match.end() :].lstrip("/"))
         raise ConfigError(
             f"{origin} {mask_url(url)!r}: a database URL needs '//' after '{match.group(0)}'; "
             f"did you mean {match.group(0)}///{rest} (the file {rest})?"

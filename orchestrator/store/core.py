@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from orchestrator.domain import clock, gate
+from orchestrator.errors import SessionBusy
 from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, lifecycle, reads, turns
 from orchestrator.store._tx import (
@@ -255,6 +256,16 @@ class Store:
         with self._statement() as tx:
             lifecycle.abandon(tx, claim)
 
+    def hand_off(self, session_id: str, owner: Owner) -> bool:
+        """Drop `owner`'s claim on a running session on purpose: it waits for a driver
+        (not stalled). False if `owner` did not hold it."""
+        with self._write() as tx:
+            row = session_row(tx, session_id, lock=True)
+            if row.status != "running" or row.owner != owner.id:
+                return False
+            lifecycle.hand_off(tx, row, owner)
+            return True
+
     def record_failure(self, claim: Claim, agent: str | None, message: str) -> None:
         with self._write() as tx:
             lifecycle.record_failure(tx, claim, agent, message)
@@ -315,11 +326,14 @@ class Store:
         source: str = "user",
         choices: list[str] | None = None,
         claim: Claim | None = None,
+        hand_off: bool = False,
     ) -> tuple[gate.Resolve, Claim]:
         """Accept the user's answer, decline or cancel, and claim the session for `owner`,
         in one transaction. A person's answer is durable (fsynced: it survives a power
         loss); a scripted one is not, since the scenario file replays it. A driver passes
-        its `claim` (an answer from its prompt or script): fenced like its other writes."""
+        its `claim` (an answer from its prompt or script): fenced like its other writes.
+        With `hand_off` nobody claims it: answered, it waits for a driver. (After a cancel
+        or a hand-off the claim returned holds nothing: its fence refuses every write.)"""
         claimed: list[Claim] = []
         with self._write(durable=source != "script") as tx:
             if claim is not None:
@@ -329,13 +343,23 @@ class Store:
                 row = joined_row(tx, session_id, lock=True)
 
             def take() -> None:
-                if claim is None:
-                    claimed.append(lifecycle.take(tx, row, owner))
+                if claim is not None:
+                    return
+                if isinstance(event, gate.Cancel) or hand_off:
+                    # Nobody's claim (a cancel ends it in this transaction; a hand-off
+                    # leaves it below): no "running: resumed" first, but never from under
+                    # a live driver.
+                    if row.status == "running" and row.owner != owner.id and owner_alive(row):
+                        raise SessionBusy(lifecycle.busy_message(row))
+                    return
+                claimed.append(lifecycle.take(tx, row, owner))
 
             decision = gate_tx.resolve_answer(
                 tx, row, event, source=source, choices=choices, take=take
             )
-            return decision, claimed[0]
+            if hand_off and not decision.cancel:
+                lifecycle.hand_off(tx, row, owner)
+            return decision, claimed[0] if claimed else Claim(session_id, owner, -1)
 
     def expire(
         self, session_id: str, *, owner: Owner | None = None, claim: Claim | None = None

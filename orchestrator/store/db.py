@@ -18,6 +18,7 @@ from orchestrator.store.connect import (
     MIGRATIONS,
     _check_known_revision,
     sqlite_path,
+    url_origin,
 )
 from orchestrator.store.sql import BUSY_TIMEOUT
 
@@ -45,7 +46,8 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
             engine = create_engine(url, pool_pre_ping=True)
         except ArgumentError as exc:
             raise ConfigError(
-                f"--db {mask_url(url)!r}: unknown database kind ({exc}); expected a sqlite:// or "
+                f"{url_origin(url)} {mask_url(url)!r}: unknown database kind ({exc}); expected a "
+                "sqlite:// or "
                 "postgresql+psycopg:// URL, or a file path"
             ) from exc
         except ModuleNotFoundError as exc:
@@ -70,7 +72,7 @@ def _postgres_engine(url: str) -> Engine:
         return postgres_engine(url)
     except ArgumentError as exc:
         raise ConfigError(
-            f"--db {mask_url(url)!r}: unknown PostgreSQL driver ({exc}); expected "
+            f"{url_origin(url)} {mask_url(url)!r}: unknown PostgreSQL driver ({exc}); expected "
             "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE"
         ) from exc
     except ModuleNotFoundError as exc:

@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.store._tx import JOINED_SQL, add_event, utcnow
 from orchestrator.store.core import Store
-from orchestrator.store.views import event_view, owner_alive, session_view
+from orchestrator.store.views import event_view, owner_alive, session_view, waiting_for_driver
 
 __all__ = [
     "inbox_page",
@@ -96,11 +96,11 @@ def mark_link_used(store: Store, token: str) -> None:
         )
 
 
-def answered_not_run_on(store: Store) -> list[str]:
+def answered_not_run_on(store: Store, *, handed_off_only: bool = False) -> list[str]:
     """Sessions whose answer is committed but whose driver is gone: a server picks them up.
 
     (status running, clarification resolved and not cancelled, the owning process dead or
-    its lease expired.)"""
+    its lease expired; `handed_off_only`: only those nobody claims, waiting for a driver.)"""
     with store.reading() as tx:
         rows = tx.rows(
             f"{_ALL} WHERE s.status = 'running' AND t.clarification_used"
@@ -108,6 +108,8 @@ def answered_not_run_on(store: Store) -> list[str]:
             " AND (t.resolution IS NULL OR t.resolution <> 'cancelled')"
             " ORDER BY s.updated_at"
         )
+    if handed_off_only:
+        return [row.id for row in rows if waiting_for_driver(row)]
     return [row.id for row in rows if not owner_alive(row)]
 
 

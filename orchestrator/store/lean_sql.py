@@ -17,8 +17,14 @@ from typing import Any
 
 from orchestrator.domain import clock
 from orchestrator.domain.expect import ENDED, check_expect
-from orchestrator.errors import SessionNotFound
-from orchestrator.store.connect import ENV_DB, HEAD_REVISION, default_url, plain_sqlite_file
+from orchestrator.errors import ConfigError, SessionNotFound
+from orchestrator.store.connect import (
+    ENV_DB,
+    HEAD_REVISION,
+    default_url,
+    plain_sqlite_file,
+    resolve_url,
+)
 from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
 from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_row
 from orchestrator.store.views import event_view, session_view
@@ -31,12 +37,17 @@ class NeedsFullPath(Exception):
 
 
 def sqlite_file(db: str | None) -> Path | None:
-    """The SQLite file store.connect.resolve_url would open for `db`, or None when the URL is
-    anything but a plain sqlite:/// file (those go to the full path)."""
-    url = db or os.environ.get(ENV_DB) or default_url()
-    if "://" not in url:
-        return Path(url).expanduser().resolve()
-    return plain_sqlite_file(url)
+    """The SQLite file store.connect.resolve_url opens for `db`, or None when the URL is
+    anything but a plain sqlite:/// file (those go to the full path), or one it refuses
+    (the full path says why: `sqlite:/x.db`, a relative path in ORCHESTRATOR_DB, ...)."""
+    url = db if db is not None else os.environ.get(ENV_DB) or default_url()
+    if "://" in url and plain_sqlite_file(url) is None:
+        return None  # PostgreSQL, a URL with options: never the fast path's
+    try:
+        resolved = resolve_url(db)  # the same checks as the full path, on the same value
+    except ConfigError:
+        return None
+    return plain_sqlite_file(resolved)
 
 
 class LeanFile:

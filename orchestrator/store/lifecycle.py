@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator.errors import CancelRequested, SessionBusy, SessionNotFound, SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,
+    RELEASED,
     add_event,
     check_holds,
     fence,
@@ -32,6 +33,7 @@ __all__ = [
     "heartbeat",
     "release",
     "abandon",
+    "hand_off",
     "record_failure",
     "check_call",
     "check_held",
@@ -145,17 +147,17 @@ def take(tx: Tx, row: Any, owner: Owner) -> Claim:
     )
     if claimed != 1:
         raise SessionBusy(f"session {row.id} was just taken by another command")
-    took_over = row.status == "running"
-    add_event(
-        tx,
-        row.id,
-        "status",
-        status="running",
-        previous=row.status,
-        note="took over from a process that is gone" if took_over else "resumed",
-    )
+    if row.status != "running":
+        note = "resumed"
+    elif row.owner is None:
+        note = "picked up by a driver"  # it was handed off (see hand_off)
+    else:
+        note = "took over from a process that is gone"
+    add_event(tx, row.id, "status", status="running", previous=row.status, note=note)
     return Claim(row.id, owner, generation)
 
+
+HANDED_OFF = "answered, waiting for a driver"  # the log's word for it (cli.render's too)
 
 _HOLDS = "id = :sid AND owner = :owner AND claim_generation = :generation"
 
@@ -194,6 +196,34 @@ def abandon(tx: Tx, claim: Claim) -> None:
         f"UPDATE sessions SET lease_expires_at = 0.0, updated_at = :updated_at WHERE {_HOLDS}",
         _claim_params(claim) | {"updated_at": utcnow()},
     )
+
+
+def hand_off(tx: Tx, row: Any, owner: Owner) -> None:
+    """Leave the answered session `row` (read under lock in this transaction) running with
+    nobody's claim: it waits for a driver (a worker, `serve`, `resume`) and is not
+    `stalled` (store.views.waiting_for_driver). Raises SessionBusy if another live process
+    holds it. The generation moves on, so whoever held it before is fenced out."""
+    if row.status in FINAL_STATUSES:
+        raise SessionNotWaiting(f"session {row.id} is {row.status}; there is nothing to resume")
+    if row.status == "running" and row.owner != owner.id and owner_alive(row):
+        raise SessionBusy(busy_message(row))
+    values = {
+        "status": "running",
+        "claim_generation": row.claim_generation + 1,
+        **RELEASED,
+        "updated_at": utcnow(),
+    }
+    handed = tx.run(
+        update_sql(
+            "sessions",
+            list(values),
+            "id = :sid AND status = :was_status AND claim_generation = :was_generation",
+        ),
+        values | {"sid": row.id, "was_status": row.status, "was_generation": row.claim_generation},
+    )
+    if handed != 1:
+        raise SessionBusy(f"session {row.id} was just taken by another command")
+    add_event(tx, row.id, "status", status="running", previous=row.status, note=HANDED_OFF)
 
 
 def record_failure(tx: Tx, claim: Claim, agent: str | None, message: str) -> None:

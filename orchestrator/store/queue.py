@@ -106,10 +106,7 @@ def _epoch(moment: datetime) -> float:
 
 def hand_off(store: Store, session_id: str, owner: Owner) -> bool:
     """Let go of `owner`'s claim on a running session so that a worker runs it on at once
-    (e.g. a web server that committed an answer and leaves the agents to the workers).
-    Returns False if `owner` did not hold it."""
-    row = store.session(session_id)
-    if row.status != "running" or row.owner != owner.id:
-        return False
-    store.abandon(Claim(session_id, owner, row.claim_generation))
-    return True
+    (e.g. a web server that committed an answer and leaves the agents to the workers): it
+    shows as answered, waiting for a driver. Returns False if `owner` did not hold it.
+    (`Sessions.answer` hands off by itself; this is for a claim taken otherwise.)"""
+    return store.hand_off(session_id, owner)

@@ -16,6 +16,7 @@ __all__ = [
     "pending_question",
     "owner_record",
     "owner_alive",
+    "waiting_for_driver",
     "state_from_row",
     "iso",
     "iso_epoch",
@@ -62,6 +63,16 @@ def pending_question(session: Any, state: Any) -> PendingQuestion | None:
     return pending  # type: ignore[return-value]  # question_object is a Question dump
 
 
+def waiting_for_driver(session: Any) -> bool:
+    """Answered and handed off (`resume --no-run`, `Sessions.answer`): running, nobody's
+    claim on it, no failed call. Not `stalled`: a worker, `serve` or `resume` runs it on."""
+    return (
+        session.status == "running"
+        and session.owner is None
+        and getattr(session, "last_error", None) is None
+    )
+
+
 def owner_alive(session: Any) -> bool:
     """Does a live process hold this running session's claim?"""
     return session.status == "running" and not is_dead(
@@ -94,6 +105,7 @@ def session_view(
     owner = owner_record(session)
     last_error = getattr(session, "last_error", None)
     running = session.status == "running"
+    pending = pending_question(session, state)
     return {
         "session_id": session.id,
         "status": session.status,
@@ -106,7 +118,7 @@ def session_view(
             "answer_status": state.resolution,
             "answer_note": state.answer_note,
         },
-        "pending_question": pending_question(session, state),
+        "pending_question": pending,
         "questions_surfaced": state.questions_surfaced,
         "fallbacks_injected": state.fallbacks_injected,
         "tasks": list(session.tasks or []),
@@ -116,7 +128,11 @@ def session_view(
         "created_at": iso(session.created_at),
         "updated_at": iso(session.updated_at),
         # A running session nobody drives: its agent call failed, or its process is gone.
-        "stalled": running and (last_error is not None or owner is None or not owner["alive"]),
+        # Not one handed off on purpose once answered (owner cleared: store.lifecycle.hand_off):
+        # that one is `waiting_for_driver`, a worker's, `serve`'s or `resume`'s to run on.
+        "stalled": running
+        and (last_error is not None or (owner is not None and not owner["alive"])),
+        "waiting_for_driver": pending is None and waiting_for_driver(session),
         "last_error": last_error if running else None,
         "owner": owner,
         "cancel_requested": running and getattr(session, "cancel_requested_at", None) is not None,

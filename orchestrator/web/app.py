@@ -8,6 +8,7 @@ owns a `Runner` (sessions run on after answers) and, with `notify`, a `Notifier`
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -70,6 +71,20 @@ class Web:
         return self.sessions.inbox
 
 
+PICK_UP_SECONDS = 1.0  # how often the server looks for answers left to a driver
+
+
+def _pick_up_handed_off(web: Web, stop: threading.Event) -> None:
+    while not stop.wait(PICK_UP_SECONDS):
+        try:
+            found = web.runner.recover(handed_off_only=True)
+        except Exception:  # the database away for a moment: the next poll tries again
+            log.warning("cannot look for answered sessions to run on", exc_info=True)
+            continue
+        if found:
+            log.info("picked up %d answered session(s) waiting for a driver", len(found))
+
+
 def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> FastAPI:
     """The web inbox and HTTP API over `config.db` (or the given session API)."""
     config = config or WebConfig()
@@ -77,15 +92,22 @@ def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> Fast
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
         if config.run_on:
             found = web.runner.recover()
             if found:
                 log.warning("picked up %d answered session(s) not run on", len(found))
+            # Answers committed elsewhere with nobody to run them on (`resume --no-run`):
+            # picked up as a worker would, at its poll.
+            threading.Thread(
+                target=_pick_up_handed_off, args=(web, stop), name="pick-up", daemon=True
+            ).start()
         if web.notifier is not None:
             web.notifier.start_watching(since=web.started_at)
         try:
             yield
         finally:
+            stop.set()
             if web.notifier is not None:
                 web.notifier.close()
             web.runner.shutdown(wait=False)

@@ -52,10 +52,11 @@ class Runner:
             with self._lock:
                 self._queued.discard(session_id)
 
-    def recover(self) -> list[str]:
-        """Queue every answered session whose driving process is gone; return their ids."""
-
-        found: list[str] = self.sessions.inbox.answered_not_run_on()
+    def recover(self, *, handed_off_only: bool = False) -> list[str]:
+        """Queue every answered session whose driving process is gone (`handed_off_only`:
+        those answered and handed off, waiting for a driver: `resume --no-run`); return
+        their ids."""
+        found: list[str] = self.sessions.inbox.answered_not_run_on(handed_off_only=handed_off_only)
         for session_id in found:
             self.submit(session_id)
         return found

@@ -26,19 +26,22 @@ def reply_from_form(question: Mapping[str, Any], form: Any) -> Any:
         return Reply(text=form.get("text") or "", note=note)
     picks = [c for c in form.getlist("choice") if c]
     other = (form.get("other") or "").strip()
+    own: str | None = None  # an answer of one's own is the answer text, never a choice
     if OTHER in picks:
         picks.remove(OTHER)
         if not other:
             raise InvalidAnswer("you chose an answer of your own: write it in the text field")
-        picks.append(other)
+        own = other
     elif other and question.get("allow_other"):
         if kind == "single_select" and picks:
             raise InvalidAnswer(
                 f"you chose {picks[0]!r} and also wrote an answer of your own: choose "
                 "'Something else' to send your own, or clear the text"
             )
-        picks.append(other)
-    if not picks:
-        labels = ", ".join(repr(o["label"]) for o in question.get("options") or [])
-        raise InvalidAnswer(f"choose one of the options: {labels}")
-    return Reply(choices=tuple(picks), note=note)
+        own = other
+    if not picks and own is None:
+        labels = "; ".join(
+            f"{n}. {o['label']}" for n, o in enumerate(question.get("options") or [], start=1)
+        )
+        raise InvalidAnswer(f"choose one of the options: {labels}", fields=("choices",))
+    return Reply(choices=tuple(picks), text=own, note=note)

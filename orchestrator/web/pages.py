@@ -126,11 +126,22 @@ def _short(text: str | None, size: int = 140) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
+def _driver_note(view: dict[str, Any]) -> str:
+    from orchestrator.present.render import driver_note
+
+    return driver_note(view)
+
+
 # Pages of the inbox past this are refused (their offset would overflow the database's
 # integers); at 50 a page that is fifty billion sessions.
 MAX_PAGE = 1_000_000_000
 
-FILTERS = {"time_left": time_left, "event_text": _event_text, "short": _short}
+FILTERS = {
+    "time_left": time_left,
+    "event_text": _event_text,
+    "short": _short,
+    "driver_note": _driver_note,
+}
 
 
 @router.get("/")
