@@ -1,11 +1,16 @@
-"""A session's workspace directory, and the one check that keeps tools inside it."""
+"""A session's workspace directory, and the checks that keep tools inside it."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
 from pathlib import Path
 
 __all__ = ["Workspace", "ToolError"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ToolError(Exception):
@@ -29,7 +34,8 @@ class Workspace:
     def resolve(self, path: str) -> Path:
         """The real path `path` names, refusing anything that leaves the workspace.
 
-        The answer has every symlink followed, so what the caller opens is what was checked.
+        The answer has every symlink followed; open it with `open_dir`, which follows none,
+        so what the caller opens is what was checked.
         """
         if not path.strip():
             raise ToolError("the path is empty; give a path relative to the workspace, e.g. '.'")
@@ -53,3 +59,43 @@ class Workspace:
     def relative(self, path: Path) -> str:
         """`path` (inside the workspace) as the POSIX path the model uses; the root is '.'."""
         return path.relative_to(self.root).as_posix() or "."
+
+    def open_dir(self, real: Path, *, create: bool = False) -> int:
+        """A descriptor of the directory `real` (from `resolve`); the caller closes it.
+
+        It is opened one folder at a time from the root without following any link, so a
+        folder swapped for a symlink after `resolve` checked it is refused, never followed.
+        `create` makes missing folders (mode 0o777 less the umask).
+        """
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for name in real.relative_to(self.root).parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as e:
+                    if e.errno in (errno.ENOTDIR, errno.ELOOP) and _is_link(name, fd):
+                        raise self.swapped(real) from None
+                    raise
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def swapped(self, real: Path) -> ToolError:
+        """The error for a path that became a symlink between `resolve` and the open."""
+        return ToolError(
+            f"{self.relative(real)!r} changed while it was being opened (a folder or file on "
+            "the way is now a symlink); nothing was read or written, try again"
+        )
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

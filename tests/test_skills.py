@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +39,14 @@ def outside(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "secret.txt").write_text("top secret")
     return path
+
+
+@pytest.fixture
+def umask() -> Iterator[int]:
+    """Run the test under umask 022 (the usual one), restoring the process's own after."""
+    old = os.umask(0o022)
+    yield 0o022
+    os.umask(old)
 
 
 @pytest.fixture
@@ -155,7 +165,7 @@ def test_write_file_creates_parents_and_writes(
 
 
 def test_write_file_replaces_atomically_and_keeps_the_mode(
-    tools: dict[str, Tool], root: Path
+    tools: dict[str, Tool], root: Path, umask: int
 ) -> None:
     target = root / "run.sh"
     target.write_text("old")
@@ -482,3 +492,89 @@ def test_langchain_tool_call_gives_a_tool_message(tools: dict[str, Tool], root: 
     for args in bad_calls:
         failed = tool_call(args)
         assert failed.status == "error" and json.loads(str(failed.content))["ok"] is False
+
+
+# --- trust boundaries (issue 20) -------------------------------------------------------------
+
+
+def test_a_hard_link_to_a_file_outside_is_refused(
+    tools: dict[str, Tool], root: Path, outside: Path, context: ToolContext
+) -> None:
+    root.mkdir(exist_ok=True)
+    os.link(outside / "secret.txt", root / "hard.txt")
+    read = call(tools, "read_file", path="hard.txt")
+    assert not read.ok and "top secret" not in read.output
+    assert read.error == (
+        "'hard.txt' has 2 hard links: another name of it may be outside the workspace, "
+        "so the tools neither read nor write it"
+    )
+    written = call(tools, "write_file", path="hard.txt", content="pwned")
+    assert not written.ok and "2 hard links" in (written.error or "")
+    assert (outside / "secret.txt").read_text() == "top secret"
+    assert (root / "hard.txt").read_text() == "top secret"
+    assert context.changed == set()
+
+
+def _swap_after_resolve(
+    monkeypatch: pytest.MonkeyPatch, name: Path, to: Path, *, is_dir: bool
+) -> None:
+    """Make `name` a symlink to `to` right after `resolve` checked the path: the race."""
+    resolve = Workspace.resolve
+
+    def racing(self: Workspace, path: str) -> Path:
+        real = resolve(self, path)
+        name.rename(name.with_name(name.name + ".moved"))
+        name.symlink_to(to, target_is_directory=is_dir)
+        return real
+
+    monkeypatch.setattr(Workspace, "resolve", racing)
+
+
+@pytest.mark.parametrize("name", ["read_file", "write_file"])
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused(
+    tools: dict[str, Tool],
+    root: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    (root / "dir").mkdir(parents=True)
+    (root / "dir" / "secret.txt").write_text("harmless")
+    _swap_after_resolve(monkeypatch, root / "dir", outside, is_dir=True)
+    args = {"path": "dir/secret.txt", "content": "pwned"}
+    result = tools[name].invoke(args if name == "write_file" else {"path": args["path"]})
+    assert not result.ok and "top secret" not in result.output
+    assert result.error == (
+        "'dir' changed while it was being opened (a folder or file on the way is "
+        "now a symlink); nothing was read or written, try again"
+    )
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+@pytest.mark.parametrize("name", ["read_file", "write_file"])
+def test_a_file_swapped_for_a_symlink_after_the_check_is_refused(
+    tools: dict[str, Tool],
+    root: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    root.mkdir(exist_ok=True)
+    (root / "f.txt").write_text("harmless")
+    _swap_after_resolve(monkeypatch, root / "f.txt", outside / "secret.txt", is_dir=False)
+    args = {"path": "f.txt", "content": "pwned"} if name == "write_file" else {"path": "f.txt"}
+    result = tools[name].invoke(args)
+    assert not result.ok and "top secret" not in result.output
+    assert "changed while it was being opened" in (result.error or "")
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+def test_write_file_respects_the_umask(tools: dict[str, Tool], root: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        assert call(tools, "write_file", path="new/private.txt", content="x").ok
+    finally:
+        os.umask(old)
+    assert (root / "new" / "private.txt").stat().st_mode & 0o777 == 0o600
+    assert (root / "new").stat().st_mode & 0o777 == 0o700
