@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Tool, ToolError, ToolResult, register
-from .workspace import Workspace
+from .workspace import CONTROL_FOLDERS, Workspace
 
 __all__ = [
     "WORKSPACE_TOOLS",
@@ -169,7 +169,8 @@ class WriteFile(Tool):
     name = "write_file"
     description = (
         "Write a UTF-8 text file of the workspace, replacing it if it exists and creating "
-        "missing directories (at most 1 MiB). A file with several hard links is refused."
+        "missing directories (at most 1 MiB). Refused: paths inside a version-control "
+        f"folder ({', '.join(sorted(CONTROL_FOLDERS))}), and files with several hard links."
     )
 
     class Input(_Args):
@@ -183,6 +184,7 @@ class WriteFile(Tool):
         workspace = self.context.workspace
         target = workspace.resolve(args.path)
         rel = workspace.relative(target)
+        workspace.check_writable(target)
         if target.is_dir():
             raise ToolError(f"{rel!r} is a directory, not a file")
         data = args.content.encode("utf-8")  # pydantic already refused lone surrogates

@@ -8,8 +8,15 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["Workspace", "ToolError"]
+__all__ = ["Workspace", "ToolError", "CONTROL_FOLDERS"]
 
+# Version-control folders: what is written there runs as the user (git hooks, a
+# `core.fsmonitor` command at the next `git status`, Mercurial hooks and extensions).
+CONTROL_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", ".jj"})
+# Characters that HFS+ ignores in names, so ".g\u200cit" is ".git" there (git's is_hfs_dotgit).
+_IGNORED = dict.fromkeys(
+    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -60,6 +67,17 @@ class Workspace:
         """`path` (inside the workspace) as the POSIX path the model uses; the root is '.'."""
         return path.relative_to(self.root).as_posix() or "."
 
+    def check_writable(self, real: Path) -> None:
+        """Refuse a write to `real` (from `resolve`) inside a version-control folder."""
+        for name in real.relative_to(self.root).parts:
+            if _control_name(name):
+                raise ToolError(
+                    f"{self.relative(real)!r} is in {name!r}, a version-control folder: what "
+                    "is written there (hooks, config) can run commands on the user's machine, "
+                    f"so tools never write into {', '.join(sorted(CONTROL_FOLDERS))} (nor a "
+                    "file of that name); write your files elsewhere in the workspace"
+                )
+
     def open_dir(self, real: Path, *, create: bool = False) -> int:
         """A descriptor of the directory `real` (from `resolve`); the caller closes it.
 
@@ -92,6 +110,12 @@ class Workspace:
             f"{self.relative(real)!r} changed while it was being opened (a folder or file on "
             "the way is now a symlink); nothing was read or written, try again"
         )
+
+
+def _control_name(name: str) -> bool:
+    """Whether `name` is a control folder's name in any case or spelling a file system folds."""
+    folded = name.translate(_IGNORED).casefold().rstrip(". ")
+    return folded in CONTROL_FOLDERS or folded == "git~1"  # "git~1": NTFS's short name
 
 
 def _is_link(name: str, dir_fd: int) -> bool:

@@ -496,6 +496,56 @@ def test_langchain_tool_call_gives_a_tool_message(tools: dict[str, Tool], root: 
 
 # --- trust boundaries (issue 20) -------------------------------------------------------------
 
+CONTROL_WRITES = [
+    ".git/config",
+    ".git/hooks/pre-commit",
+    ".git",  # a `.git` file ("gitdir: ...") points git at another repository
+    "sub/.git",
+    "sub/.git/config",
+    ".GIT/config",  # the same folder on a case-insensitive file system
+    ".Git/hooks/post-checkout",
+    ".git./config",  # Windows drops the trailing dot
+    "git~1/config",  # NTFS's short name of .git
+    ".g\u200cit/config",  # HFS+ ignores the zero-width non-joiner
+    "gitdir/config",  # a symlink to .git
+    "sub/../.git/hooks/pre-commit",
+    ".hg/hgrc",
+    ".jj/repo/config.toml",
+]
+
+
+@pytest.mark.parametrize("path", CONTROL_WRITES)
+def test_writes_into_version_control_folders_are_refused(
+    tools: dict[str, Tool], root: Path, context: ToolContext, path: str
+) -> None:
+    # The attack: with --workdir on a repository, a `core.fsmonitor` line in .git/config
+    # runs a command at the user's next `git status`.
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (root / "sub").mkdir()
+    (root / "sub" / ".git").write_text("gitdir: ../.git\n")
+    (root / "gitdir").symlink_to(root / ".git", target_is_directory=True)
+    before = snapshot(root)
+
+    payload = "[core]\n\tfsmonitor = touch /tmp/pwned\n"
+    result = call(tools, "write_file", path=path, content=payload)
+    assert not result.ok
+    assert "a version-control folder" in (result.error or "")
+    assert "can run commands on the user's machine" in (result.error or "")
+    assert snapshot(root) == before
+    assert sorted(p.name for p in (root / ".git").iterdir()) == ["config", "hooks"]
+    assert context.changed == set()
+
+
+def test_names_that_only_look_like_git_can_be_written(tools: dict[str, Tool]) -> None:
+    for path in [".gitignore", ".github/workflows/ci.yml", "a.git/x", "git/config", "x.hg"]:
+        assert call(tools, "write_file", path=path, content="x").ok, path
+
+
+def test_write_file_describes_the_refused_folders(tools: dict[str, Tool]) -> None:
+    assert ".git" in tools["write_file"].description
+    assert "hard links" in tools["write_file"].description
+
 
 def test_a_hard_link_to_a_file_outside_is_refused(
     tools: dict[str, Tool], root: Path, outside: Path, context: ToolContext
