@@ -15,7 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import globs
 from .base import Tool, ToolError, ToolResult, register
+from .globs import MAX_PATTERN_CHARS, MAX_VISITED, parse_pattern
 from .workspace import CONTROL_FOLDERS, Workspace
 
 __all__ = [
@@ -43,48 +45,42 @@ class ListFiles(Tool):
     name = "list_files"
     description = (
         "List the files (not directories) under a directory of the workspace, as "
-        f"workspace-relative paths, sorted; at most {MAX_LISTED} are shown."
+        f"workspace-relative paths, sorted; at most {MAX_LISTED} are shown, and a listing "
+        f"stops after looking at {MAX_VISITED} entries. Symlinked folders are not entered."
     )
 
     class Input(_Args):
         path: str = Field(".", description="Directory to list, relative to the workspace.")
         pattern: str = Field(
-            "**/*", description="Glob pattern under that directory, e.g. '*.py' or '**/*.md'."
+            "**/*",
+            description=(
+                "Glob pattern under that directory, e.g. '*.py' or '**/*.md'; '**' is any "
+                f"number of folders; at most {MAX_PATTERN_CHARS} characters."
+            ),
         )
 
     def run(self, args: Input) -> ToolResult:
         workspace = self.context.workspace
+        parts = parse_pattern(args.pattern)
         where = workspace.resolve(args.path)
         if not where.is_dir():
             raise ToolError(f"no such directory: {args.path!r}")
-        pattern = Path(args.pattern)
-        bad = ToolError(f"bad pattern {args.pattern!r}: use a relative glob without '..'")
-        if not pattern.parts or pattern.anchor or ".." in pattern.parts:
-            raise bad
         try:
-            matches = list(where.glob(args.pattern))
-        except ValueError:  # pathlib's "Invalid pattern", e.g. 'a**'
-            raise bad from None
-        files = sorted(
-            workspace.relative(match) for match in matches if _inside_file(match, workspace.root)
-        )
+            found, complete = globs.walk(workspace, where, parts)
+        except OSError as e:
+            raise ToolError(f"cannot list {args.path!r}: {e.strerror}") from None
+        files = sorted(workspace.relative(path) for path in found)
         shown = files[:MAX_LISTED]
-        if not files:
-            output = "no files match"
-        elif len(files) > MAX_LISTED:
-            note = f"({MAX_LISTED} of {len(files)} files shown; narrow the path or pattern)"
-            output = "\n".join([*shown, note])
-        else:
-            output = "\n".join(shown)
+        notes = []
+        if len(files) > MAX_LISTED:
+            notes.append(f"({MAX_LISTED} of {len(files)} files shown; narrow the path or pattern)")
+        if not complete:
+            notes.append(
+                f"(stopped after looking at {globs.MAX_VISITED} entries, so files may be missing; "
+                "narrow the path or pattern)"
+            )
+        output = "\n".join([*shown, *notes]) if files or notes else "no files match"
         return self.result(output, files=shown)
-
-
-def _inside_file(path: Path, root: Path) -> bool:
-    """Whether `path` is a file whose real location is inside `root` (so it can be read)."""
-    try:
-        return path.is_file() and path.resolve().is_relative_to(root)
-    except (OSError, RuntimeError):  # a symlink loop
-        return False
 
 
 @register

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import orchestrator.skills.base
+import orchestrator.skills.globs
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -545,6 +546,83 @@ def test_names_that_only_look_like_git_can_be_written(tools: dict[str, Tool]) ->
 def test_write_file_describes_the_refused_folders(tools: dict[str, Tool]) -> None:
     assert ".git" in tools["write_file"].description
     assert "hard links" in tools["write_file"].description
+
+
+def _counting_scandir(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[int]:
+    """Count os.scandir calls; past `limit` raise, so a runaway walk fails fast, not slowly."""
+    calls = [0]
+    real = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        calls[0] += 1
+        if calls[0] > limit:
+            raise AssertionError(f"more than {limit} directory scans")
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    return calls
+
+
+def test_repeated_double_stars_do_not_multiply_the_walk(
+    tools: dict[str, Tool], root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 12 folders, 3 deep: pathlib's glob took 13.4 s on such a tree with ten '**'.
+    for top in "abc":
+        for mid in "xyz":
+            (root / top / mid).mkdir(parents=True)
+            (root / top / mid / "f.txt").write_text("x")
+    (root / "top.txt").write_text("x")
+    expected = call(tools, "list_files", pattern="**/*.txt").data["files"]
+    assert len(expected) == 10
+
+    calls = _counting_scandir(monkeypatch, limit=100)
+    result = call(tools, "list_files", pattern="/".join(["**"] * 10 + ["*.txt"]))
+    assert result.ok and result.data["files"] == expected
+    assert calls[0] == 13  # each folder scanned once: the root and its 12 folders
+    calls[0] = 0
+    assert call(tools, "list_files", pattern="**/x/**/**/*.txt").data["files"] == [
+        "a/x/f.txt",
+        "b/x/f.txt",
+        "c/x/f.txt",
+    ]
+    assert calls[0] <= 13
+
+
+def test_a_pattern_that_cannot_match_deeper_stops_the_walk(
+    tools: dict[str, Tool], root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "top.py").write_text("x")
+    (root / "a" / "b" / "deep.py").write_text("x")
+    calls = _counting_scandir(monkeypatch, limit=100)
+    assert call(tools, "list_files", pattern="*.py").data["files"] == ["top.py"]
+    assert calls[0] == 1
+
+
+def test_oversized_patterns_are_refused(tools: dict[str, Tool]) -> None:
+    long = call(tools, "list_files", pattern="*" * 257)
+    assert long.error == "the pattern has 257 characters; at most 256"
+    deep = call(tools, "list_files", pattern="/".join(["*"] * 17))
+    assert deep.error == "the pattern has 17 parts between '/'; at most 16"
+    # Repeated '**' count once, so this one is within the limit.
+    assert call(tools, "list_files", pattern="/".join(["**"] * 40 + ["*"])).ok
+
+
+def test_a_walk_stops_after_visiting_max_entries_and_says_so(
+    tools: dict[str, Tool], root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orchestrator.skills.globs, "MAX_VISITED", 10)
+    for i in range(30):
+        (root / f"f{i:02d}.txt").write_text("")
+    result = call(tools, "list_files")
+    assert result.ok
+    assert len(result.data["files"]) == 10  # one per entry visited
+    assert result.output.endswith(
+        "(stopped after looking at 10 entries, so files may be missing; narrow the path or pattern)"
+    )
+    (root / "sub").mkdir()
+    empty = call(tools, "list_files", path="sub")
+    assert empty.ok and empty.output == "no files match"
 
 
 def test_a_hard_link_to_a_file_outside_is_refused(
