@@ -105,6 +105,8 @@ class ReadFile(Tool):
             parent = workspace.open_dir(target.parent)
         except (FileNotFoundError, NotADirectoryError):
             raise missing from None
+        except OSError as e:  # e.g. a folder without read permission
+            raise ToolError(f"cannot read {rel!r}: {e.strerror}") from None
         try:
             fd = _open_no_link(workspace, target, parent, _READ)
         except FileNotFoundError:
