@@ -1,14 +1,24 @@
-"""The workspace file tools: list, read and write files inside the session's workspace."""
+"""The workspace file tools: list, read and write files inside the session's workspace.
+
+Files are opened relative to a directory descriptor from `Workspace.open_dir` and never
+through a link, so a path swapped for a symlink after its check is refused; a regular file
+with more than one hard link may be a door to a file outside, so it is refused too.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import globs
 from .base import Tool, ToolError, ToolResult, register
+from .globs import MAX_PATTERN_CHARS, MAX_VISITED, parse_pattern
+from .workspace import CONTROL_FOLDERS, Workspace
 
 __all__ = [
     "WORKSPACE_TOOLS",
@@ -35,48 +45,42 @@ class ListFiles(Tool):
     name = "list_files"
     description = (
         "List the files (not directories) under a directory of the workspace, as "
-        f"workspace-relative paths, sorted; at most {MAX_LISTED} are shown."
+        f"workspace-relative paths, sorted; at most {MAX_LISTED} are shown, and a listing "
+        f"stops after looking at {MAX_VISITED} entries. Symlinked folders are not entered."
     )
 
     class Input(_Args):
         path: str = Field(".", description="Directory to list, relative to the workspace.")
         pattern: str = Field(
-            "**/*", description="Glob pattern under that directory, e.g. '*.py' or '**/*.md'."
+            "**/*",
+            description=(
+                "Glob pattern under that directory, e.g. '*.py' or '**/*.md'; '**' is any "
+                f"number of folders; at most {MAX_PATTERN_CHARS} characters."
+            ),
         )
 
     def run(self, args: Input) -> ToolResult:
         workspace = self.context.workspace
+        parts = parse_pattern(args.pattern)
         where = workspace.resolve(args.path)
         if not where.is_dir():
             raise ToolError(f"no such directory: {args.path!r}")
-        pattern = Path(args.pattern)
-        bad = ToolError(f"bad pattern {args.pattern!r}: use a relative glob without '..'")
-        if not pattern.parts or pattern.anchor or ".." in pattern.parts:
-            raise bad
         try:
-            matches = list(where.glob(args.pattern))
-        except ValueError:  # pathlib's "Invalid pattern", e.g. 'a**'
-            raise bad from None
-        files = sorted(
-            workspace.relative(match) for match in matches if _inside_file(match, workspace.root)
-        )
+            found, complete = globs.walk(workspace, where, parts)
+        except OSError as e:
+            raise ToolError(f"cannot list {args.path!r}: {e.strerror}") from None
+        files = sorted(workspace.relative(path) for path in found)
         shown = files[:MAX_LISTED]
-        if not files:
-            output = "no files match"
-        elif len(files) > MAX_LISTED:
-            note = f"({MAX_LISTED} of {len(files)} files shown; narrow the path or pattern)"
-            output = "\n".join([*shown, note])
-        else:
-            output = "\n".join(shown)
+        notes = []
+        if len(files) > MAX_LISTED:
+            notes.append(f"({MAX_LISTED} of {len(files)} files shown; narrow the path or pattern)")
+        if not complete:
+            notes.append(
+                f"(stopped after looking at {globs.MAX_VISITED} entries, so files may be missing; "
+                "narrow the path or pattern)"
+            )
+        output = "\n".join([*shown, *notes]) if files or notes else "no files match"
         return self.result(output, files=shown)
-
-
-def _inside_file(path: Path, root: Path) -> bool:
-    """Whether `path` is a file whose real location is inside `root` (so it can be read)."""
-    try:
-        return path.is_file() and path.resolve().is_relative_to(root)
-    except (OSError, RuntimeError):  # a symlink loop
-        return False
 
 
 @register
@@ -84,7 +88,7 @@ class ReadFile(Tool):
     name = "read_file"
     description = (
         f"Read a UTF-8 text file of the workspace (at most {MAX_READ_BYTES // 1024} KiB); "
-        "the output is its content."
+        "the output is its content. A file with several hard links is refused."
     )
 
     class Input(_Args):
@@ -96,18 +100,39 @@ class ReadFile(Tool):
         rel = workspace.relative(target)
         if target.is_dir():
             raise ToolError(f"{rel!r} is a directory, not a file; use list_files")
-        if not target.is_file():
-            raise ToolError(f"no such file: {args.path!r}")
+        missing = ToolError(f"no such file: {args.path!r}")
         try:
-            size = target.stat().st_size
-            if size > MAX_READ_BYTES:
-                raise ToolError(
-                    f"{rel!r} has {size} bytes; read_file reads at most "
-                    f"{MAX_READ_BYTES} bytes ({MAX_READ_BYTES // 1024} KiB)"
-                )
-            raw = target.read_bytes()
+            parent = workspace.open_dir(target.parent)
+        except (FileNotFoundError, NotADirectoryError):
+            raise missing from None
+        except OSError as e:  # e.g. a folder without read permission
+            raise ToolError(f"cannot read {rel!r}: {e.strerror}") from None
+        try:
+            fd = _open_no_link(workspace, target, parent, _READ)
+        except FileNotFoundError:
+            raise missing from None
         except OSError as e:
             raise ToolError(f"cannot read {rel!r}: {e.strerror}") from None
+        finally:
+            os.close(parent)
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"{rel!r} is a directory, not a file; use list_files")
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolError(f"{rel!r} is not a regular file")
+            _refuse_hard_links(rel, info)
+            if info.st_size > MAX_READ_BYTES:
+                raise ToolError(
+                    f"{rel!r} has {info.st_size} bytes; read_file reads at most "
+                    f"{MAX_READ_BYTES} bytes ({MAX_READ_BYTES // 1024} KiB)"
+                )
+            try:
+                raw = f.read(MAX_READ_BYTES + 1)
+            except OSError as e:
+                raise ToolError(f"cannot read {rel!r}: {e.strerror}") from None
+        if len(raw) > MAX_READ_BYTES:  # it grew since fstat
+            raise ToolError(f"{rel!r} has more than {MAX_READ_BYTES} bytes")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -115,12 +140,35 @@ class ReadFile(Tool):
         return self.result(text, path=rel, bytes=len(raw))
 
 
+# O_NONBLOCK: a FIFO put in the file's place must not hang the read.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_no_link(workspace: Workspace, target: Path, parent: int, flags: int) -> int:
+    """Open `target` (from `resolve`, so not a link) in its folder's descriptor `parent`."""
+    try:
+        return os.open(target.name, flags, dir_fd=parent)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink: it was swapped in
+            raise workspace.swapped(target) from None
+        raise
+
+
+def _refuse_hard_links(rel: str, info: os.stat_result) -> None:
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise ToolError(
+            f"{rel!r} has {info.st_nlink} hard links: another name of it may be outside "
+            "the workspace, so the tools neither read nor write it"
+        )
+
+
 @register
 class WriteFile(Tool):
     name = "write_file"
     description = (
         "Write a UTF-8 text file of the workspace, replacing it if it exists and creating "
-        "missing directories (at most 1 MiB)."
+        "missing directories (at most 1 MiB). Refused: paths inside a version-control "
+        f"folder ({', '.join(sorted(CONTROL_FOLDERS))}), and files with several hard links."
     )
 
     class Input(_Args):
@@ -134,6 +182,7 @@ class WriteFile(Tool):
         workspace = self.context.workspace
         target = workspace.resolve(args.path)
         rel = workspace.relative(target)
+        workspace.check_writable(target)
         if target.is_dir():
             raise ToolError(f"{rel!r} is a directory, not a file")
         data = args.content.encode("utf-8")  # pydantic already refused lone surrogates
@@ -143,30 +192,50 @@ class WriteFile(Tool):
                 f"{MAX_WRITE_BYTES} bytes (1 MiB)"
             )
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(target, data)
+            parent = workspace.open_dir(target.parent, create=True)
+            try:
+                _write_atomically(workspace, target, parent, data)
+            finally:
+                os.close(parent)
         except (FileExistsError, NotADirectoryError):
             raise ToolError(f"cannot write {rel!r}: a parent of it is a file") from None
+        except IsADirectoryError:
+            raise ToolError(f"{rel!r} is a directory, not a file") from None
         except OSError as e:
             raise ToolError(f"cannot write {rel!r}: {e.strerror}") from None
         self.context.changed.add(rel)
         return self.result(f"wrote {len(data)} bytes to {rel}", path=rel, bytes=len(data))
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    """Replace `target` with `data` so a reader sees the old or the new file, never half."""
-    # The temp file is in the target's directory: os.replace is atomic only within one
-    # file system, and it is durable before it takes the target's name.
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+def _write_atomically(workspace: Workspace, target: Path, parent: int, data: bytes) -> None:
+    """Replace `target` in the folder `parent` so a reader sees the old or the new file."""
+    rel = workspace.relative(target)
+    try:
+        old: os.stat_result | None = os.stat(target.name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old is not None:
+        if stat.S_ISLNK(old.st_mode):  # `resolve` followed every link, so this one is new
+            raise workspace.swapped(target)
+        if stat.S_ISDIR(old.st_mode):
+            raise IsADirectoryError
+        _refuse_hard_links(rel, old)
+    # The temp file is in the target's folder: os.replace is atomic only within one file
+    # system, and the data is durable before it takes the target's name. A new file gets
+    # 0o666 less the umask, as any program's would; a replaced one keeps its permissions.
+    temp = f".{target.name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(temp, _CREATE, 0o666, dir_fd=parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            if old is not None:
+                os.fchmod(f.fileno(), old.st_mode & 0o777)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        # mkstemp makes the file 0600; keep an existing file's mode, else an ordinary one.
-        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
-        os.chmod(temp, mode)
-        os.replace(temp, target)
+        os.replace(temp, target.name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        os.unlink(temp, dir_fd=parent)
         raise
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -1,11 +1,23 @@
-"""A session's workspace directory, and the one check that keeps tools inside it."""
+"""A session's workspace directory, and the checks that keep tools inside it."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["Workspace", "ToolError"]
+__all__ = ["Workspace", "ToolError", "CONTROL_FOLDERS"]
+
+# Version-control folders: what is written there runs as the user (git hooks, a
+# `core.fsmonitor` command at the next `git status`, Mercurial hooks and extensions).
+CONTROL_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", ".jj"})
+# Characters that HFS+ ignores in names, so ".g\u200cit" is ".git" there (git's is_hfs_dotgit).
+_IGNORED = dict.fromkeys(
+    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ToolError(Exception):
@@ -29,7 +41,8 @@ class Workspace:
     def resolve(self, path: str) -> Path:
         """The real path `path` names, refusing anything that leaves the workspace.
 
-        The answer has every symlink followed, so what the caller opens is what was checked.
+        The answer has every symlink followed; open it with `open_dir`, which follows none,
+        so what the caller opens is what was checked.
         """
         if not path.strip():
             raise ToolError("the path is empty; give a path relative to the workspace, e.g. '.'")
@@ -53,3 +66,60 @@ class Workspace:
     def relative(self, path: Path) -> str:
         """`path` (inside the workspace) as the POSIX path the model uses; the root is '.'."""
         return path.relative_to(self.root).as_posix() or "."
+
+    def check_writable(self, real: Path) -> None:
+        """Refuse a write to `real` (from `resolve`) inside a version-control folder."""
+        for name in real.relative_to(self.root).parts:
+            if _control_name(name):
+                raise ToolError(
+                    f"{self.relative(real)!r} is in {name!r}, a version-control folder: what "
+                    "is written there (hooks, config) can run commands on the user's machine, "
+                    f"so tools never write into {', '.join(sorted(CONTROL_FOLDERS))} (nor a "
+                    "file of that name); write your files elsewhere in the workspace"
+                )
+
+    def open_dir(self, real: Path, *, create: bool = False) -> int:
+        """A descriptor of the directory `real` (from `resolve`); the caller closes it.
+
+        It is opened one folder at a time from the root without following any link, so a
+        folder swapped for a symlink after `resolve` checked it is refused, never followed.
+        `create` makes missing folders (mode 0o777 less the umask).
+        """
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for name in real.relative_to(self.root).parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as e:
+                    if e.errno in (errno.ENOTDIR, errno.ELOOP) and _is_link(name, fd):
+                        raise self.swapped(real) from None
+                    raise
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def swapped(self, real: Path) -> ToolError:
+        """The error for a path that became a symlink between `resolve` and the open."""
+        return ToolError(
+            f"{self.relative(real)!r} changed while it was being opened (a folder or file on "
+            "the way is now a symlink); nothing was read or written, try again"
+        )
+
+
+def _control_name(name: str) -> bool:
+    """Whether `name` is a control folder's name in any case or spelling a file system folds."""
+    folded = name.translate(_IGNORED).casefold().rstrip(". ")
+    return folded in CONTROL_FOLDERS or folded == "git~1"  # "git~1": NTFS's short name
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

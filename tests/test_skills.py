@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import orchestrator.skills.base
+import orchestrator.skills.globs
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -37,6 +40,14 @@ def outside(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "secret.txt").write_text("top secret")
     return path
+
+
+@pytest.fixture
+def umask() -> Iterator[int]:
+    """Run the test under umask 022 (the usual one), restoring the process's own after."""
+    old = os.umask(0o022)
+    yield 0o022
+    os.umask(old)
 
 
 @pytest.fixture
@@ -155,7 +166,7 @@ def test_write_file_creates_parents_and_writes(
 
 
 def test_write_file_replaces_atomically_and_keeps_the_mode(
-    tools: dict[str, Tool], root: Path
+    tools: dict[str, Tool], root: Path, umask: int
 ) -> None:
     target = root / "run.sh"
     target.write_text("old")
@@ -482,3 +493,216 @@ def test_langchain_tool_call_gives_a_tool_message(tools: dict[str, Tool], root: 
     for args in bad_calls:
         failed = tool_call(args)
         assert failed.status == "error" and json.loads(str(failed.content))["ok"] is False
+
+
+# --- trust boundaries (issue 20) -------------------------------------------------------------
+
+CONTROL_WRITES = [
+    ".git/config",
+    ".git/hooks/pre-commit",
+    ".git",  # a `.git` file ("gitdir: ...") points git at another repository
+    "sub/.git",
+    "sub/.git/config",
+    ".GIT/config",  # the same folder on a case-insensitive file system
+    ".Git/hooks/post-checkout",
+    ".git./config",  # Windows drops the trailing dot
+    "git~1/config",  # NTFS's short name of .git
+    ".g\u200cit/config",  # HFS+ ignores the zero-width non-joiner
+    "gitdir/config",  # a symlink to .git
+    "sub/../.git/hooks/pre-commit",
+    ".hg/hgrc",
+    ".jj/repo/config.toml",
+]
+
+
+@pytest.mark.parametrize("path", CONTROL_WRITES)
+def test_writes_into_version_control_folders_are_refused(
+    tools: dict[str, Tool], root: Path, context: ToolContext, path: str
+) -> None:
+    # The attack: with --workdir on a repository, a `core.fsmonitor` line in .git/config
+    # runs a command at the user's next `git status`.
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (root / "sub").mkdir()
+    (root / "sub" / ".git").write_text("gitdir: ../.git\n")
+    (root / "gitdir").symlink_to(root / ".git", target_is_directory=True)
+    before = snapshot(root)
+
+    payload = "[core]\n\tfsmonitor = touch /tmp/pwned\n"
+    result = call(tools, "write_file", path=path, content=payload)
+    assert not result.ok
+    assert "a version-control folder" in (result.error or "")
+    assert "can run commands on the user's machine" in (result.error or "")
+    assert snapshot(root) == before
+    assert sorted(p.name for p in (root / ".git").iterdir()) == ["config", "hooks"]
+    assert context.changed == set()
+
+
+def test_names_that_only_look_like_git_can_be_written(tools: dict[str, Tool]) -> None:
+    for path in [".gitignore", ".github/workflows/ci.yml", "a.git/x", "git/config", "x.hg"]:
+        assert call(tools, "write_file", path=path, content="x").ok, path
+
+
+def test_write_file_describes_the_refused_folders(tools: dict[str, Tool]) -> None:
+    assert ".git" in tools["write_file"].description
+    assert "hard links" in tools["write_file"].description
+
+
+def _counting_scandir(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[int]:
+    """Count os.scandir calls; past `limit` raise, so a runaway walk fails fast, not slowly."""
+    calls = [0]
+    real = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        calls[0] += 1
+        if calls[0] > limit:
+            raise AssertionError(f"more than {limit} directory scans")
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    return calls
+
+
+def test_repeated_double_stars_do_not_multiply_the_walk(
+    tools: dict[str, Tool], root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 12 folders, 3 deep: pathlib's glob took 13.4 s on such a tree with ten '**'.
+    for top in "abc":
+        for mid in "xyz":
+            (root / top / mid).mkdir(parents=True)
+            (root / top / mid / "f.txt").write_text("x")
+    (root / "top.txt").write_text("x")
+    expected = call(tools, "list_files", pattern="**/*.txt").data["files"]
+    assert len(expected) == 10
+
+    calls = _counting_scandir(monkeypatch, limit=100)
+    result = call(tools, "list_files", pattern="/".join(["**"] * 10 + ["*.txt"]))
+    assert result.ok and result.data["files"] == expected
+    assert calls[0] == 13  # each folder scanned once: the root and its 12 folders
+    calls[0] = 0
+    assert call(tools, "list_files", pattern="**/x/**/**/*.txt").data["files"] == [
+        "a/x/f.txt",
+        "b/x/f.txt",
+        "c/x/f.txt",
+    ]
+    assert calls[0] <= 13
+
+
+def test_a_pattern_that_cannot_match_deeper_stops_the_walk(
+    tools: dict[str, Tool], root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "top.py").write_text("x")
+    (root / "a" / "b" / "deep.py").write_text("x")
+    calls = _counting_scandir(monkeypatch, limit=100)
+    assert call(tools, "list_files", pattern="*.py").data["files"] == ["top.py"]
+    assert calls[0] == 1
+
+
+def test_oversized_patterns_are_refused(tools: dict[str, Tool]) -> None:
+    long = call(tools, "list_files", pattern="*" * 257)
+    assert long.error == "the pattern has 257 characters; at most 256"
+    deep = call(tools, "list_files", pattern="/".join(["*"] * 17))
+    assert deep.error == "the pattern has 17 parts between '/'; at most 16"
+    # Repeated '**' count once, so this one is within the limit.
+    assert call(tools, "list_files", pattern="/".join(["**"] * 40 + ["*"])).ok
+
+
+def test_a_walk_stops_after_visiting_max_entries_and_says_so(
+    tools: dict[str, Tool], root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orchestrator.skills.globs, "MAX_VISITED", 10)
+    for i in range(30):
+        (root / f"f{i:02d}.txt").write_text("")
+    result = call(tools, "list_files")
+    assert result.ok
+    assert len(result.data["files"]) == 10  # one per entry visited
+    assert result.output.endswith(
+        "(stopped after looking at 10 entries, so files may be missing; narrow the path or pattern)"
+    )
+    (root / "sub").mkdir()
+    empty = call(tools, "list_files", path="sub")
+    assert empty.ok and empty.output == "no files match"
+
+
+def test_a_hard_link_to_a_file_outside_is_refused(
+    tools: dict[str, Tool], root: Path, outside: Path, context: ToolContext
+) -> None:
+    root.mkdir(exist_ok=True)
+    os.link(outside / "secret.txt", root / "hard.txt")
+    read = call(tools, "read_file", path="hard.txt")
+    assert not read.ok and "top secret" not in read.output
+    assert read.error == (
+        "'hard.txt' has 2 hard links: another name of it may be outside the workspace, "
+        "so the tools neither read nor write it"
+    )
+    written = call(tools, "write_file", path="hard.txt", content="pwned")
+    assert not written.ok and "2 hard links" in (written.error or "")
+    assert (outside / "secret.txt").read_text() == "top secret"
+    assert (root / "hard.txt").read_text() == "top secret"
+    assert context.changed == set()
+
+
+def _swap_after_resolve(
+    monkeypatch: pytest.MonkeyPatch, name: Path, to: Path, *, is_dir: bool
+) -> None:
+    """Make `name` a symlink to `to` right after `resolve` checked the path: the race."""
+    resolve = Workspace.resolve
+
+    def racing(self: Workspace, path: str) -> Path:
+        real = resolve(self, path)
+        name.rename(name.with_name(name.name + ".moved"))
+        name.symlink_to(to, target_is_directory=is_dir)
+        return real
+
+    monkeypatch.setattr(Workspace, "resolve", racing)
+
+
+@pytest.mark.parametrize("name", ["read_file", "write_file"])
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused(
+    tools: dict[str, Tool],
+    root: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    (root / "dir").mkdir(parents=True)
+    (root / "dir" / "secret.txt").write_text("harmless")
+    _swap_after_resolve(monkeypatch, root / "dir", outside, is_dir=True)
+    args = {"path": "dir/secret.txt", "content": "pwned"}
+    result = tools[name].invoke(args if name == "write_file" else {"path": args["path"]})
+    assert not result.ok and "top secret" not in result.output
+    assert result.error == (
+        "'dir' changed while it was being opened (a folder or file on the way is "
+        "now a symlink); nothing was read or written, try again"
+    )
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+@pytest.mark.parametrize("name", ["read_file", "write_file"])
+def test_a_file_swapped_for_a_symlink_after_the_check_is_refused(
+    tools: dict[str, Tool],
+    root: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    root.mkdir(exist_ok=True)
+    (root / "f.txt").write_text("harmless")
+    _swap_after_resolve(monkeypatch, root / "f.txt", outside / "secret.txt", is_dir=False)
+    args = {"path": "f.txt", "content": "pwned"} if name == "write_file" else {"path": "f.txt"}
+    result = tools[name].invoke(args)
+    assert not result.ok and "top secret" not in result.output
+    assert "changed while it was being opened" in (result.error or "")
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+def test_write_file_respects_the_umask(tools: dict[str, Tool], root: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        assert call(tools, "write_file", path="new/private.txt", content="x").ok
+    finally:
+        os.umask(old)
+    assert (root / "new" / "private.txt").stat().st_mode & 0o777 == 0o600
+    assert (root / "new").stat().st_mode & 0o777 == 0o700
