@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from orchestrator.domain import clock, gate
+from orchestrator.domain import gate
 from orchestrator.errors import SessionBusy
 from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, lifecycle, reads, turns
@@ -40,14 +40,9 @@ from orchestrator.store._tx import (
 )
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Db, Row, SqliteDb, Tx
-from orchestrator.store.views import owner_alive, state_from_row
+from orchestrator.store.views import owner_alive
 
 __all__ = ["Store", "FINAL_STATUSES", "STATUSES", "Listener"]
-
-_DEADLINE_SQL = (
-    "SELECT s.id, t.deadline, t.timed_out FROM sessions AS s"
-    " JOIN orchestrator_state AS t ON t.session_id = s.id WHERE s.id = :id"
-)
 
 
 class Store:
@@ -198,11 +193,6 @@ class Store:
         """Create a session, claimed by `owner`."""
         return self.create(task, agents=agents, settings=settings, owner=owner)[0]
 
-    def create_session(
-        self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
-    ) -> str:
-        return self.start_session(task, agents=agents, settings=settings, owner=owner).session_id
-
     def claim(self, session_id: str, owner: Owner) -> Claim:
         """Take a paused session, or one whose owner is gone, for `owner` (raises
         SessionBusy if a live process holds it); renew it if `owner` holds it already."""
@@ -276,16 +266,7 @@ class Store:
         call). Raises SessionNotFound, or SessionNotWaiting for an ended session."""
         with self._write(durable=True) as tx:
             row = joined_row(tx, session_id, lock=True)
-
-            def through_gate() -> bool:
-                if not state_from_row(row).waiting:
-                    return False
-                gate_tx.resolve_answer(
-                    tx, row, gate.Cancel(), source="user", choices=None, take=lambda: None
-                )
-                return True
-
-            return lifecycle.cancel(tx, row, resolve=through_gate)
+            return lifecycle.cancel(tx, row, resolve=lambda: gate_tx.cancel_question(tx, row))
 
     # -- the gate -----------------------------------------------------------------------
 
@@ -371,13 +352,8 @@ class Store:
         process applies its own deadline. Returns the decision, or None if nothing applied.
         """
         with self._read() as tx:  # the common case: nothing to do, and no write lock
-            due = tx.first(_DEADLINE_SQL, {"id": session_id})
-        if due is None:
-            from orchestrator.errors import SessionNotFound
-
-            raise SessionNotFound(session_id)
-        if due.timed_out or due.deadline is None or due.deadline > clock.now():
-            return None
+            if not gate_tx.deadline_passed(tx, session_id):
+                return None
         with self._write(durable=True) as tx:
             if claim is not None:
                 row = fence(tx, claim, joined=True)

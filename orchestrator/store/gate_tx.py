@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.domain import clock, gate
-from orchestrator.errors import SessionNotWaiting
+from orchestrator.errors import SessionNotFound, SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,
     add_assumption,
@@ -29,7 +29,15 @@ from orchestrator.store._tx import (
 from orchestrator.store.sql import Tx
 from orchestrator.store.views import state_from_row
 
-__all__ = ["ask", "resolve_answer", "expire_deadline", "limits", "STORED_DECISION"]
+__all__ = [
+    "ask",
+    "resolve_answer",
+    "cancel_question",
+    "deadline_passed",
+    "expire_deadline",
+    "limits",
+    "STORED_DECISION",
+]
 
 # A select item for the fence's read (store._tx.fence `extra`): the decision stored for
 # the reply `:final_key`, if any, read in the same statement as the session and its state.
@@ -224,6 +232,29 @@ def resolve_answer(
         add_event(tx, session_id, "cancel", key="cancel", source=source)
         finish(tx, session_id, "cancelled")
     return decision
+
+
+def cancel_question(tx: Tx, row: Any) -> bool:
+    """Cancel the session through its open question (as the user's cancel); False when no
+    question is open."""
+    if not state_from_row(row).waiting:
+        return False
+    resolve_answer(tx, row, gate.Cancel(), source="user", choices=None, take=lambda: None)
+    return True
+
+
+_DEADLINE_SQL = (
+    "SELECT s.id, t.deadline, t.timed_out FROM sessions AS s"
+    " JOIN orchestrator_state AS t ON t.session_id = s.id WHERE s.id = :id"
+)
+
+
+def deadline_passed(tx: Tx, session_id: str) -> bool:
+    """Whether the session's open question has a deadline that passed, not yet applied."""
+    due = tx.first(_DEADLINE_SQL, {"id": session_id})
+    if due is None:
+        raise SessionNotFound(session_id)
+    return not due.timed_out and due.deadline is not None and due.deadline <= clock.now()
 
 
 def expire_deadline(tx: Tx, row: Any, *, may_act: bool) -> gate.Resolve | None:
