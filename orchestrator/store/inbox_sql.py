@@ -13,7 +13,14 @@ from typing import Any
 
 from orchestrator.store._tx import JOINED_SQL, add_event, utcnow
 from orchestrator.store.core import Store
-from orchestrator.store.views import event_view, owner_alive, session_view, waiting_for_driver
+from orchestrator.store.views import (
+    LIVE_SESSION_SQL,
+    OPEN_QUESTION_SQL,
+    event_view,
+    owner_alive,
+    session_view,
+    waiting_for_driver,
+)
 
 __all__ = [
     "inbox_page",
@@ -29,12 +36,8 @@ __all__ = [
 
 # Sessions and their gate state, every session (store._tx.JOINED_SQL without its WHERE).
 _ALL = JOINED_SQL.removesuffix(" WHERE s.id = :id")
-# Waiting for an answer: a question surfaced, not resolved, not cancelled, not ended.
-_WAITING = (
-    "(t.clarification_used AND NOT t.clarification_resolved"
-    " AND s.status IN ('paused', 'running')"
-    " AND (t.resolution IS NULL OR t.resolution <> 'cancelled'))"
-)
+# Waiting for an answer: an open question of a session that has not ended.
+_WAITING = f"({OPEN_QUESTION_SQL} AND {LIVE_SESSION_SQL})"
 _INBOX = (
     f"{_ALL} ORDER BY CASE WHEN {_WAITING} THEN 0 ELSE 1 END,"
     f" CASE WHEN {_WAITING} THEN t.deadline IS NULL ELSE FALSE END,"

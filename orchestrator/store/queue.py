@@ -27,7 +27,7 @@ from typing import Any
 from orchestrator.store import gate_tx, lifecycle
 from orchestrator.store.core import Store
 from orchestrator.store.owner import Claim, Owner
-from orchestrator.store.views import owner_alive
+from orchestrator.store.views import OPEN_DEADLINE_SQL, OPEN_QUESTION_SQL, owner_alive
 
 __all__ = ["claim_ready", "hand_off", "BATCH"]
 
@@ -39,7 +39,7 @@ BATCH = 32  # candidates read per claim
 # are the worker's to apply; a running one's driver applies its own deadline.)
 _OVERDUE = (
     "SELECT s.*, t.* FROM orchestrator_state AS t JOIN sessions AS s ON s.id = t.session_id"
-    " WHERE t.deadline IS NOT NULL AND NOT t.timed_out AND t.resolution IS NULL"
+    f" WHERE {OPEN_DEADLINE_SQL.format(t='t.')} AND {OPEN_QUESTION_SQL}"
     " AND t.deadline <= :now ORDER BY t.deadline LIMIT :batch"
 )
 _CANDIDATES = (

@@ -28,6 +28,7 @@ from sqlalchemy import (
 
 # The newest Alembic revision (kept with the standard-library opening code).
 from orchestrator.store.connect import HEAD_REVISION
+from orchestrator.store.views import OPEN_DEADLINE_SQL
 
 __all__ = [
     "metadata",
@@ -110,11 +111,13 @@ state = Table(
     Column("answer_note", Text),
 )
 # 0006: the deadlines of the questions still waiting (workers look for the passed ones on
-# every poll). The migration gives PostgreSQL the same WHERE.
+# every poll). The migration gives PostgreSQL the same WHERE. A query that wants the index
+# says these terms (store.queue), then views.OPEN_QUESTION_SQL for the open question itself
+# (on every state a session can reach the two agree: tests/test_open_question.py).
 Index(
     "ix_state_open_deadline",
     state.c.deadline,
-    sqlite_where=text("deadline IS NOT NULL AND NOT timed_out AND resolution IS NULL"),
+    sqlite_where=text(OPEN_DEADLINE_SQL.format(t="")),
 )
 
 # Append-only log. `key` makes every write idempotent: a re-run node cannot add twice.

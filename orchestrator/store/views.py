@@ -31,6 +31,20 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z")
 
 
+# "A question is open", in SQL over `orchestrator_state AS t`: GateState.waiting, term for
+# term (surfaced, not resolved, not withdrawn by a cancel). Every query that asks for open
+# questions uses it; tests/test_open_question.py holds it equal to the Python property.
+OPEN_QUESTION_SQL = (
+    "(t.clarification_used AND NOT t.clarification_resolved"
+    " AND (t.resolution IS NULL OR t.resolution <> 'cancelled'))"
+)
+# ...of a session that has not ended (`sessions AS s`): what pending_question shows.
+LIVE_SESSION_SQL = "s.status IN ('paused', 'running')"
+# The partial index of open deadlines (revision 0006, schema.py), `{t}` a table prefix: a
+# query says these terms to use it, then OPEN_QUESTION_SQL for the question itself.
+OPEN_DEADLINE_SQL = "{t}deadline IS NOT NULL AND NOT {t}timed_out AND {t}resolution IS NULL"
+
+
 def state_from_row(row: Any) -> gate.GateState:
     """The gate's state from an orchestrator_state row."""
     return gate.GateState(
