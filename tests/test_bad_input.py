@@ -309,6 +309,7 @@ def test_without_json_usage_errors_print_nothing_on_stdout(
 ) -> None:
     result = invoke(*args, "--status" if args == ["list"] else "--x", "bogus")
     assert result.code == 2 and result.stdout == ""
+    assert fragment in result.stderr  # the message names what was wrong
     assert "Traceback" not in result.stderr
 
 
@@ -373,7 +374,8 @@ def test_files_nobody_asked_for_are_not_left_behind(tmp_path: Path) -> None:
         ["run", "--script", DONE, "--timeout", "inf"],
         ["status", "abc"],
     ):
-        invoke(*args, "--db", str(tmp_path / "x.db"))
+        refused = invoke(*args, "--db", str(tmp_path / "x.db"))
+        assert refused.code == 2, (args, refused.stderr)  # refused, not run
     assert list(tmp_path.iterdir()) == []
 
 
