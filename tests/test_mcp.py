@@ -274,6 +274,11 @@ def test_no_elicitation_sends_the_page_url_in_a_progress_notification(db: Path) 
     (doc,) = run(db, None, ("ask_user", ASK), page=page, progress_callback=progress)
     assert doc["data"] == {"action_status": "answered", "answer": "release-2.4"}
     assert any(page.url in (m or "") for m in messages), messages
+    # ...and the command that answers it from a terminal, for a client that shows no link
+    sid = only_session(db)["session_id"]
+    assert any(
+        f"orchestrator resume {sid} --db sqlite:///{db} --answer" in (m or "") for m in messages
+    ), messages
 
 
 def test_no_elicitation_and_a_silent_page_times_out(db: Path) -> None:

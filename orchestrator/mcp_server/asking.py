@@ -32,8 +32,10 @@ from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.envelope import ToolFailure
 from orchestrator.mcp_server.inputs import AskUserInput, ProvideChoiceInput
-from orchestrator.mcp_server.record import ASKED_BY, WITHDRAWN, Asked, QuestionLog
+from orchestrator.mcp_server.record import ASKED_BY, Asked, QuestionLog, summary_of
 from orchestrator.mcp_server.rounds import Ended, Rounds
+from orchestrator.present.printable import printable
+from orchestrator.present.render import resume_hint
 from orchestrator.store.owner import lease_seconds
 from orchestrator.store.views import iso_epoch
 
@@ -42,6 +44,7 @@ __all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for"]
 log = logging.getLogger("orchestrator.mcp")
 
 Channel = Literal["form", "rounds", "url", "progress"]
+KEEP_SECONDS = 0.5  # how soon an answer given at another door reaches the waiting call
 NOTE_FIELD = "annotation"
 
 
@@ -212,34 +215,35 @@ class Asker:
                     self.questions.failed, asked, f"{type(exc).__name__}: {exc}"
                 )
             raise
-        await self._finish(asked, reply)
-        return Outcome(question, reply)
+        return Outcome(question, await self._finish(asked, reply))
 
     async def _second_round(self, token: str, responses: Any) -> Outcome:
         """The client's call with the person's response to the form of the first call."""
         got = await anyio.to_thread.run_sync(self.rounds.answered, token, responses)
-        if isinstance(got, Ended):  # recorded already, at the deadline or the cancel
-            withdrawn = UserReply(action="cancel", note=WITHDRAWN)
-            return Outcome(got.question, withdrawn if got.cancelled else None)
+        if isinstance(got, Ended):  # recorded already: the deadline, a cancel, another door
+            return Outcome(got.question, got.reply)
         asked, result = got
         try:
             reply = _from_result(asked.question, result)
         except ToolFailure as exc:
             await anyio.to_thread.run_sync(self.questions.failed, asked, exc.message)
             raise
-        await self._finish(asked, reply)
-        return Outcome(asked.question, reply)
+        return Outcome(asked.question, await self._finish(asked, reply))
 
-    async def _finish(self, asked: Asked, reply: UserReply | None) -> None:
+    async def _finish(self, asked: Asked, reply: UserReply | None) -> UserReply | None:
+        """Record how the question ended; the reply that counts (another door's, when it
+        was committed first)."""
         if reply is None:
+            first = await anyio.to_thread.run_sync(self.questions.answered_elsewhere, asked)
+            if first is not None:  # answered at another door just before the deadline
+                return await self._finish(asked, first)
             await anyio.to_thread.run_sync(self.questions.timed_out, asked)
-            return
-        summary = {
-            "answer": f"answered: {reply.text or ', '.join(reply.choices)}",
-            "decline": "declined",
-            "cancel": "cancelled",
-        }[reply.action]
-        await anyio.to_thread.run_sync(self.questions.reply, asked, reply, summary)
+            return None
+        summary = summary_of(reply)
+        counted: UserReply = await anyio.to_thread.run_sync(
+            self.questions.reply, asked, reply, summary
+        )
+        return counted
 
     async def _held(self, asked: Asked, timeout: float, *how: Any) -> UserReply | None:
         """Wait for the reply until the deadline (None), renewing the claim meanwhile; a
@@ -250,10 +254,12 @@ class Asker:
         withdrawn: list[UserReply] = []
 
         async def keep() -> None:
+            # Often: an answer at another door ends the wait (and the claim is renewed).
             while True:
-                await anyio.sleep(lease_seconds() / 3)
-                if await anyio.to_thread.run_sync(self.questions.keep, asked):
-                    withdrawn.append(UserReply(action="cancel", note=WITHDRAWN))
+                await anyio.sleep(min(lease_seconds() / 3, KEEP_SECONDS))
+                settled = await anyio.to_thread.run_sync(self.questions.keep, asked)
+                if settled is not None:
+                    withdrawn.append(settled)
                     waiting.cancel()
                     return
 
@@ -268,6 +274,14 @@ class Asker:
         if failed:
             raise failed[0]
         return withdrawn[0] if withdrawn else reply
+
+    def _resume_hint(self, asked: Asked) -> str:
+        """The command that answers this question from a terminal (any door answers it)."""
+        from orchestrator.api.database import locate
+
+        url = self.questions.store.url
+        default = locate(None).url
+        return resume_hint(asked.session_id, asked.question, None if url == default else url)
 
     async def _through(
         self,
@@ -296,8 +310,11 @@ class Asker:
                 reply = await page.wait()
                 await ctx.session.send_elicit_complete(elicitation_id, ctx.request_id)
                 return reply
-            note = f"{message}\n\nAnswer on this page: {page.url}"
-            log.warning("%s", note)  # stderr: some clients show only the server log
+            note = (
+                f"{message}\n\nAnswer on this page: {page.url}\n"
+                f"or at a terminal: {self._resume_hint(asked)}"
+            )
+            log.warning("%s", printable(note))  # stderr: some clients show only the log
             await ctx.session.report_progress(0, None, note)
             return await page.wait()
 

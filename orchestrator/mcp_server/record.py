@@ -29,11 +29,11 @@ from typing import Any
 
 from orchestrator.domain import gate
 from orchestrator.domain.answers import UserReply, to_gate_event
-from orchestrator.errors import CancelRequested, UserError
+from orchestrator.errors import CancelRequested, SessionNotWaiting, UserError
 from orchestrator.store import Owner, Store
 from orchestrator.store.owner import Claim
 
-__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN"]
+__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN", "summary_of"]
 
 ASKED_BY = "mcp-client"
 STOPPED = "the MCP server stopped before the person answered"
@@ -80,25 +80,57 @@ class QuestionLog:
         assert isinstance(decision, gate.Surface), "a new session always surfaces its question"
         return Asked(question, claim, deadline)
 
-    def keep(self, asked: Asked) -> bool:
-        """Renew the claim while the person answers; True once someone asked to cancel
-        the session (`orchestrator cancel`): the question is then withdrawn."""
+    def keep(self, asked: Asked) -> UserReply | None:
+        """Renew the claim while the person answers. Not None once the question was
+        settled elsewhere: answered or declined at another door (`resume`, the inbox, its
+        answer link, `answer_session`: that reply), or a cancel was asked for (`orchestrator
+        cancel`: the question is then withdrawn, a cancel reply)."""
         self.store.heartbeat(asked.claim)
         try:
             self.store.check_call(asked.claim)
         except CancelRequested:
-            return True
-        return False
+            return UserReply(action="cancel", note=WITHDRAWN)
+        return self.answered_elsewhere(asked)
 
-    def reply(self, asked: Asked, reply: UserReply, summary: str) -> None:
-        """The person's answer, decline or cancel (validated against the question)."""
+    def answered_elsewhere(self, asked: Asked) -> UserReply | None:
+        """The reply another door committed to this question, or None while it waits."""
+        state = self.store.gate_state(asked.session_id)
+        if state.resolution in (None, "timeout", "cancelled"):
+            return None
+        if state.resolution == "declined":
+            return UserReply(action="decline", note=state.note)
+        answers = [e for e in self.store.events(asked.session_id) if e["kind"] == "answer"]
+        choices = answers[-1].get("choices") if answers else None
+        if choices:
+            return UserReply(choices=tuple(choices), note=state.note)
+        return UserReply(text=state.response or "", note=state.note)
+
+    def reply(self, asked: Asked, reply: UserReply, summary: str) -> UserReply:
+        """Record the person's answer, decline or cancel (validated against the question)
+        and end the session; returns the reply that counts: the first committed, which may
+        be another door's (then that one is returned, and this one is dropped)."""
         pending: Any = {**asked.question, "asked_by": ASKED_BY}
         event, choices = to_gate_event(pending, reply)
-        _, claim = self.store.resolve(
-            asked.session_id, asked.claim.owner, event, source="mcp", choices=choices
-        )
-        if not isinstance(event, gate.Cancel):  # a cancel has ended the session already
-            self.store.release(claim, "completed", summary=summary)
+        first = self.answered_elsewhere(asked)
+        if first is None:
+            try:
+                self.store.resolve(
+                    asked.session_id,
+                    asked.claim.owner,
+                    event,
+                    source="mcp",
+                    choices=choices,
+                    claim=asked.claim,
+                )
+            except SessionNotWaiting:  # another door's answer went in first
+                first = self.answered_elsewhere(asked)
+                if first is None:
+                    raise
+        if first is not None:
+            reply, summary = first, summary_of(first)
+        if reply.action != "cancel":  # a cancel has ended the session already
+            self.store.release(asked.claim, "completed", summary=summary)
+        return reply
 
     def timed_out(self, asked: Asked) -> None:
         # The deadline was stored by gate_ask a moment before our wait began, so it has
@@ -128,3 +160,12 @@ class QuestionLog:
             self.store.release(claim, "failed", error=STOPPED)
             reaped.append(row.id)
         return reaped
+
+
+def summary_of(reply: UserReply) -> str:
+    """The session's summary for how its question ended."""
+    return {
+        "answer": f"answered: {reply.text or ', '.join(reply.choices)}",
+        "decline": "declined",
+        "cancel": "cancelled",
+    }[reply.action]

@@ -22,7 +22,7 @@ from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, Inpu
 
 from orchestrator.domain.answers import UserReply
 from orchestrator.mcp_server.envelope import ToolFailure
-from orchestrator.mcp_server.record import WITHDRAWN, Asked, QuestionLog
+from orchestrator.mcp_server.record import Asked, QuestionLog, summary_of
 from orchestrator.store.owner import lease_seconds
 
 __all__ = ["Rounds", "Ended", "ANSWER_KEY"]
@@ -35,10 +35,11 @@ ENDED_KEPT = 1000  # tokens of ended questions remembered, to answer the late re
 
 @dataclass(frozen=True)
 class Ended:
-    """A question that ended between the calls: at its deadline, or withdrawn (cancel)."""
+    """A question that ended between the calls: at its deadline (no reply), withdrawn (a
+    cancel reply), or answered at another door (that reply)."""
 
     question: dict[str, Any]
-    cancelled: bool
+    reply: UserReply | None
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Rounds:
                 "answered already, or the server restarted); ask again",
             )
         if time.time() >= opened.deadline:
-            return self._end(token, opened, cancelled=False)
+            return self._end(token, opened)
         response = (responses or {}).get(ANSWER_KEY)
         if isinstance(response, dict):
             response = ElicitResult.model_validate(response)
@@ -103,24 +104,27 @@ class Rounds:
             )
         return opened.asked, response
 
-    def _end(self, token: str, opened: _Open, *, cancelled: bool) -> Ended:
-        """Record how a question ended between the calls (its token is no longer open)."""
-        ended = Ended(opened.asked.question, cancelled)
+    def _end(self, token: str, opened: _Open, *, settled: UserReply | None = None) -> Ended:
+        """Record how a question ended between the calls (its token is no longer open):
+        at its deadline, or `settled` elsewhere (withdrawn by a cancel, or answered at
+        another door)."""
+        if settled is None:
+            settled = self.questions.answered_elsewhere(opened.asked)  # just before the end
+        if settled is None:
+            self.questions.timed_out(opened.asked)
+        else:
+            settled = self.questions.reply(opened.asked, settled, summary_of(settled))
+        ended = Ended(opened.asked.question, settled)
         with self._lock:
             self._ended[token] = ended
             while len(self._ended) > ENDED_KEPT:
                 del self._ended[next(iter(self._ended))]
-        if cancelled:
-            withdrawn = UserReply(action="cancel", note=WITHDRAWN)
-            self.questions.reply(opened.asked, withdrawn, "cancelled")
-        else:
-            self.questions.timed_out(opened.asked)
         return ended
 
     def _keep(self) -> None:
         """Renew the open questions' claims, record the timeouts when deadlines pass, and
         withdraw the questions whose sessions someone asked to cancel."""
-        beat = lease_seconds() / 3
+        beat = min(lease_seconds() / 3, 0.5)  # also how soon another door's answer is seen
         next_beat = time.time() + beat
         while True:
             with self._lock:
@@ -139,17 +143,18 @@ class Rounds:
                 alive = list(self._open.items())
             for token, opened in due:
                 try:
-                    self._end(token, opened, cancelled=False)
+                    self._end(token, opened)
                 except Exception:
                     log.exception("recording the timeout of session %s", opened.asked.session_id)
             if now >= next_beat:
                 next_beat = now + beat
                 for token, opened in alive:
                     try:
-                        if self.questions.keep(opened.asked):
+                        settled = self.questions.keep(opened.asked)
+                        if settled is not None:
                             with self._lock:
                                 still_open = self._open.pop(token, None) is not None
                             if still_open:
-                                self._end(token, opened, cancelled=True)
+                                self._end(token, opened, settled=settled)
                     except Exception:
                         log.exception("keeping session %s", opened.asked.session_id)

@@ -13,6 +13,7 @@ called no agent and written nothing after the loss.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,8 +35,12 @@ from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store
 from orchestrator.store.core import FINAL_STATUSES
+from orchestrator.store.lifecycle import ASK_ONLY, held_by_asker
 
 __all__ = ["Engine", "AskUser"]
+
+# How long `resume --answer` waits for a live MCP server to end the question it answered.
+ASKER_GRACE_SECONDS = 15.0
 
 # Given the pending question (contract section 2 + asked_by), return the user's reply, or
 # None to leave the session paused (`--ui none`).
@@ -120,6 +125,8 @@ class Engine:
         if reply is not None:
             if self.answer(session_id, reply).cancel:
                 return self.store.view(session_id)
+            if held_by_asker(self.store.session(session_id), self.owner):
+                return self._ended_by_asker(session_id)
             claim = self.store.claim(session_id, self.owner)  # ours since the answer
         else:
             snap = self.store.snapshot(session_id)
@@ -141,9 +148,34 @@ class Engine:
                 # Answered (or timed out to proceed) but not run on, or a gone owner's.
                 claim = self.store.claim(session_id, self.owner)
         row = self.store.session(session_id)
+        if (row.agents or {}).get("kind") == ASK_ONLY:
+            return self._end_ask_only(claim)
         backend = load_backend(row.agents, self.store.reply_counts(session_id))
         self._drive(claim, backend, fresh=False, row=row)
         return self.store.view(session_id)
+
+    # -- a question an MCP client asked ---------------------------------------------------
+
+    def _ended_by_asker(self, session_id: str) -> dict[str, Any]:
+        """The answer went to an MCP client's question whose server lives: that server
+        returns it to the waiting tool call and ends the session; wait (briefly) for it."""
+        give_up = time.monotonic() + ASKER_GRACE_SECONDS
+        view = self.store.view(session_id)
+        while view["status"] == "running" and time.monotonic() < give_up:
+            time.sleep(0.1)
+            view = self.store.view(session_id)
+        return view
+
+    def _end_ask_only(self, claim: Claim) -> dict[str, Any]:
+        """An MCP client's question runs no agent: answered (or resolved by its deadline),
+        it is over. Its server, if it still waits, reads the answer from the session."""
+        state = self.store.gate_state(claim.session_id)
+        summary = {
+            "declined": "declined",
+            "timeout": "no answer before the deadline",
+        }.get(state.resolution or "", f"answered: {state.response}")
+        self.store.release(claim, "completed", summary=summary)
+        return self.store.view(claim.session_id)
 
     def _still_waiting(self, session_id: str) -> dict[str, Any]:
         """Case B changed nothing: the session object, if it is still waiting. An answer

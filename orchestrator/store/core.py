@@ -316,6 +316,7 @@ class Store:
         With `hand_off` nobody claims it: answered, it waits for a driver. (After a cancel
         or a hand-off the claim returned holds nothing: its fence refuses every write.)"""
         claimed: list[Claim] = []
+        for_asker: list[bool] = []
         with self._write(durable=source != "script") as tx:
             if claim is not None:
                 row = fence(tx, claim, joined=True)
@@ -325,6 +326,9 @@ class Store:
 
             def take() -> None:
                 if claim is not None:
+                    return
+                if not isinstance(event, gate.Cancel) and lifecycle.held_by_asker(row, owner):
+                    for_asker.append(True)  # its MCP server returns it to the waiting call
                     return
                 if isinstance(event, gate.Cancel) or hand_off:
                     # Nobody's claim (a cancel ends it in this transaction; a hand-off
@@ -338,7 +342,7 @@ class Store:
             decision = gate_tx.resolve_answer(
                 tx, row, event, source=source, choices=choices, take=take
             )
-            if hand_off and not decision.cancel:
+            if hand_off and not decision.cancel and not for_asker:
                 lifecycle.hand_off(tx, row, owner)
             return decision, claimed[0] if claimed else Claim(session_id, owner, -1)
 

@@ -40,6 +40,8 @@ __all__ = [
     "drop_checkpoints",
     "cancel",
     "busy_message",
+    "held_by_asker",
+    "ASK_ONLY",
 ]
 
 
@@ -94,6 +96,21 @@ def create(
     tx.run(_insert_sql("orchestrator_state", list(state)), state)
     add_event(tx, session_id, "session_started", task=task, settings=settings)
     return Claim(session_id, owner, 1), row
+
+
+ASK_ONLY = "mcp"  # the agents kind of a question an MCP client asked (provide_choice, ask_user)
+
+
+def held_by_asker(row: Any, owner: Owner) -> bool:
+    """An MCP client's question held by the live server whose tool call waits for it:
+    another door may answer it (the server sees the answer, returns it to the waiting
+    call and ends the session), but not claim it."""
+    return (
+        (row.agents or {}).get("kind") == ASK_ONLY
+        and row.status == "running"
+        and row.owner not in (None, owner.id)
+        and owner_alive(row)
+    )
 
 
 def busy_message(row: Any) -> str:
