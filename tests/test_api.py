@@ -33,7 +33,13 @@ def test_readme_example_runs(tmp_path: Path) -> None:
         exec(compile(code.group(1), "README.md", "exec"), {})
     finally:
         os.chdir(cwd)
-    assert (tmp_path / "sessions.db").exists()
+    # What the example did is in its database: one session, answered as it says, done.
+    with Sessions(f"sqlite:///{tmp_path / 'sessions.db'}") as sessions:
+        (doc,) = sessions.list()
+        kinds = [event["kind"] for event in sessions.log(doc["session_id"])]
+    assert doc["status"] == "completed"
+    assert doc["orchestrator_state"]["user_clarification_response"] == "Weekly, on Monday mornings"
+    assert kinds.count("question_surfaced") == 1 and kinds.count("answer") == 1
 
 
 def test_answer_commits_without_running_and_run_on_finishes(db_url: str) -> None:

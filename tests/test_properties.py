@@ -59,6 +59,7 @@ UPDATE_FIELDS: dict[type, set[str]] = {
     gate.Surface: {"used", "resolved", "question", "asked_by", "request_key"},
     gate.Resolve: {"resolved", "response", "resolution", "note", "timed_out"},
     gate.Fallback: {"fallback_counts"},
+    gate.Proceed: {"fallback_counts"},  # counted against max_fallbacks, never a question
     gate.Wait: set(),
     gate.Rerun: set(),
     gate.Fail: set(),
@@ -72,7 +73,10 @@ UPDATE_FIELDS: dict[type, set[str]] = {
 # An event "spec"; keys of asks are bound while folding, because a repeated key must be
 # the key of the ask that was surfaced (the gate node re-deciding the same reply).
 ask_spec = st.tuples(
-    st.just("ask"), st.sampled_from(AGENTS), st.sampled_from(["fresh", "fresh", "repeat"])
+    st.just("ask"),
+    st.sampled_from(AGENTS),
+    st.sampled_from(["fresh", "fresh", "repeat"]),
+    st.sampled_from([None, None, None, 30, 90]),  # uncertainty (threshold 70: 30 proceeds)
 )
 notes = st.one_of(st.none(), st.text(max_size=8))
 user_spec = st.one_of(
@@ -84,6 +88,7 @@ user_spec = st.one_of(
     ),
     st.tuples(st.just("decline"), notes),
     st.tuples(st.just("cancel"), notes),
+    st.tuples(st.just("timeout"), st.sampled_from(["wait", "proceed", "cancel"])),
 )
 event_specs = st.lists(st.one_of(ask_spec, ask_spec, user_spec), max_size=40)
 
@@ -122,7 +127,7 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
         kind = spec[0]
 
         if kind == "ask":
-            _, agent, which = spec
+            _, agent, which, uncertainty = spec
             if which == "repeat" and before.request_key is not None:
                 agent, key = before.asked_by, before.request_key
                 question = before.question
@@ -135,11 +140,13 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
                 # The store records a final decision per ask and replays it (gate_ask); the
                 # pure function is never asked twice about one finished ask.
                 continue
-            event: Any = gate.Ask(agent, key, question)
+            event: Any = gate.Ask(agent, key, question, uncertainty=uncertainty)
         elif kind == "answer":
             event = gate.Answer(spec[1], kind=spec[2], note=spec[3])
         elif kind == "decline":
             event = gate.Decline(note=spec[1])
+        elif kind == "timeout":
+            event = gate.Timeout(policy=spec[1])
         else:
             event = gate.Cancel(note=spec[1])
         note(f"step {step}: {event!r} on {before!r}")
@@ -152,8 +159,11 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
         # -- what kind of decision may answer what kind of event --
         if isinstance(event, gate.Ask):
             assert isinstance(
-                decision, gate.Surface | gate.Wait | gate.Rerun | gate.Fallback | gate.Fail
+                decision,
+                gate.Surface | gate.Wait | gate.Rerun | gate.Fallback | gate.Fail | gate.Proceed,
             )
+            if isinstance(decision, gate.Proceed):  # below the threshold: nothing surfaced
+                assert event.uncertainty is not None and event.uncertainty < 70
         else:
             assert isinstance(decision, gate.Resolve | gate.Reject)
 
@@ -176,7 +186,8 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
         # a cancel records its resolution without resolving the question
         assert (state.resolution is not None) == (state.resolved or state.resolution == "cancelled")
         # A declined question's asker gets one fallback on top of the cap (the decline's).
-        decliner = state.asked_by if state.resolution == "declined" else None
+        # (A timeout that proceeds on the default counts as the asker's decline.)
+        decliner = state.asked_by if state.resolution in ("declined", "timeout") else None
         assert all(
             0 <= n <= max_fallbacks + (agent == decliner)
             for agent, n in state.fallback_counts.items()
@@ -197,22 +208,30 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
             assert decision.question == before.question
         elif isinstance(decision, gate.Rerun | gate.Fallback | gate.Fail):
             assert isinstance(event, gate.Ask)
-            assert before.used and before.resolved, "a final decision before the user resolved"
+            # ...or an ask below the threshold with no fallback left (a Proceed counts as one)
+            below = event.uncertainty is not None and event.uncertainty < 70
+            assert (before.used and before.resolved) or (
+                below and isinstance(decision, gate.Fail)
+            ), "a final decision before the user resolved"
             assert decision.final and decision.agent == event.agent
 
         if isinstance(event, gate.Ask) and before.used and before.resolved:
             same_ask = event.key == before.request_key
-            rerun_case = same_ask and before.resolution != "declined"
+            rerun_case = same_ask and before.resolution not in ("declined", "timeout")
             given_ = before.fallback_counts.get(event.agent, 0)
             if rerun_case:
                 assert isinstance(decision, gate.Rerun)
             elif not same_ask and given_ >= max_fallbacks:
                 assert isinstance(decision, gate.Fail)
                 assert "max_fallbacks" in decision.reason and event.agent in decision.reason
+            elif not same_ask and event.uncertainty is not None and event.uncertainty < 70:
+                # below the threshold: proceeds on its default, counted like a fallback
+                assert isinstance(decision, gate.Proceed)
+                assert state.fallback_counts == {**before.fallback_counts, event.agent: given_ + 1}
             else:
                 assert isinstance(decision, gate.Fallback)
                 assert decision.message == gate.FALLBACK_MESSAGE
-                expected_why = "declined" if event.key == before.request_key else "hard_cap"
+                expected_why = before.resolution if same_ask else "hard_cap"
                 assert decision.why == expected_why
                 # the agent's count moves by one; every other agent's count is kept
                 assert state.fallback_counts == {**before.fallback_counts, event.agent: given_ + 1}
@@ -230,8 +249,23 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
             if waiting:
                 assert isinstance(decision, gate.Resolve)
                 # a note is named when given, and then kept in the state
-                with_note = {} if event.note is None else {"note": event.note}
-                if isinstance(event, gate.Answer):
+                given = getattr(event, "note", None)
+                with_note = {} if given is None else {"note": given}
+                if isinstance(event, gate.Timeout):
+                    assert (
+                        named
+                        == {
+                            "wait": {"timed_out": True},
+                            "proceed": {
+                                "resolved": True,
+                                "resolution": "timeout",
+                                "timed_out": True,
+                            },
+                            "cancel": {"resolution": "cancelled", "timed_out": True},
+                        }[event.policy]
+                    )
+                    assert decision.cancel == (event.policy == "cancel")
+                elif isinstance(event, gate.Answer):
                     assert named == {
                         "resolved": True,
                         "response": event.response,
@@ -245,7 +279,7 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
                 else:
                     assert decision.cancel
                     assert named == {"resolution": "cancelled", **with_note}
-                assert state.note == (event.note if event.note is not None else before.note)
+                assert state.note == (given if given is not None else before.note)
             else:
                 assert isinstance(decision, gate.Reject) and decision.reason
             assert state.question == before.question  # the question is never erased
