@@ -14,6 +14,8 @@ __all__ = [
     "MAX_SCENARIO_BYTES",
     "MAX_SCENARIO_DEPTH",
     "MAX_SCENARIO_NODES",
+    "MAX_OPTIONS",
+    "MAX_LABEL_CHARS",
     "check_length",
     "clip",
 ]
@@ -23,6 +25,8 @@ MAX_ANSWER_CHARS = 10_000  # an answer or a note, from the command line or a sce
 MAX_SCENARIO_BYTES = 1_000_000  # a scenario file
 MAX_SCENARIO_DEPTH = 32  # nesting of mappings and lists in a scenario (real ones use ~6)
 MAX_SCENARIO_NODES = 100_000  # values in a scenario, aliases counted each time they are used
+MAX_OPTIONS = 50  # options of one question (from an MCP client)
+MAX_LABEL_CHARS = 500  # an option's label
 
 
 def check_length(what: str, value: str | None, limit: int) -> None:

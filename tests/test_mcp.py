@@ -323,6 +323,13 @@ MALFORMED = [
     ("ask_user", {"question": "Why?", "urgency": "now"}, "urgency"),
     ("ask_user", {"question": "Why?", "timeout_seconds": 0}, "timeout_seconds"),
     ("ask_user", {}, "question"),
+    # sizes: a 2 MB question would become the session's task and be echoed to stderr
+    ("ask_user", {"question": "q" * 2_000_000}, "question"),
+    ("ask_user", {"question": "Why?", "context": "c" * 10_001}, "context"),
+    ("provide_choice", {**CHOICE, "title": "t" * 2_001}, "title"),
+    ("provide_choice", {**CHOICE, "prompt": "p" * 10_001}, "prompt"),
+    ("provide_choice", {**CHOICE, "options": [{"label": "l" * 501}]}, "label"),
+    ("provide_choice", {**CHOICE, "options": [{"label": f"o{i}"} for i in range(51)]}, "options"),
     ("start_session", {}, "task"),
     ("start_session", {"task": "x"}, "model"),
     ("start_session", {"scenario": "task: x", "model": "openai:x"}, "not both"),

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from orchestrator.limits import MAX_ANSWER_CHARS, MAX_LABEL_CHARS, MAX_OPTIONS, MAX_TASK_CHARS
+
 __all__ = [
     "ERROR_CODES",
     "RESULT_SCHEMA",
@@ -31,6 +33,18 @@ ErrorCode = Literal["invalid_input", "not_found", "not_waiting", "conflict", "in
 ERROR_CODES: tuple[str, ...] = ErrorCode.__args__  # type: ignore[attr-defined]
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+# The sizes a person can read, as elsewhere (orchestrator/limits.py): the title or question
+# becomes the session's task, the prompt and context are read like an answer.
+TaskText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TASK_CHARS)
+]
+LongText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ANSWER_CHARS)
+]
+Label = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_LABEL_CHARS)
+]
+OptionalText = Annotated[str, StringConstraints(max_length=MAX_ANSWER_CHARS)]
 Timeout = Annotated[
     float,
     Field(
@@ -49,21 +63,25 @@ class _Input(BaseModel):
 
 
 class Option(_Input):
-    label: Text = Field(description="What the person sees and what comes back in `selected`.")
-    description: str | None = Field(None, description="One line on what choosing it means.")
+    label: Label = Field(description="What the person sees and what comes back in `selected`.")
+    description: OptionalText | None = Field(
+        None, description="One line on what choosing it means."
+    )
 
 
 class ProvideChoiceInput(_Input):
     """Ask the person to choose among options."""
 
-    title: Text = Field(description="A short title for the decision.")
-    prompt: Text = Field(
+    title: TaskText = Field(description="A short title for the decision.")
+    prompt: LongText = Field(
         description="The question, with the task's context and why a choice is needed."
     )
     type: Literal["single_select", "multi_select"] = Field(
         description="single_select: exactly one option; multi_select: one or more."
     )
-    options: list[Option] = Field(min_length=1, description="The options; labels are unique.")
+    options: list[Option] = Field(
+        min_length=1, max_length=MAX_OPTIONS, description="The options; labels are unique."
+    )
     allow_cancel: bool = Field(
         True, description="Whether the person may cancel instead of choosing (default true)."
     )
@@ -83,8 +101,10 @@ class ProvideChoiceInput(_Input):
 class AskUserInput(_Input):
     """Ask the person a free-text question."""
 
-    question: Text = Field(description="One question for the person.")
-    context: str | None = Field(None, description="What the person needs to know to answer.")
+    question: TaskText = Field(description="One question for the person.")
+    context: OptionalText | None = Field(
+        None, description="What the person needs to know to answer."
+    )
     urgency: Literal["low", "medium", "high"] = Field(
         "medium", description="How urgent the answer is (shown to the person)."
     )
