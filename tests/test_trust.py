@@ -251,3 +251,53 @@ def test_serving_beyond_this_machine_needs_tls_or_a_plain_word(tmp_path: Path) -
     finally:
         server.terminate()
         server.communicate(timeout=30)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "  pm: " + "[" * 100_000 + "]" * 100_000,  # flow style: 200 KB
+        "  pm:\n    " + "- " * 50_000 + "x",  # block style, on one line
+        "  pm:\n" + "".join(" " * (i + 4) + "- \n" for i in range(300)),  # by indentation
+    ],
+    ids=["flow", "dashes", "indentation"],
+)
+def test_a_deeply_nested_scenario_is_refused_before_the_parser_crashes(
+    tmp_path: Path, body: str
+) -> None:
+    """The C YAML parser recurses per level: 100,000 levels used to kill the process
+    (exit 139). The depth is bounded before it parses."""
+    path = tmp_path / "deep.yaml"
+    path.write_text("task: x\nagents:\n" + body + "\n")
+    done = cli("run", "--script", str(path), "--json", db=str(tmp_path / "d.db"), timeout=60)
+    assert done.returncode == 2, (done.returncode, done.stderr[-500:])
+    assert "nested more than 32 levels" in json.loads(done.stdout)["error"]
+
+
+def test_mcp_start_session_survives_a_deeply_nested_scenario(tmp_path: Path) -> None:
+    """Through MCP the same text used to kill the server: now an invalid_input result,
+    and the server answers the next call."""
+    import anyio
+
+    from orchestrator.mcp_server import build_server
+    from tests.mcp_client import call, in_memory
+
+    deep = "task: x\nagents:\n  pm: " + "[" * 100_000 + "]" * 100_000 + "\n"
+
+    async def main() -> tuple[dict[str, object], dict[str, object]]:
+        async with in_memory(build_server(str(tmp_path / "m.db"))) as session:
+            refused = await call(session, "start_session", {"scenario": deep})
+            listed = await call(session, "list_sessions", {})
+            return refused, listed
+
+    refused, listed = anyio.run(main)
+    assert refused["ok"] is False and refused["error"]["code"] == "invalid_input"  # type: ignore[index]
+    assert listed == {"ok": True, "data": []}
+
+
+def test_ordinary_scenarios_are_not_refused_as_deep() -> None:
+    from orchestrator.scenario import load_scenario
+    from tests.conftest import EXAMPLES
+
+    for path in sorted(EXAMPLES.glob("**/*.yaml")):
+        load_scenario(path)  # raises ScenarioError if refused

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,6 +24,7 @@ from orchestrator.limits import (
     MAX_TASK_CHARS,
 )
 from orchestrator.scenario.messages import format_validation_error
+from orchestrator.scenario.reading import parse_text
 from orchestrator.scenario.steps import AGENT_KEY, EventExpect, Expect, Step, TaskExpect
 from orchestrator.settings import Settings
 
@@ -165,7 +164,7 @@ def parse_scenario(text: str, path: str | Path = "<scenario>") -> Scenario:
     path = Path(path)
     if len(text) > MAX_SCENARIO_BYTES:
         raise ScenarioError(_too_big(path))
-    data = _parse(path, text)
+    data = parse_text(path, text)
     _check_shape(path, data)
     if not isinstance(data, dict):
         got = "an empty file" if data is None else type(data).__name__
@@ -189,85 +188,6 @@ def parse_scenario(text: str, path: str | Path = "<scenario>") -> Scenario:
 
 def _prefix_lines(path: Path, message: str) -> str:
     return "\n".join(f"{path}: {line}" for line in message.splitlines())
-
-
-def _parse(path: Path, text: str) -> Any:
-    too_deep = ScenarioError(
-        f"{path}: nested more than {MAX_SCENARIO_DEPTH} levels deep; a scenario needs fewer than 10"
-    )
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text, object_pairs_hook=_json_object)
-        except _DuplicateKey as exc:
-            raise ScenarioError(f"{path}: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise ScenarioError(
-                f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
-            ) from None
-        except RecursionError:
-            raise too_deep from None
-    import yaml
-
-    try:
-        return yaml.load(text, Loader=_unique_keys_loader())  # noqa: S506  (a safe loader)
-    except RecursionError:
-        raise too_deep from None
-    except _DuplicateKey as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{path}: {where}invalid YAML: {problem}") from None
-
-
-class _DuplicateKey(Exception):
-    """A key given twice in one mapping (the message says which, and where)."""
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(
-                f"duplicate key {key!r}: each key may appear once in a mapping; remove one"
-            )
-        seen[key] = value
-    return seen
-
-
-@functools.cache
-def _unique_keys_loader() -> Any:
-    """A safe YAML loader (the C parser when PyYAML has it: the pure-Python one takes
-    minutes on large input) that refuses a key given twice in one mapping, with its line:
-    plain YAML lets the last one win silently. Merge keys (`<<`) may still be overridden."""
-    import yaml
-
-    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class Loader(base):  # type: ignore[misc]
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            if isinstance(node, yaml.MappingNode):
-                seen: dict[Any, int] = {}
-                for key_node, _ in node.value:
-                    if key_node.tag == "tag:yaml.org,2002:merge":
-                        continue
-                    key = self.construct_object(key_node, deep=True)
-                    line = key_node.start_mark.line + 1
-                    try:
-                        first = seen.get(key)
-                    except TypeError:  # an unhashable key: the constructor says so below
-                        continue
-                    if first is not None:
-                        where = "" if first == line else f" (first given on line {first})"
-                        raise _DuplicateKey(
-                            f"line {line}: duplicate key {key!r}{where}; each key may appear "
-                            "once in a mapping (YAML would silently keep the last)"
-                        )
-                    seen[key] = line
-            return super().construct_mapping(node, deep=deep)
-
-    return Loader
 
 
 def _check_shape(path: Path, data: Any) -> None:
