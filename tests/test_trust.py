@@ -301,3 +301,27 @@ def test_ordinary_scenarios_are_not_refused_as_deep() -> None:
 
     for path in sorted(EXAMPLES.glob("**/*.yaml")):
         load_scenario(path)  # raises ScenarioError if refused
+
+
+def test_the_database_and_its_folder_are_the_owners_alone(tmp_path: Path) -> None:
+    """It holds every answer and the answer links' tokens: 0600 files (the -wal and -shm
+    too), 0700 folders that we create, whatever the umask."""
+    import stat
+
+    data = tmp_path / "data"
+    old = os.umask(0o022)
+    try:
+        done = cli(
+            "run", "--script", "examples/pause-and-resume.yaml", "--ui", "none",
+            env={**os.environ, "XDG_DATA_HOME": str(data)},
+        )  # fmt: skip
+    finally:
+        os.umask(old)
+    assert done.returncode == 3, done.stderr
+    folder = data / "orchestrator"
+    files = sorted(folder.iterdir())
+    assert {f.name for f in files} >= {"orchestrator.db", "orchestrator.db-wal"}
+    for path in (data, folder):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

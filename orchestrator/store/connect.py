@@ -7,6 +7,7 @@ SQLAlchemy and Alembic load when a database needs migrating, and for PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -20,6 +21,7 @@ __all__ = [
     "ENV_DB",
     "HEAD_REVISION",
     "MIGRATIONS",
+    "create_private",
     "default_url",
     "resolve_url",
     "db_origin",
@@ -164,7 +166,7 @@ def check_sqlite_file(url: str, *, create: bool, origin: str) -> bool:
                 f"{label}: the folder {path.parent} does not exist; create it first "
                 "(orchestrator creates the database file, never the folders you name)"
             )
-        path.parent.mkdir(parents=True, exist_ok=True)  # our own data directory
+        create_private(path)  # our own data directory, and the file in it
     return False
 
 
@@ -241,6 +243,20 @@ def sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)
+
+
+def create_private(path: Path) -> None:
+    """Make the database file (and the folders it needs) readable by its owner only, before
+    SQLite creates it with the umask's permissions: it holds every answer and the answer
+    links' tokens. SQLite gives its -wal and -shm files the database file's permissions."""
+    missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    try:
+        for folder in reversed(missing):
+            folder.mkdir(mode=0o700, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # an existing one keeps its owner's choice
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as exc:  # a folder nobody may write in, a read-only file system, ...
+        raise ConfigError(f"cannot open the database {path}: {exc.strerror or exc}") from None
 
 
 def damaged_database(exc: BaseException) -> str | None:

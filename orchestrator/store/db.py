@@ -17,6 +17,7 @@ from orchestrator.store.connect import (
     HEAD_REVISION,
     MIGRATIONS,
     _check_known_revision,
+    create_private,
     sqlite_path,
     url_origin,
 )
@@ -36,7 +37,7 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
     """An engine for `url`, with the schema brought up to date before it is returned."""
     path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(path)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
         _configure_sqlite(engine)
     elif make_url(url).get_backend_name() == "postgresql":

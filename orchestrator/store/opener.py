@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.redact import mask_url
-from orchestrator.store.connect import HEAD_REVISION, sqlite_path
+from orchestrator.store.connect import HEAD_REVISION, create_private, sqlite_path
 from orchestrator.store.sql import SqliteDb
 
 __all__ = ["open_db"]
@@ -20,7 +20,7 @@ def open_db(url: str) -> Any:
     otherwise, and for PostgreSQL, SQLAlchemy opens it (and Alembic migrates it)."""
     path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(path)
         try:
             db = SqliteDb(path)
         except sqlite3.OperationalError as exc:  # e.g. a folder nobody may create files in
