@@ -578,7 +578,12 @@ def test_ctrl_c_at_a_line_by_line_prompt_leaves_the_question_open(
     while "your answer: " not in seen:
         seen += proc.stderr.read(1)
     proc.send_signal(signal.SIGINT)
-    out, rest = proc.communicate(timeout=60)
+    # stdin stays open until the process is gone: communicate() would close it at once,
+    # and the prompt could see the end of input before the signal (a different outcome).
+    proc.wait(timeout=60)
+    assert proc.stdout is not None and proc.stdin is not None
+    out, rest = proc.stdout.read(), proc.stderr.read()
+    proc.stdin.close()
     assert proc.returncode == 3, seen + rest
     assert "left open, to answer later" in rest
     assert json.loads(out)["status"] == "paused"
