@@ -434,7 +434,9 @@ def test_checkpoints_are_fenced() -> None:
     assert writes == ["put", "put_writes"]
 
 
-def test_a_failed_heartbeat_stops_the_driver_before_its_next_call(db_url: str) -> None:
+def test_a_lease_taken_over_says_so_at_its_next_check(db_url: str) -> None:
+    """The lease's own check (what the driver calls before each agent call); the driver
+    stopping on it is test_a_driver_taken_over_mid_call_stops_without_another_call_or_write."""
     from orchestrator.errors import ClaimLost
     from orchestrator.runtime.lease import Lease
     from orchestrator.store import Owner
