@@ -402,3 +402,30 @@ def test_resume_no_run_loads_neither_langgraph_nor_sqlalchemy(tmp_path: Path) ->
     assert json.loads(out)["waiting_for_driver"] is True
     assert "typer" in imported and "langgraph" not in imported
     assert "sqlalchemy" not in imported
+
+
+def test_the_fast_path_and_typer_declare_the_same_options() -> None:
+    """One table of options (cli/read_options.py) for both paths: Typer's registered
+    options for status, list and log are exactly the fast path's (plus --help), and the
+    --status values the same."""
+    import typer.main
+
+    from orchestrator.cli.commands import app
+    from orchestrator.cli.read_options import READ_COMMANDS, STATUSES
+
+    click_app = typer.main.get_command(app)
+    for name, options in READ_COMMANDS.items():
+        command = click_app.commands[name]  # type: ignore[attr-defined]
+        declared = {
+            opt
+            for param in command.params
+            if param.param_type_name == "option"
+            for opt in param.opts
+        } - {"--help", "-h"}
+        assert declared == set(options.valued | options.flags), name
+        arguments = [p for p in command.params if p.param_type_name == "argument"]
+        assert len(arguments) == options.positional, name
+        if name == "list":
+            status = next(p for p in command.params if "--status" in p.opts)
+            choices = status.type_descriptor.annotation  # the enum Typer offers
+            assert tuple(member.value for member in choices) == STATUSES

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from orchestrator.api import lean
 from orchestrator.api.lean import LeanFile, NeedsFullPath
+from orchestrator.cli.read_options import READ_COMMANDS, STATUSES
 from orchestrator.errors import SessionNotFound
 from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.readout import (
@@ -34,8 +35,6 @@ from orchestrator.present.readout import (
 )
 
 __all__ = ["serve"]
-# --status values (cli.runs.Status); "waiting" is a synonym for paused.
-STATUSES = frozenset({"running", "paused", "completed", "failed", "cancelled", "waiting"})
 EXIT_BAD_INPUT = 2
 
 
@@ -77,15 +76,14 @@ def serve(argv: Sequence[str]) -> int | None:
 
 def parse(argv: Sequence[str]) -> Request | None:
     """The request, if `argv` is a simple well-formed status/list/log; else None."""
-    if not argv or argv[0] not in ("status", "list", "log"):
+    if not argv or argv[0] not in READ_COMMANDS:
         return None
     if not all(arg.isascii() or _utf8(arg) for arg in argv):
         return None  # the full path names the argument that is not UTF-8
     command, rest = argv[0], list(argv[1:])
     options: dict[str, str | bool] = {}
     positional: list[str] = []
-    valued = {"--db"} | ({"--status", "--limit", "--after"} if command == "list" else set())
-    flags = {"--json"} | ({"--all"} if command == "list" else set())
+    valued, flags, wanted = READ_COMMANDS[command]
     while rest:
         arg = rest.pop(0)
         name, eq, value = arg.partition("=")
@@ -105,7 +103,7 @@ def parse(argv: Sequence[str]) -> Request | None:
             return None
         else:
             positional.append(arg)
-    if len(positional) != (0 if command == "list" else 1):
+    if len(positional) != wanted:
         return None
     limit: int | None = DEFAULT_LIMIT
     if "--limit" in options:

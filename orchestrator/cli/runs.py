@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.cli.output import err
+from orchestrator.cli.read_options import STATUSES
 from orchestrator.present.render import event_line
 
 __all__ = [
@@ -36,13 +37,9 @@ class OnTimeout(StrEnum):
     cancel = "cancel"
 
 
-class Status(StrEnum):
-    running = "running"
-    paused = "paused"
-    completed = "completed"
-    failed = "failed"
-    cancelled = "cancelled"
-    waiting = "waiting"  # a synonym for paused
+# --status values (cli.read_options, which the fast read path reads too); "waiting" is a
+# synonym for paused.
+Status = StrEnum("Status", {value: value for value in STATUSES})  # type: ignore[misc]
 
 
 # Sessions whose question this command printed in full (so the closing lines need not).
