@@ -59,6 +59,7 @@ class Engine:
         self.ask_user = ask_user
         self.owner = owner or Owner()
         self.activity = activity  # told when each agent call starts and stops
+        self.answered: str | None = None  # the session whose answer this engine committed
 
     # -- entry points -------------------------------------------------------------------
 
@@ -115,7 +116,9 @@ class Engine:
             return self.store.view(session_id)  # the deadline passed; the policy cancels
         claim: Claim | None
         if reply is not None:
-            if self.answer(session_id, reply).cancel:
+            recorded = self.answer(session_id, reply)
+            self.answered = session_id  # committed: a later fault must not say otherwise
+            if recorded.cancel:
                 return self.store.view(session_id)
             claim = self.store.claim(session_id, self.owner)  # ours since the answer
         else:

@@ -274,7 +274,10 @@ class Store:
                 )
                 return True
 
-            return lifecycle.cancel(tx, row, resolve=through_gate)
+            outcome = lifecycle.cancel(tx, row, resolve=through_gate)
+            if outcome == "cancelled":  # ended: nothing reads its checkpoints any more
+                lifecycle.drop_any_checkpoints(tx, session_id)
+            return outcome
 
     # -- the gate -----------------------------------------------------------------------
 
