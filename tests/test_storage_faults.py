@@ -121,9 +121,9 @@ def test_read_only_filesystem_resume_answer_exit_2_answer_not_kept(small_fs: Pat
 def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:
     """The header's page count is ahead of the file (the pages are in the -wal): SQLite
     opens it, so the check must not advise restoring it from a backup."""
-    from orchestrator.api.database import locate
-
     import shutil
+
+    from orchestrator.api.database import locate
 
     first = tmp_path / "first.db"
     session_id = _paused(f"sqlite:///{first}")
