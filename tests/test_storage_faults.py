@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, cli, invoke
+from tests import pgcluster
+from tests.conftest import EXAMPLES, ROOT, argv, cli, invoke
 
 SCENARIO = str(EXAMPLES / "pause-and-resume.yaml")
 
@@ -177,3 +180,63 @@ def test_cancelling_a_paused_session_removes_its_checkpoints(tmp_path: Path) -> 
     assert result.returncode in (0, 4), result.stderr
     assert _status(db, session_id)["status"] == "cancelled"
     assert checkpoints() == 0
+
+
+def _stopped(process: subprocess.Popen[str]) -> bool:
+    """The process stopped itself (SIGSTOP at its stop point), or ended."""
+    try:
+        state = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("T", "t") or process.poll() is not None
+
+
+def test_postgresql_stopped_after_the_answer_says_it_was_kept(
+    pg_cluster: pgcluster.Cluster, tmp_path: Path
+) -> None:
+    """Issue 21 (5): the server stops after `resume --answer` committed the answer; the
+    message said "nothing was changed". Now: exit 2, one JSON document, answer kept, and a
+    plain `resume` finishes the session once the server is back."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        env = {**os.environ, "ORCHESTRATOR_STOP_AT": "answer_committed"}
+        process = subprocess.Popen(
+            argv("resume", session_id, "--answer", "Weekly", "--json", db=db),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        try:
+            while not _stopped(process):
+                time.sleep(0.05)
+            assert process.poll() is None, process.communicate()
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+                out, err = process.communicate(timeout=120)
+            finally:
+                pg_cluster.start_server()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["exit_code"] == 2
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "PostgreSQL" in document["error"]
+        assert "Your answer was kept" in document["error"]
+        assert "nothing was changed" not in document["error"]
+        assert ".." not in document["error"]
+        view = _status(db, session_id)
+        assert view["status"] == "running"  # the answer is stored; no question open
+        done = cli("resume", session_id, "--json", db=db)
+        assert done.returncode == 0, done.stderr
+        final = json.loads(done.stdout)
+        assert final["status"] == "completed"
+        assert final["orchestrator_state"]["user_clarification_response"] == "Weekly"

@@ -310,6 +310,7 @@ def _storage_failed(
     message = storage_failure(exc)
     if message is None:
         return exc
+    message = message.rstrip(". ")
     kept: bool | None = None
     if reply is not None:
         kept = getattr(engine, "answered", None) == session_id
