@@ -240,3 +240,70 @@ def test_postgresql_stopped_after_the_answer_says_it_was_kept(
         final = json.loads(done.stdout)
         assert final["status"] == "completed"
         assert final["orchestrator_state"]["user_clarification_response"] == "Weekly"
+
+
+def _stop_at(point: str, *args: str, db: str, **env: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        argv(*args, db=db),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "ORCHESTRATOR_STOP_AT": point, **env},
+        cwd=ROOT,
+    )
+    while not _stopped(process):
+        time.sleep(0.05)
+    assert process.poll() is None, process.communicate()
+    return process
+
+
+def test_a_turn_finished_while_postgresql_is_away_is_never_made_again(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """Issue 21 (4): the server stops between the end of pm's call and its record. The
+    driver keeps the turn (patience 0: it gives up at once, exit 2, saying so); the next
+    `resume` records the kept turn instead of calling pm again: a repeated call would
+    reach the crash point `reply_received:pm#2` and be killed."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        process = _stop_at(
+            "reply_received:pm#2",
+            "resume",
+            session_id,
+            "--answer",
+            "Weekly",
+            "--json",
+            db=db,
+            ORCHESTRATOR_RECORD_PATIENCE="0",
+        )
+        try:
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+                out, err = process.communicate(timeout=120)
+            finally:
+                pg_cluster.start_server()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "pm (pm#2)" in document["error"] and "kept in" in document["error"]
+        done = cli(
+            "resume",
+            session_id,
+            "--json",
+            db=db,
+            env={**os.environ, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+        )
+        assert done.returncode == 0, done.stderr  # -9 had pm been called again
+        final = json.loads(done.stdout)
+        assert final["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        pm_turns = [e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]
+        assert len(pm_turns) == 3  # asked, planned (the kept one, once), complete

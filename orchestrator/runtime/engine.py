@@ -30,6 +30,7 @@ from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import load_backend
+from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store
@@ -141,7 +142,10 @@ class Engine:
                 # Answered (or timed out to proceed) but not run on, or a gone owner's.
                 claim = self.store.claim(session_id, self.owner)
         row = self.store.session(session_id)
-        backend = load_backend(row.agents, self.store.reply_counts(session_id))
+        counts = self.store.reply_counts(session_id)
+        for agent, kept in KeptTurns(self.store.url or "", session_id).counts().items():
+            counts[agent] = counts.get(agent, 0) + kept  # recorded, not asked, on the way
+        backend = load_backend(row.agents, counts)
         self._drive(claim, backend, fresh=False, row=row)
         return self.store.view(session_id)
 
@@ -270,8 +274,16 @@ class Engine:
         except GraphRecursionError as exc:
             self.store.release(claim, "failed", error=f"the run did not converge: {exc}")
         except BaseException:
-            # Ctrl+C or a bug: keep everything, drop the claim so `resume` can take over.
-            self.store.abandon(claim)
+            # Ctrl+C, a bug or a storage fault: keep everything, drop the claim so `resume`
+            # can take over. With the database away the claim cannot be dropped (it lapses
+            # with this process): the original error is the one to report.
+            from orchestrator.store.connect import storage_failure
+
+            try:
+                self.store.abandon(claim)
+            except Exception as exc:
+                if storage_failure(exc) is None:
+                    raise
             raise
 
     @staticmethod

@@ -277,9 +277,9 @@ _SQLITE_FAULTS = (
 def storage_failure(exc: BaseException) -> str | None:
     """What to tell the user for a storage fault outside the tool (a full disk, a read-only
     file, a lock held too long, a PostgreSQL server gone), else None (a bug)."""
-    from orchestrator.errors import DatabaseUnavailable
+    from orchestrator.errors import DatabaseUnavailable, StorageFailed
 
-    if isinstance(exc, DatabaseUnavailable):
+    if isinstance(exc, DatabaseUnavailable | StorageFailed):
         return exc.message
     orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
     if isinstance(orig, sqlite3.OperationalError):
