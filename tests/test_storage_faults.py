@@ -307,3 +307,75 @@ def test_a_turn_finished_while_postgresql_is_away_is_never_made_again(
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
         pm_turns = [e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]
         assert len(pm_turns) == 3  # asked, planned (the kept one, once), complete
+
+
+def test_a_turn_finished_on_a_full_disk_is_never_made_again(small_fs: Path) -> None:
+    """The SQLite side of the same fault: the disk fills between the end of pm's call and
+    its record; the next `resume` records the kept turn instead of calling pm again."""
+    db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+    session_id = _paused(db)
+    process = _stop_at(
+        "reply_received:pm#2",
+        "resume",
+        session_id,
+        "--answer",
+        "Weekly",
+        "--json",
+        db=db,
+        ORCHESTRATOR_RECORD_PATIENCE="0",
+    )
+    try:
+        filler = _fill(small_fs)
+        os.kill(process.pid, signal.SIGCONT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 2, err
+    assert "Traceback" not in err
+    document = json.loads(out)
+    assert document["session_id"] == session_id
+    assert document["answer_kept"] is True
+    assert "disk holding the database is full" in document["error"]
+    assert "pm (pm#2)" in document["error"] and "kept in" in document["error"]
+    filler.unlink()
+    done = cli(
+        "resume",
+        session_id,
+        "--json",
+        db=db,
+        env={**os.environ, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+    )
+    assert done.returncode == 0, done.stderr  # -9 had pm been called again
+    assert json.loads(done.stdout)["status"] == "completed"
+    log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+    assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_the_driver_records_its_kept_turn_when_postgresql_returns(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """With its patience (the default), the driver waits for the server instead of giving
+    up: it records the kept turn once the server is back and the session completes in the
+    same command."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        process = _stop_at(
+            "reply_received:pm#2", "resume", session_id, "--answer", "Weekly", "--json", db=db
+        )
+        try:
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+            finally:
+                pg_cluster.start_server()
+            out, err = process.communicate(timeout=300)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 0, err
+        assert json.loads(out)["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
