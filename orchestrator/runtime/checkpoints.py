@@ -154,11 +154,10 @@ def _postgres_saver(url: str) -> Iterator[Any]:
         )
     except OperationalError as exc:
         raise connection_error(exc, url) from exc
-    with conn:
-        with _setup_lock:
-            if url not in _set_up:
-                _setup_postgres(PostgresSaver(conn))
-                _set_up.add(url)
+    with conn, _setup_lock:
+        if url not in _set_up:
+            _setup_postgres(PostgresSaver(conn))
+            _set_up.add(url)
     # The drive's checkpoints go through a one-connection pool that checks its connection
     # before lending it: a server restarted under a run (issue 21) costs a reconnect, not
     # the run (a plain connection stays dead after the restart).
