@@ -113,7 +113,8 @@ def user_errors(as_json: bool) -> Iterator[None]:
             as_json,
             exc.message,
             EXIT_BAD_INPUT,
-            session_id=getattr(exc, "session_id", None),
+            # (a storage fault's only: the fast read path prints the other errors alike)
+            session_id=getattr(exc, "session_id", None) if _storage(exc) else None,
             answer_kept=getattr(exc, "answer_kept", None),
         )
     except OrchestratorError as exc:
@@ -125,6 +126,12 @@ def user_errors(as_json: bool) -> Iterator[None]:
         if message is None:
             raise
         fail(as_json, message, EXIT_BAD_INPUT)
+
+
+def _storage(exc: BaseException) -> bool:
+    from orchestrator.errors import StorageFailed
+
+    return isinstance(exc, StorageFailed)
 
 
 def fail(as_json: bool, message: str, code: int, **more: Any) -> NoReturn:
