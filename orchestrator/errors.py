@@ -18,6 +18,7 @@ __all__ = [
     "ScenarioError",
     "ConfigError",
     "DatabaseUnavailable",
+    "StorageFailed",
     "RunError",
     "ScriptExhausted",
     "AgentReplyError",
@@ -94,6 +95,20 @@ class DatabaseUnavailable(ConfigError):
 
     Nothing was changed and the same command may succeed later; an edge that serves many
     requests (a worker, a web server) waits and tries again instead of giving up."""
+
+
+class StorageFailed(UserError):
+    """The database refused a write or a read for a reason outside the tool: a full disk,
+    a read-only file or filesystem, a lock held too long, the server gone. The message
+    names the cause and what to do; `session_id` and `answer_kept` say what it concerned
+    and whether the user's answer is stored (None: not known, or no answer was given)."""
+
+    def __init__(
+        self, message: str, *, session_id: str | None = None, answer_kept: bool | None = None
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.answer_kept = answer_kept
 
 
 class RunError(OrchestratorError):

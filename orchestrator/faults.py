@@ -3,6 +3,9 @@
 Points: session_created, reply_recorded:<agent>#<call> (e.g. reply_recorded:pm#2),
 gate_decided, answer_committed, before_pause, before_finish. Unset (always, outside tests)
 this costs one dict lookup.
+
+`ORCHESTRATOR_STOP_AT=<point>` SIGSTOPs the process there instead (the storage-fault tests
+stop the database while it waits, then SIGCONT it: no timing involved).
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import signal
 __all__ = ["crash_point"]
 
 _TARGET = os.environ.get("ORCHESTRATOR_CRASH_AT")
+_STOP = os.environ.get("ORCHESTRATOR_STOP_AT")
 
 
 def crash_point(name: str) -> None:
     if _TARGET is not None and name == _TARGET:
         os.kill(os.getpid(), signal.SIGKILL)
+    if _STOP is not None and name == _STOP:
+        os.kill(os.getpid(), signal.SIGSTOP)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from orchestrator.store.connect import HEAD_REVISION
 
-__all__ = ["Database", "locate", "upgrade", "damaged", "HEAD_REVISION"]
+__all__ = ["Database", "locate", "upgrade", "damaged", "storage_failure", "HEAD_REVISION"]
 
 
 class Database(NamedTuple):
@@ -48,3 +48,11 @@ def damaged(exc: BaseException) -> str | None:
     from orchestrator.store.connect import damaged_database
 
     return damaged_database(exc)
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """The message for a storage fault outside the tool (a full disk, a read-only file, a
+    lock held too long, the server gone): its cause and what to do; else None."""
+    from orchestrator.store.connect import storage_failure as classify
+
+    return classify(exc)

@@ -190,7 +190,12 @@ class Sessions:
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
         reply = None if reply is None else check_size(reply)
-        return self._ended_on(session_id, self._engine().resume(session_id, reply))
+        engine = self._engine()
+        try:
+            view = engine.resume(session_id, reply)
+        except Exception as exc:
+            raise _storage_failed(exc, session_id, reply, engine) from exc
+        return self._ended_on(session_id, view)
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
         """The document the command ended on. Not a fresh read: another process may have
@@ -278,3 +283,35 @@ def _llm_backend(
         max_retries=max_retries,
     )
     return backend
+
+
+def _storage_failed(
+    exc: Exception, session_id: str, reply: UserReply | None, engine: Any
+) -> Exception:
+    """A storage fault met by `resume` as the user's error, saying truthfully whether the
+    answer is stored: the engine marks `answered` once the answer's transaction committed.
+    Anything else is returned unchanged (and raised as it was)."""
+    from orchestrator.api.database import storage_failure
+    from orchestrator.errors import StorageFailed
+
+    message = storage_failure(exc)
+    if message is None:
+        return exc
+    message = message.rstrip(". ")
+    kept: bool | None = None
+    if reply is not None:
+        kept = getattr(engine, "answered", None) == session_id
+        if kept:
+            message += (
+                f". Your answer was kept: session {session_id} goes on from it with "
+                f"`orchestrator resume {session_id}` once the database works again"
+            )
+        else:
+            message += (
+                f". Your answer was not recorded (if the fault came while it was being "
+                f"committed, check with `orchestrator status {session_id}`): give it again "
+                "once the database works again"
+            )
+    else:
+        message += f"; then `orchestrator resume {session_id}` goes on where the session was"
+    return StorageFailed(message, session_id=session_id, answer_kept=kept)

@@ -102,8 +102,9 @@ def emit(as_json: bool, document: Any, text: str) -> None:
         typer.echo(printable(text))
 
 
-def error_document(message: str, code: int) -> str:
+def error_document(message: str, code: int, **more: Any) -> str:
     document = {"error": message, "exit_code": code}
+    document.update({name: value for name, value in more.items() if value is not None})
     return printable_json(json.dumps(document, indent=2, ensure_ascii=False))
 
 
@@ -113,23 +114,36 @@ def user_errors(as_json: bool) -> Iterator[None]:
     try:
         yield
     except UserError as exc:
-        fail(as_json, exc.message, EXIT_BAD_INPUT)
+        fail(
+            as_json,
+            exc.message,
+            EXIT_BAD_INPUT,
+            # (a storage fault's only: the fast read path prints the other errors alike)
+            session_id=getattr(exc, "session_id", None) if _storage(exc) else None,
+            answer_kept=getattr(exc, "answer_kept", None),
+        )
     except OrchestratorError as exc:
         fail(as_json, exc.message, 1)
     except Exception as exc:
-        from orchestrator.api.database import damaged
+        from orchestrator.api.database import damaged, storage_failure
 
-        message = damaged(exc)
+        message = damaged(exc) or storage_failure(exc)
         if message is None:
             raise
         fail(as_json, message, EXIT_BAD_INPUT)
 
 
-def fail(as_json: bool, message: str, code: int) -> NoReturn:
+def _storage(exc: BaseException) -> bool:
+    from orchestrator.errors import StorageFailed
+
+    return isinstance(exc, StorageFailed)
+
+
+def fail(as_json: bool, message: str, code: int, **more: Any) -> NoReturn:
     message = clip(mask_url(message), MAX_MESSAGE_CHARS)  # it may quote what the user gave
     err(f"error: {message}")
     if as_json:
-        typer.echo(error_document(message, code))
+        typer.echo(error_document(message, code, **more))
     raise typer.Exit(code)
 
 

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.errors import ConfigError
 from orchestrator.install_hints import install_extra
@@ -154,13 +154,33 @@ def _postgres_saver(url: str) -> Iterator[Any]:
         )
     except OperationalError as exc:
         raise connection_error(exc, url) from exc
-    with conn:
-        saver = PostgresSaver(conn)
-        with _setup_lock:
-            if url not in _set_up:
-                _setup_postgres(saver)
-                _set_up.add(url)
-        yield saver
+    with conn, _setup_lock:
+        if url not in _set_up:
+            _setup_postgres(PostgresSaver(conn))
+            _set_up.add(url)
+    # The drive's checkpoints go through a one-connection pool that checks its connection
+    # before lending it: a server restarted under a run (issue 21) costs a reconnect, not
+    # the run (a plain connection stays dead after the restart).
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(
+        conninfo,
+        min_size=1,
+        max_size=1,
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            **connect_options(url),
+        },
+        check=ConnectionPool.check_connection,
+        open=False,
+    )
+    pool.open()
+    try:
+        yield PostgresSaver(cast(Any, pool))  # rows are dicts (kwargs row_factory)
+    finally:
+        pool.close()
 
 
 def _setup_postgres(saver: Any) -> None:

@@ -31,6 +31,7 @@ from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import load_backend
+from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store
@@ -64,6 +65,7 @@ class Engine:
         self.ask_user = ask_user
         self.owner = owner or Owner()
         self.activity = activity  # told when each agent call starts and stops
+        self.answered: str | None = None  # the session whose answer this engine committed
 
     # -- entry points -------------------------------------------------------------------
 
@@ -123,7 +125,9 @@ class Engine:
             return self.store.view(session_id)  # the deadline passed; the policy cancels
         claim: Claim | None
         if reply is not None:
-            if self.answer(session_id, reply).cancel:
+            recorded = self.answer(session_id, reply)
+            self.answered = session_id  # committed: a later fault must not say otherwise
+            if recorded.cancel:
                 return self.store.view(session_id)
             if held_by_asker(self.store.session(session_id), self.owner):
                 return self._ended_by_asker(session_id)
@@ -150,7 +154,10 @@ class Engine:
         row = self.store.session(session_id)
         if (row.agents or {}).get("kind") == ASK_ONLY:
             return self._end_ask_only(claim)
-        backend = load_backend(row.agents, self.store.reply_counts(session_id))
+        counts = self.store.reply_counts(session_id)
+        for agent, kept in KeptTurns(self.store.url or "", session_id).counts().items():
+            counts[agent] = counts.get(agent, 0) + kept  # recorded, not asked, on the way
+        backend = load_backend(row.agents, counts)
         self._drive(claim, backend, fresh=False, row=row)
         return self.store.view(session_id)
 
@@ -302,8 +309,16 @@ class Engine:
         except GraphRecursionError as exc:
             self.store.release(claim, "failed", error=f"the run did not converge: {exc}")
         except BaseException:
-            # Ctrl+C or a bug: keep everything, drop the claim so `resume` can take over.
-            self.store.abandon(claim)
+            # Ctrl+C, a bug or a storage fault: keep everything, drop the claim so `resume`
+            # can take over. With the database away the claim cannot be dropped (it lapses
+            # with this process): the original error is the one to report.
+            from orchestrator.store.connect import storage_failure
+
+            try:
+                self.store.abandon(claim)
+            except Exception as exc:
+                if storage_failure(exc) is None:
+                    raise
             raise
 
     @staticmethod

@@ -17,6 +17,7 @@ from orchestrator.domain.replies import AgentReply, parse_reply
 from orchestrator.errors import AgentCallError
 from orchestrator.faults import crash_point
 from orchestrator.runtime.agent import AgentBackend, AgentRequest, Clarification
+from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.store import Claim, Store
 
 __all__ = ["GraphState", "DeveloperInput", "RunContext", "Call", "initial_state", "task_board"]
@@ -128,6 +129,13 @@ class RunContext:
         """
         key = f"{agent}#{call}"
         stored = self.recorded.get(key)
+        kept = KeptTurns(self.store.url or "", self.session_id)
+        if stored is None and (found := kept.get(key)) is not None:
+            # Finished by an earlier driver while the database was away: recorded now
+            # (fenced by our claim), never called again.
+            files = list(found.get("files", []))
+            shown = mirror(parse_reply(agent, found["reply"]), files) if mirror else {}
+            stored = self._record(kept, key, agent, found, shown)
         if stored is None:
             known = state.get("clarification")
             clarification = Clarification(**known) if known else None
@@ -161,8 +169,8 @@ class RunContext:
             if turn.files:
                 record["files"] = sorted(turn.files)
             shown = mirror(turn.reply, list(turn.files)) if mirror else {}
-            stored = self.store.record_reply(self.claim, key, agent, record, **shown)
-            self.recorded[key] = stored
+            crash_point(f"reply_received:{key}")
+            stored = self._record(kept, key, agent, record, shown)
             crash_point(f"reply_recorded:{key}")
         return Call(
             key,
@@ -170,6 +178,28 @@ class RunContext:
             messages_from_dict(stored.get("messages", [])),
             list(stored.get("files", [])),
         )
+
+    def _record(
+        self,
+        kept: KeptTurns,
+        key: str,
+        agent: str,
+        record: dict[str, Any],
+        shown: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Record a finished turn (fenced by the claim); while the database is away the
+        turn is kept on disk and the record tried again (orchestrator.runtime.kept_turns)."""
+        from orchestrator.store.connect import storage_failure
+
+        stored = kept.record(
+            key,
+            agent,
+            record,
+            lambda: self.store.record_reply(self.claim, key, agent, record, **shown),
+            storage_failure,
+        )
+        self.recorded[key] = stored
+        return stored
 
 
 def task_board(state: GraphState) -> list[dict[str, Any]]:

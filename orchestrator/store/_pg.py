@@ -127,7 +127,7 @@ def connection_error(exc: BaseException, url: str) -> ConfigError:
         return DatabaseUnavailable(
             f"cannot reach the PostgreSQL server at {where} ({detail}). Is the server "
             f"running and accepting connections? Start it (or check {origin} {shown}), then try "
-            "again; nothing was changed."
+            "again."
         )
     if kind == "url":
         return ConfigError(

@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import sys
 from pathlib import Path
 
 import orchestrator.migrations as _migrations_package
@@ -29,6 +30,7 @@ __all__ = [
     "check_sqlite_file",
     "sqlite_path",
     "damaged_database",
+    "storage_failure",
     "plain_sqlite_file",
 ]
 
@@ -180,11 +182,15 @@ def _check_sqlite_content(path: Path, label: str) -> None:
     page_size = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big") if len(header) >= 32 else 0
-    if len(header) < 100 or path.stat().st_size < page_size * pages:
-        raise ConfigError(
-            f"{label}: the database file is truncated ({path.stat().st_size:,} bytes, "
-            f"its header says {page_size * pages:,}); restore it from a backup"
-        )
+    # The header's page count is only a hint: in WAL mode the newest pages may be in the
+    # -wal file (a checkpoint cut short by a full disk leaves the file shorter than its
+    # header says). Only SQLite's own answer, WAL included, calls a file damaged.
+    short = len(header) < 100 or path.stat().st_size < page_size * pages
+    truncated = ConfigError(
+        f"{label}: the database file is truncated ({path.stat().st_size:,} bytes, "
+        f"its header says {page_size * pages:,}) and SQLite cannot read it; restore it "
+        "from a backup"
+    )
 
     # Look without leaving a trace: with no -wal file beside it the file is the whole
     # database, and `immutable` keeps SQLite from creating -wal/-shm files just to read.
@@ -193,13 +199,28 @@ def _check_sqlite_content(path: Path, label: str) -> None:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True)
     except sqlite3.Error:
+        if short and not live_wal:
+            raise truncated from None
         return  # cannot look without writing (e.g. no -shm yet): the open reports problems
     try:
+        if short:
+            verdict = conn.execute("PRAGMA quick_check").fetchone()
+            if verdict is None or verdict[0] != "ok":
+                raise truncated
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         revision = None
         if "alembic_version" in tables:
             revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.OperationalError as exc:
+        if short:
+            raise truncated from None
+        message = storage_failure(exc)
+        if message is None:
+            raise
+        return  # cannot read now (locked, unreadable): the command's own open reports it
     except sqlite3.DatabaseError as exc:
+        if short:
+            raise truncated from None
         raise ConfigError(f"{label}: the database file is damaged ({exc})") from None
     finally:
         conn.close()
@@ -264,4 +285,60 @@ def damaged_database(exc: BaseException) -> str | None:
     orig = getattr(exc, "orig", exc)  # SQLAlchemy wraps the driver's error
     if type(orig) is sqlite3.DatabaseError:
         return f"the database file is damaged or not a SQLite database ({orig})"
+    return None
+
+
+# SQLite's own words for a storage that stops cooperating, and what to tell the user.
+_SQLITE_FAULTS = (
+    (
+        "database or disk is full",
+        "the disk holding the database is full (SQLite: database or disk is full); free "
+        "some space there, then run the command again",
+    ),
+    (
+        "attempt to write a readonly database",
+        "the database cannot be written: the file or its folder is read-only, or the "
+        "filesystem is mounted read-only (SQLite: attempt to write a readonly database); "
+        "make the file and its folder writable, then run the command again",
+    ),
+    (
+        "database is locked",
+        "the database stayed locked by another process for longer than the wait allows "
+        "(SQLite: database is locked); let that process finish or stop it, then run the "
+        "command again",
+    ),
+    (
+        "disk i/o error",
+        "the disk holding the database failed a read or write (SQLite: disk I/O error); "
+        "check the disk and its free space, then run the command again",
+    ),
+    (
+        "unable to open database file",
+        "the database file cannot be opened (SQLite: unable to open database file); check "
+        "that its folder exists and is readable and writable, then run the command again",
+    ),
+)
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """What to tell the user for a storage fault outside the tool (a full disk, a read-only
+    file, a lock held too long, a PostgreSQL server gone), else None (a bug)."""
+    from orchestrator.errors import DatabaseUnavailable, StorageFailed
+
+    if isinstance(exc, DatabaseUnavailable | StorageFailed):
+        return exc.message
+    orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
+    if isinstance(orig, sqlite3.OperationalError):
+        text = str(orig).lower()
+        for words, message in _SQLITE_FAULTS:
+            if words in text:
+                return message
+        return None
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
+        detail = " ".join(str(orig).strip().splitlines()[0].split()) if str(orig).strip() else ""
+        return (
+            f"the PostgreSQL server went away or is restarting ({detail}); start it or wait "
+            "until it accepts connections, then run the command again"
+        )
     return None

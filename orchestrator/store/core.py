@@ -266,7 +266,10 @@ class Store:
         call). Raises SessionNotFound, or SessionNotWaiting for an ended session."""
         with self._write(durable=True) as tx:
             row = joined_row(tx, session_id, lock=True)
-            return lifecycle.cancel(tx, row, resolve=lambda: gate_tx.cancel_question(tx, row))
+            outcome = lifecycle.cancel(tx, row, resolve=lambda: gate_tx.cancel_question(tx, row))
+            if outcome == "cancelled":  # ended: nothing reads its checkpoints any more
+                lifecycle.drop_any_checkpoints(tx, session_id)
+            return outcome
 
     # -- the gate -----------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ __all__ = [
     "check_call",
     "check_held",
     "drop_checkpoints",
+    "drop_any_checkpoints",
     "cancel",
     "busy_message",
     "held_by_asker",
@@ -315,3 +316,27 @@ def drop_checkpoints(tx: Tx, session_id: str) -> None:
     assert tx.dialect == "sqlite", "PostgreSQL's checkpoints go through PostgresSaver"
     for table in _SQLITE_CHECKPOINT_TABLES:
         tx.run(f"DELETE FROM {table} WHERE thread_id = :sid", {"sid": session_id})
+
+
+# PostgresSaver's tables (what PostgresSaver.delete_thread deletes from).
+_PG_CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def drop_any_checkpoints(tx: Tx, session_id: str) -> None:
+    """Delete the session's LangGraph checkpoints in this transaction, on either database,
+    from whichever of the checkpointer's tables exist (a session cancelled before it ever
+    ran has none, and neither may the database)."""
+    names: tuple[str, ...]
+    if tx.dialect == "sqlite":
+        names = _SQLITE_CHECKPOINT_TABLES
+        present = {
+            r.name
+            for r in tx.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if r.name in names
+        }
+    else:
+        names = _PG_CHECKPOINT_TABLES
+        present = {name for name in names if tx.scalar(f"SELECT to_regclass('{name}') IS NOT NULL")}
+    for table in names:
+        if table in present:
+            tx.run(f"DELETE FROM {table} WHERE thread_id = :sid", {"sid": session_id})

@@ -1,0 +1,381 @@
+"""Storage that stops cooperating (issue 21): a full disk, a read-only filesystem, a file
+whose header says more than it holds while its WAL has the rest. Real faults on a small
+tmpfs (mounting needs root: the test skips with that reason where it is not permitted).
+Each asserts the message, exit 2 with one JSON document, whether the answer was kept, and
+that the session finishes once the fault is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import pgcluster
+from tests.conftest import EXAMPLES, ROOT, argv, cli, invoke
+
+SCENARIO = str(EXAMPLES / "pause-and-resume.yaml")
+
+
+def _mount(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs of our own, unmounted afterwards."""
+    where = tmp_path / "fs"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (the CI runs these tests as root)")
+    mounted = _mount("-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where))
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        _mount("-o", "remount,rw", str(where))
+        subprocess.run(["umount", "-l", str(where)], check=True)  # -l: a cached handle
+
+
+def _paused(db: str) -> str:
+    # A process of its own: nothing of this one keeps the file open (a remount needs that).
+    result = cli("run", "--script", SCENARIO, "--json", db=db)
+    assert result.returncode == 3, result.stderr
+    return str(json.loads(result.stdout)["session_id"])
+
+
+def _status(db: str, session_id: str) -> dict[str, object]:
+    result = invoke("status", session_id, "--json", db=db)
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def _fill(where: Path) -> Path:
+    """Fill the filesystem to the last byte; returns the filler to delete."""
+    filler = where / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_disk_full_resume_answer_exit_2_and_finishes_once_space_returns(small_fs: Path) -> None:
+    db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+    session_id = _paused(db)
+    filler = _fill(small_fs)
+    result = cli("resume", session_id, "--answer", "Weekly", "--json", db=db)
+    assert result.returncode == 2, result.stderr
+    document = json.loads(result.stdout)  # one JSON document, no traceback
+    assert "Traceback" not in result.stderr
+    assert document["exit_code"] == 2
+    assert document["session_id"] == session_id
+    assert "disk holding the database is full" in document["error"]
+    assert "free some space" in document["error"]
+    kept = document.get("answer_kept")
+    assert kept in (True, False)
+    # `status` still reads it, and says what the message said about the answer.
+    view = _status(db, session_id)
+    answered = view["status"] != "paused"
+    assert answered == kept
+    filler.unlink()
+    # Space is back: no "truncated, restore from a backup"; the session finishes.
+    if kept:
+        done = invoke("resume", session_id, "--json", db=db)
+    else:
+        done = invoke("resume", session_id, "--answer", "Weekly", "--json", db=db)
+    assert done.returncode == 0, done.stderr
+    final = json.loads(done.stdout)
+    assert final["status"] == "completed"
+    assert final["orchestrator_state"]["user_clarification_response"] == "Weekly"
+
+
+def test_read_only_filesystem_resume_answer_exit_2_answer_not_kept(small_fs: Path) -> None:
+    db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+    session_id = _paused(db)
+    remounted = _mount("-o", "remount,ro", str(small_fs))
+    assert remounted.returncode == 0, remounted.stderr
+    result = cli("resume", session_id, "--answer", "Weekly", "--json", db=db)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    document = json.loads(result.stdout)
+    assert document["session_id"] == session_id
+    assert document["answer_kept"] is False
+    assert "cannot be written" in document["error"] or "cannot be opened" in document["error"]
+    assert "Your answer was not recorded" in document["error"]
+    assert _status(db, session_id)["status"] == "paused"  # reads still work
+    assert _mount("-o", "remount,rw", str(small_fs)).returncode == 0
+    done = invoke("resume", session_id, "--answer", "Weekly", "--json", db=db)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+
+
+def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:
+    """The header's page count is ahead of the file (the pages are in the -wal): SQLite
+    opens it, so the check must not advise restoring it from a backup."""
+    import shutil
+
+    from orchestrator.api.database import locate
+
+    first = tmp_path / "first.db"
+    session_id = _paused(f"sqlite:///{first}")
+    writer = sqlite3.connect(first)  # open: its writes stay in the -wal file
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("UPDATE sessions SET task = task || ''")
+    writer.commit()
+    path = tmp_path / "orchestrator.db"  # the state a checkpoint cut short leaves
+    for suffix in ("", "-wal", "-shm"):
+        shutil.copyfile(f"{first}{suffix}", f"{path}{suffix}")
+    writer.close()
+    size = path.stat().st_size
+    header = bytearray(path.read_bytes()[:100])
+    page_size = int.from_bytes(header[16:18], "big")
+    header[28:32] = (size // page_size + 3).to_bytes(4, "big")  # says more than it holds
+    with path.open("r+b") as file:
+        file.write(header)
+    db = f"sqlite:///{path}"
+    locate(db)  # raised "truncated ... restore it from a backup" before issue 21
+    view = _status(db, session_id)
+    assert view["status"] == "paused"
+
+
+def test_a_truly_truncated_file_is_still_called_truncated(tmp_path: Path) -> None:
+    from orchestrator.api.database import locate
+    from orchestrator.errors import ConfigError
+
+    path = tmp_path / "orchestrator.db"
+    _paused(f"sqlite:///{path}")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ConfigError, match="truncated .* restore it from a backup"):
+        locate(f"sqlite:///{path}")
+
+
+def test_cancelling_a_paused_session_removes_its_checkpoints(tmp_path: Path) -> None:
+    path = tmp_path / "orchestrator.db"
+    db = f"sqlite:///{path}"
+    session_id = _paused(db)
+
+    def checkpoints() -> int:
+        with sqlite3.connect(path) as conn:
+            return int(
+                conn.execute(
+                    "SELECT count(*) FROM checkpoints WHERE thread_id = ?", (session_id,)
+                ).fetchone()[0]
+            )
+
+    assert checkpoints() > 0
+    result = invoke("cancel", session_id, "--json", db=db)
+    assert result.returncode in (0, 4), result.stderr
+    assert _status(db, session_id)["status"] == "cancelled"
+    assert checkpoints() == 0
+
+
+def _stopped(process: subprocess.Popen[str]) -> bool:
+    """The process stopped itself (SIGSTOP at its stop point), or ended."""
+    try:
+        state = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("T", "t") or process.poll() is not None
+
+
+def test_postgresql_stopped_after_the_answer_says_it_was_kept(
+    pg_cluster: pgcluster.Cluster, tmp_path: Path
+) -> None:
+    """Issue 21 (5): the server stops after `resume --answer` committed the answer; the
+    message said "nothing was changed". Now: exit 2, one JSON document, answer kept, and a
+    plain `resume` finishes the session once the server is back."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        env = {**os.environ, "ORCHESTRATOR_STOP_AT": "answer_committed"}
+        process = subprocess.Popen(
+            argv("resume", session_id, "--answer", "Weekly", "--json", db=db),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        try:
+            while not _stopped(process):
+                time.sleep(0.05)
+            assert process.poll() is None, process.communicate()
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+                out, err = process.communicate(timeout=120)
+            finally:
+                pg_cluster.start_server()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["exit_code"] == 2
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "PostgreSQL" in document["error"]
+        assert "Your answer was kept" in document["error"]
+        assert "nothing was changed" not in document["error"]
+        assert ".." not in document["error"]
+        view = _status(db, session_id)
+        assert view["status"] == "running"  # the answer is stored; no question open
+        done = cli("resume", session_id, "--json", db=db)
+        assert done.returncode == 0, done.stderr
+        final = json.loads(done.stdout)
+        assert final["status"] == "completed"
+        assert final["orchestrator_state"]["user_clarification_response"] == "Weekly"
+
+
+def _stop_at(point: str, *args: str, db: str, **env: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        argv(*args, db=db),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "ORCHESTRATOR_STOP_AT": point, **env},
+        cwd=ROOT,
+    )
+    while not _stopped(process):
+        time.sleep(0.05)
+    assert process.poll() is None, process.communicate()
+    return process
+
+
+def test_a_turn_finished_while_postgresql_is_away_is_never_made_again(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """Issue 21 (4): the server stops between the end of pm's call and its record. The
+    driver keeps the turn (patience 0: it gives up at once, exit 2, saying so); the next
+    `resume` records the kept turn instead of calling pm again: a repeated call would
+    reach the crash point `reply_received:pm#2` and be killed."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        process = _stop_at(
+            "reply_received:pm#2",
+            "resume",
+            session_id,
+            "--answer",
+            "Weekly",
+            "--json",
+            db=db,
+            ORCHESTRATOR_RECORD_PATIENCE="0",
+        )
+        try:
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+                out, err = process.communicate(timeout=120)
+            finally:
+                pg_cluster.start_server()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "pm (pm#2)" in document["error"] and "kept in" in document["error"]
+        done = cli(
+            "resume",
+            session_id,
+            "--json",
+            db=db,
+            env={**os.environ, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+        )
+        assert done.returncode == 0, done.stderr  # -9 had pm been called again
+        final = json.loads(done.stdout)
+        assert final["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        pm_turns = [e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]
+        assert len(pm_turns) == 3  # asked, planned (the kept one, once), complete
+
+
+def test_a_turn_finished_on_a_full_disk_is_never_made_again(small_fs: Path) -> None:
+    """The SQLite side of the same fault: the disk fills between the end of pm's call and
+    its record; the next `resume` records the kept turn instead of calling pm again."""
+    db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+    session_id = _paused(db)
+    process = _stop_at(
+        "reply_received:pm#2",
+        "resume",
+        session_id,
+        "--answer",
+        "Weekly",
+        "--json",
+        db=db,
+        ORCHESTRATOR_RECORD_PATIENCE="0",
+    )
+    try:
+        filler = _fill(small_fs)
+        os.kill(process.pid, signal.SIGCONT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 2, err
+    assert "Traceback" not in err
+    document = json.loads(out)
+    assert document["session_id"] == session_id
+    assert document["answer_kept"] is True
+    assert "disk holding the database is full" in document["error"]
+    assert "pm (pm#2)" in document["error"] and "kept in" in document["error"]
+    filler.unlink()
+    done = cli(
+        "resume",
+        session_id,
+        "--json",
+        db=db,
+        env={**os.environ, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+    )
+    assert done.returncode == 0, done.stderr  # -9 had pm been called again
+    assert json.loads(done.stdout)["status"] == "completed"
+    log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+    assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_the_driver_records_its_kept_turn_when_postgresql_returns(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """With its patience (the default), the driver waits for the server instead of giving
+    up: it records the kept turn once the server is back and the session completes in the
+    same command."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        process = _stop_at(
+            "reply_received:pm#2", "resume", session_id, "--answer", "Weekly", "--json", db=db
+        )
+        try:
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+            finally:
+                pg_cluster.start_server()
+            out, err = process.communicate(timeout=300)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 0, err
+        assert json.loads(out)["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
