@@ -204,14 +204,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "no server"
-                time.sleep(0.1)
+        _wait_for(server, port)
         person = Person([("accept", {"choice": "JSON"}), ("accept", {"answer": "main"})])
         url = f"http://127.0.0.1:{port}/mcp"
 
@@ -244,6 +237,18 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
     assert f"serving http://127.0.0.1:{port}/mcp" in stderr
     assert taken.returncode == 2
     assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in taken.stderr
+
+
+def _wait_for(server: subprocess.Popen[str], port: int) -> None:
+    """Until the server accepts connections on `port` (failing if it ends first)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "no server"
+            time.sleep(0.1)
 
 
 def _authorized(url: str) -> Any:
@@ -285,14 +290,7 @@ def test_streamable_http_needs_the_bearer_token(tmp_path: Path) -> None:
     )
     statuses = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "no server"
-                time.sleep(0.1)
+        _wait_for(server, port)
         listing = (
             '{"jsonrpc": "2.0", "id": 1, "method": "tools/call",'
             ' "params": {"name": "list_sessions", "arguments": {}}}'
