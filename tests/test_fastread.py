@@ -101,9 +101,9 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         ids["failed"] = sessions.start_scenario(FAILING)["session_id"]
         cancelled = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
         ids["cancelled"] = sessions.cancel(cancelled)["session_id"]
-        ids["stalled"] = sessions._opened.start_session(
+        ids["stalled"] = sessions._opened.create(
             "its driver is gone", agents={}, settings={}, owner=Owner()
-        ).session_id
+        )[0].session_id
     with sqlite3.connect(path) as conn:
         conn.execute(  # a running session whose process is gone
             "UPDATE sessions SET lease_expires_at = 0, owner_pid = 4194303, "
@@ -306,7 +306,7 @@ def test_pages_walk_every_session_once_in_order_ties_included(tmp_path: Path) ->
     db = tmp_path / "pages.db"
     with Sessions(str(db)) as sessions:
         for i in range(7):
-            sessions._opened.start_session(f"task {i}", agents={}, settings={}, owner=Owner())
+            sessions._opened.create(f"task {i}", agents={}, settings={}, owner=Owner())
         every = [s["session_id"] for s in sessions.list()]
     with sqlite3.connect(db) as conn:  # ended (no live owner), and three share one created_at
         conn.execute("UPDATE sessions SET status = 'completed', owner = NULL, owner_pid = NULL")

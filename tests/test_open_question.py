@@ -82,7 +82,7 @@ reachable_state = st.builds(
 def store(db_url: str) -> Iterator[tuple[Store, list[str]]]:
     opened = Store.open(db_url)
     ids = [
-        opened.start_session(f"task {i}", agents={}, settings={}, owner=Owner()).session_id
+        opened.create(f"task {i}", agents={}, settings={}, owner=Owner())[0].session_id
         for i in range(ROWS)
     ]
     yield opened, ids

@@ -66,7 +66,7 @@ class QuestionLog:
             "max_fallbacks": 0,
         }
         deadline = time.time() + timeout
-        claim = self.store.start_session(
+        claim, _ = self.store.create(
             task, agents={"kind": "mcp", "tool": tool}, settings=settings, owner=Owner()
         )
         decision = self.store.gate_ask(

@@ -30,6 +30,7 @@ from orchestrator.errors import (
     SessionBusy,
     SessionNotFound,
     SessionNotWaiting,
+    StorageFailed,
 )
 
 __all__ = ["run_worker", "WorkerStats", "POLL_SECONDS", "RETRY_FAILED_AFTER"]
@@ -63,7 +64,11 @@ class WorkerStats:
 def _database_trouble(exc: BaseException) -> bool:
     """A failure to reach the database (not a bug): the operation may succeed later.
     (SQLite's errors come straight from sqlite3; PostgreSQL's through SQLAlchemy.)"""
-    if isinstance(exc, DatabaseUnavailable | sqlite3.OperationalError):
+    if isinstance(exc, DatabaseUnavailable | StorageFailed | sqlite3.OperationalError):
+        return True
+    from orchestrator.store.connect import storage_failure
+
+    if storage_failure(exc) is not None:  # a full disk, a read-only file, a lock held
         return True
     sa_errors = sys.modules.get("sqlalchemy.exc")
     if sa_errors is not None and isinstance(exc, sa_errors.DBAPIError):

@@ -20,6 +20,7 @@ Ordering rules the engine relies on:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -103,8 +104,12 @@ class Store:
             tx.info["new_events"] = new_events
             try:
                 yield tx
-            finally:
-                tx.info.pop("new_events", None)
+            except BaseException:
+                # On a broken connection tidying must not replace the error that says why.
+                with contextlib.suppress(Exception):
+                    tx.info.pop("new_events", None)
+                raise
+            tx.info.pop("new_events", None)
         if self.listener is not None:
             for session_id, event in new_events:
                 self.listener(session_id, event)
@@ -186,12 +191,6 @@ class Store:
         """Create a session, claimed by `owner`: the claim and the row as written."""
         with self._write() as tx:
             return lifecycle.create(tx, task, agents=agents, settings=settings, owner=owner)
-
-    def start_session(
-        self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
-    ) -> Claim:
-        """Create a session, claimed by `owner`."""
-        return self.create(task, agents=agents, settings=settings, owner=owner)[0]
 
     def claim(self, session_id: str, owner: Owner) -> Claim:
         """Take a paused session, or one whose owner is gone, for `owner` (raises
