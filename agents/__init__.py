@@ -24,10 +24,16 @@ def load_script(description: Mapping[str, Any], replies_so_far: Mapping[str, int
 
 
 def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
+    from orchestrator.model_options import ModelOptions
+
     from .llm import LLMBackend
 
-    options = {k: v for k, v in description.items() if k not in ("kind", "models")}
-    return LLMBackend(description["models"], **options)
+    return LLMBackend(
+        description["models"],
+        prompts=description.get("prompts"),
+        workdir=description.get("workdir"),
+        options=ModelOptions.from_description(description),
+    )
 
 
 register_backend("script", load_script)

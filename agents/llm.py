@@ -1,83 +1,59 @@
-"""Chat-model agents: any LangChain chat model, replies validated into the contract's models.
+"""Chat-model agents: any LangChain chat model, replies read into the contract's models.
 
-One loop serves every model. Tools are bound when the model supports tool calling: the
-developers' workspace tools, and `submit_reply`, whose arguments are the reply. A model
-without tool calling answers with a JSON object instead. Either way the reply is validated
-into the same pydantic models the scripted backend uses; an invalid one is sent back with
-the validation errors, at most `max_retries` times, and then the session fails.
+One loop serves every model. How the model gives its reply is the reply mode
+(orchestrator.model_options): a `submit_reply` tool call (default, where the model has
+tool calling), the provider's structured output (a JSON schema), or one JSON object in
+text. A model that answers in text while tools are bound is read as text. Either way the
+reply is read by orchestrator.agents.replies (the one statement of the reply contract);
+an invalid one is sent back with feedback for the model, at most `max_retries` times, and
+then the session fails.
+
+Every call and turn runs under budgets (a timeout and an output length per call; model
+calls, tool calls and wall time per turn; tokens per session). Past one, the turn is
+dropped unrecorded and the session is stalled, resumable (BudgetExceeded); past the
+session's token budget it fails (TokenBudgetExceeded).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from orchestrator.domain.replies import AgentReply, parse_reply
-from orchestrator.errors import AgentCallError, AgentReplyError
+from orchestrator.errors import (
+    AgentCallError,
+    AgentReplyError,
+    BudgetExceeded,
+    TokenBudgetExceeded,
+)
+from orchestrator.limits import clip
+from orchestrator.model_options import ModelOptions
 from orchestrator.runtime.agent import AgentRequest, AgentTurn
-from orchestrator.scenario import format_validation_error
 
 from . import models as _models
 from .prompts import system_prompt, turn_message
+from .replies import (
+    SUBMIT,
+    DeveloperSubmit,
+    PmSubmit,
+    Reading,
+    contract_summary,
+    feedback,
+    read_arguments,
+    read_text,
+    submit_schema,
+)
 
 __all__ = ["LLMBackend", "PmSubmit", "DeveloperSubmit"]
 
-SUBMIT = "submit_reply"
-
-
-class _Option(BaseModel):
-    label: str
-    description: str | None = None
-    recommended: bool | None = Field(None, description="at most one option")
-
-
-class _TaskArg(BaseModel):
-    title: str
-    description: str | None = None
-
-
-class _Submit(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    question: str | None = Field(
-        None, description="NEEDS_CLARIFICATION: one question, with its context"
-    )
-    kind: Literal["free_text", "single_select", "multi_select"] | None = None
-    options: list[_Option] | None = Field(None, description="the choices, for selects")
-    allow_other: bool | None = Field(None, description="accept an answer not in options")
-    reason: str | None = Field(None, description="why a choice is needed / why blocked")
-    context: str | None = Field(None, description="what the user needs to know to answer")
-    default: str | None = Field(None, description="the safe choice without an answer")
-    urgency: Literal["low", "medium", "high"] | None = None
-    ambiguity: Literal["target", "action", "parameter", "intent"] | None = Field(
-        None, description="what is unclear: which target, which action, a missing value, intent"
-    )
-    uncertainty: int | None = Field(
-        None, ge=0, le=100, description="how unsure you are without an answer (0-100)"
-    )
-    assumptions: list[str] | None = Field(
-        None, description="every assumption you made (with any status but NEEDS_CLARIFICATION)"
-    )
-
-
-class PmSubmit(_Submit):
-    """Submit the PM's reply to the orchestrator."""
-
-    status: Literal["NEEDS_CLARIFICATION", "PLANNED", "COMPLETE"]
-    tasks: list[_TaskArg] | None = Field(None, description="PLANNED: the tasks")
-    summary: str | None = Field(None, description="COMPLETE: what was delivered")
-
-
-class DeveloperSubmit(_Submit):
-    """Submit the developer's reply to the orchestrator."""
-
-    status: Literal["NEEDS_CLARIFICATION", "DONE", "BLOCKED"]
-    summary: str | None = Field(None, description="DONE: what you did")
+Mode = Literal["tool", "text"]
+# How long a provider error may be in a message (the resume hint after it is never cut).
+_ERROR_CHARS = 600
+# finish reasons that say the output was cut at the length limit (OpenAI, Anthropic, Ollama)
+_CUT = {"length", "max_tokens"}
 
 
 class LLMBackend:
@@ -91,15 +67,23 @@ class LLMBackend:
         *,
         prompts: str | None = None,
         workdir: str | None = None,
-        max_retries: int = 2,
-        max_steps: int = 30,
+        options: ModelOptions | Mapping[str, Any] | None = None,
+        max_retries: int | None = None,
     ) -> None:
         self.models = dict(models)
         self.prompts = Path(prompts) if prompts else None
         self.workdir = workdir
-        self.max_retries = max_retries
-        self.max_steps = max_steps
+        chosen = ModelOptions.of(options)
+        if max_retries is not None:
+            chosen = ModelOptions.model_validate(
+                {**chosen.model_dump(), "max_retries": max_retries}
+            )
+        self.options = chosen
         self._chat: dict[str, Any] = {}
+
+    @property
+    def max_retries(self) -> int:
+        return self.options.max_retries
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -107,8 +91,7 @@ class LLMBackend:
             "models": self.models,
             "prompts": str(self.prompts) if self.prompts else None,
             "workdir": self.workdir,
-            "max_retries": self.max_retries,
-            "max_steps": self.max_steps,
+            **self.options.model_dump(),
         }
 
     def workspace(self, session_id: str) -> Path:
@@ -122,77 +105,131 @@ class LLMBackend:
     def _model(self, role: str) -> Any:
         spec = self.models[role]
         if spec not in self._chat:
-            self._chat[spec] = _models.init_model(spec)
+            self._chat[spec] = _models.init_model(spec, options=self.options)
         return self._chat[spec]
 
     def respond(self, request: AgentRequest) -> AgentTurn:
         from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
-        from langchain_core.tools import StructuredTool
 
-        role = "pm" if request.agent == "pm" else "developer"
-        schema: type[_Submit] = PmSubmit if role == "pm" else DeveloperSubmit
+        agent = request.agent
+        role = "pm" if agent == "pm" else "developer"
+        tools, changed = self._tools(role, request)
+        chat, mode = self._bind(role, agent, tools)
+        budget = _TurnBudget(self.options, agent, request.tokens_used)
         new: list[Any] = []
         if not request.history:
             new.append(SystemMessage(system_prompt(role, self.prompts)))
-        new.append(HumanMessage(turn_message(request)))
-        tools, changed = self._tools(role, request)
-        submit = StructuredTool.from_function(
-            func=lambda **_: "received",
-            name=SUBMIT,
-            description=schema.__doc__ or SUBMIT,
-            args_schema=schema,
-        )
-        model = self._model(role)
-        try:
-            chat = model.bind_tools([*(t.as_langchain() for t in tools), submit])
-        except NotImplementedError:
-            chat = model  # no tool calling: the reply comes as a JSON object
+        text = turn_message(request)
+        if mode == "text":
+            text += f"\n\nReply with exactly one JSON object:\n{contract_summary(agent)}"
+        new.append(HumanMessage(text))
         by_name = {t.name: t for t in tools}
         failures: list[str] = []
+        notes: list[str] = []
         conversation = [*request.history, *new]
-        for _ in range(self.max_steps):
-            answer = self._invoke(chat, conversation, request.agent)
+
+        def done(reading: Reading) -> AgentTurn:
+            notes.extend(reading.notes)
+            return AgentTurn(
+                reading.reply, tuple(new), tuple(sorted(changed)), budget.usage(), tuple(notes)
+            )
+
+        def refused(problem: str) -> None:
+            failures.append(problem)
+            if len(failures) > self.options.max_retries:
+                raise AgentReplyError(
+                    f"{agent} gave no valid reply in {len(failures)} attempts "
+                    f"(max_retries={self.options.max_retries}); last problem: {problem}"
+                )
+
+        while True:
+            budget.before_model_call()
+            answer = self._invoke(chat, conversation, agent, budget.call_seconds())
+            budget.count(answer)
             new.append(answer)
             conversation.append(answer)
-            if not getattr(answer, "tool_calls", None):
-                reply, problem = _parse_text(request.agent, _text(answer))
-                if reply is not None:
-                    return AgentTurn(reply, tuple(new), tuple(sorted(changed)))
-                failures.append(problem)
-                self._check_failures(request.agent, failures)
-                feedback = HumanMessage(_feedback(problem, tools=chat is not model))
-                new.append(feedback)
-                conversation.append(feedback)
+            tool_calls = getattr(answer, "tool_calls", None) or []
+            if not tool_calls:
+                reading = read_text(agent, _text(answer))
+                if reading.reply is not None:
+                    return done(reading)
+                notes.extend(reading.notes)
+                budget.check_cut(answer)
+                refused(reading.problem)
+                reply_to = HumanMessage(feedback(agent, reading.problem, mode="text"))
+                new.append(reply_to)
+                conversation.append(reply_to)
                 continue
-            accepted: AgentReply | None = None
-            for call in answer.tool_calls:
-                ok = True
-                if call["name"] == SUBMIT and accepted is None:
-                    accepted, problem = _parse_args(request.agent, call["args"])
-                    ok = accepted is not None
-                    text = "accepted" if ok else _feedback(problem, tools=True)
-                    if not ok:
-                        failures.append(problem)
-                elif call["name"] in by_name:
-                    result = by_name[call["name"]].invoke(call["args"])
-                    ok, text = result.ok, result.to_text()
+            accepted: Reading | None = None
+            for call in tool_calls:
+                name = call["name"]
+                ok = False
+                if name == SUBMIT and accepted is None:
+                    reading = read_arguments(agent, call["args"])
+                    ok = reading.reply is not None
+                    if ok:
+                        accepted, result = reading, "accepted"
+                    else:
+                        notes.extend(reading.notes)
+                        budget.check_cut(answer)
+                        refused(reading.problem)
+                        result = feedback(agent, reading.problem, mode="tool")
+                elif name == SUBMIT:
+                    result = "ignored: an earlier submit_reply in this answer was accepted"
+                elif name in by_name:
+                    budget.count_tool_call()
+                    outcome = by_name[name].invoke(call["args"])
+                    ok, result = outcome.ok, outcome.to_text()
                 else:
-                    ok = False
-                    text = f"no tool named {call['name']!r}; use {sorted([*by_name, SUBMIT])}"
+                    refused(f"called {name!r}, which is not a tool")
+                    result = f"There is no tool named {name!r}. The tools: " + ", ".join(
+                        sorted([*by_name, SUBMIT])
+                    )
                 message = ToolMessage(
-                    text,
-                    tool_call_id=call["id"],
-                    name=call["name"],
-                    status="success" if ok else "error",
+                    result, tool_call_id=call["id"], name=name, status="success" if ok else "error"
                 )
                 new.append(message)
                 conversation.append(message)
             if accepted is not None:
-                return AgentTurn(accepted, tuple(new), tuple(sorted(changed)))
-            self._check_failures(request.agent, failures)
-        raise AgentReplyError(
-            f"{request.agent} did not submit a reply within {self.max_steps} steps"
-        )
+                return done(accepted)
+
+    def _bind(self, role: str, agent: str, tools: list[Any]) -> tuple[Any, Mode]:
+        """The model with what it needs bound for the reply mode; the mode replies come in."""
+        model = self._model(role)
+        workspace = [t.as_langchain() for t in tools]
+        mode = self.options.reply_mode
+        if mode == "tools":
+            from langchain_core.tools import StructuredTool
+
+            schema = submit_schema(agent)
+            submit = StructuredTool.from_function(
+                func=lambda **_: "received",
+                name=SUBMIT,
+                description=schema.__doc__ or SUBMIT,
+                args_schema=schema,
+            )
+            extra = {"tool_choice": "required"} if self.options.tool_choice == "required" else {}
+            try:
+                return model.bind_tools([*workspace, submit], **extra), "tool"
+            except NotImplementedError:
+                return model, "text"  # no tool calling: the reply comes as a JSON object
+        chat = model.bind_tools(workspace) if workspace else model
+        if mode == "json_schema":
+            shape = submit_schema(agent).model_json_schema()
+            if self.models[role].partition(":")[0] == "ollama":
+                chat = chat.bind(format=shape)
+            else:
+                # As the request body's own field: langchain-openai's `response_format`
+                # would parse the reply itself and insist on strict tool schemas.
+                chat = chat.bind(
+                    extra_body={
+                        "response_format": {
+                            "type": "json_schema",
+                            "json_schema": {"name": "reply", "schema": shape, "strict": False},
+                        }
+                    }
+                )
+        return chat, "text"
 
     def _tools(self, role: str, request: AgentRequest) -> tuple[list[Any], set[str]]:
         if role != "developer":
@@ -206,21 +243,111 @@ class LLMBackend:
         )
         return make_tools(WORKSPACE_TOOLS, context), context.changed
 
-    def _check_failures(self, agent: str, failures: list[str]) -> None:
-        if len(failures) > self.max_retries:
-            raise AgentReplyError(
-                f"{agent} gave no valid reply in {len(failures)} attempts "
-                f"(max_retries={self.max_retries}); last problem: {failures[-1]}"
+    @staticmethod
+    def _invoke(chat: Any, conversation: list[Any], agent: str, seconds: float) -> Any:
+        try:
+            return _within(seconds, lambda: chat.invoke(conversation))
+        except Exception as exc:
+            if not isinstance(exc, TimeoutError) and "Timeout" not in type(exc).__name__:
+                raise AgentCallError(
+                    f"the model call for {agent} failed: {type(exc).__name__}: "
+                    + clip(str(exc), _ERROR_CHARS)
+                ) from exc  # the provider's errors: network, auth, rate limits
+            raise BudgetExceeded(
+                f"the model call for {agent} took longer than {seconds:.0f} s "
+                "(call_timeout, or what was left of turn_timeout)"
+            ) from None
+
+
+class _TurnBudget:
+    """Counts one agent turn against its budgets; raises when one is spent."""
+
+    def __init__(self, options: ModelOptions, agent: str, tokens_before: int) -> None:
+        self.options = options
+        self.agent = agent
+        self.tokens_before = tokens_before
+        self.started = time.monotonic()
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.tokens = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+    def _left(self) -> float:
+        return self.options.turn_timeout - (time.monotonic() - self.started)
+
+    def before_model_call(self) -> None:
+        options = self.options
+        if self.model_calls >= options.max_model_calls:
+            raise BudgetExceeded(
+                f"{self.agent} made {self.model_calls} model calls in one turn without a "
+                f"valid reply (max_model_calls={options.max_model_calls})"
+            )
+        if self._left() <= 0:
+            raise BudgetExceeded(
+                f"{self.agent}'s turn ran past turn_timeout={options.turn_timeout:g} s"
+            )
+        used = self.tokens_before + self.tokens["total_tokens"]
+        if options.max_session_tokens is not None and used >= options.max_session_tokens:
+            raise TokenBudgetExceeded(
+                f"the session used {used:,} tokens, its budget is "
+                f"max_session_tokens={options.max_session_tokens:,}"
             )
 
-    @staticmethod
-    def _invoke(chat: Any, conversation: list[Any], agent: str) -> Any:
+    def call_seconds(self) -> float:
+        return max(0.001, min(self.options.call_timeout, self._left()))
+
+    def count(self, answer: Any) -> None:
+        self.model_calls += 1
+        usage = getattr(answer, "usage_metadata", None) or {}
+        for name in self.tokens:
+            self.tokens[name] += int(usage.get(name) or 0)
+
+    def count_tool_call(self) -> None:
+        self.tool_calls += 1
+        if self.tool_calls > self.options.max_tool_calls:
+            raise BudgetExceeded(
+                f"{self.agent} called tools {self.tool_calls} times in one turn "
+                f"(max_tool_calls={self.options.max_tool_calls})"
+            )
+
+    def check_cut(self, answer: Any) -> None:
+        """A reply that could not be used because the output hit max_output_tokens."""
+        metadata = getattr(answer, "response_metadata", None) or {}
+        reason = (
+            metadata.get("finish_reason")
+            or metadata.get("stop_reason")
+            or metadata.get("done_reason")
+        )
+        if reason in _CUT:
+            raise BudgetExceeded(
+                f"{self.agent}'s reply was cut at max_output_tokens="
+                f"{self.options.max_output_tokens} before it was complete"
+            )
+
+    def usage(self) -> dict[str, int]:
+        return {**self.tokens, "model_calls": self.model_calls}
+
+
+def _within(seconds: float, call: Callable[[], Any]) -> Any:
+    """`call()`, or TimeoutError after `seconds`. The call runs on a daemon thread, so a
+    reply that never ends cannot hold the session (or the process's exit) with it."""
+    box: dict[str, Any] = {}
+    finished = threading.Event()
+    context = contextvars.copy_context()
+
+    def target() -> None:
         try:
-            return chat.invoke(conversation)
-        except Exception as exc:  # the provider's errors: network, auth, rate limits
-            raise AgentCallError(
-                f"the model call for {agent} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            box["value"] = context.run(call)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+        finally:
+            finished.set()
+
+    threading.Thread(target=target, name="model-call", daemon=True).start()
+    if not finished.wait(seconds):
+        raise TimeoutError
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _text(message: Any) -> str:
@@ -228,33 +355,3 @@ def _text(message: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-
-
-def _parse_args(agent: str, args: Mapping[str, Any]) -> tuple[AgentReply | None, str]:
-    data = {k: v for k, v in args.items() if v is not None}
-    try:
-        return parse_reply(agent, data), ""
-    except ValidationError as exc:
-        return None, format_validation_error(exc)
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-def _parse_text(agent: str, text: str) -> tuple[AgentReply | None, str]:
-    body = _FENCE.sub("", text.strip()).strip()
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
-        return None, "the reply contains no JSON object"
-    try:
-        data = json.loads(body[start : end + 1])
-    except json.JSONDecodeError as exc:
-        return None, f"the reply is not valid JSON: {exc.msg} (line {exc.lineno})"
-    if not isinstance(data, dict):
-        return None, "the reply must be a JSON object"
-    return _parse_args(agent, data)
-
-
-def _feedback(problem: str, *, tools: bool) -> str:
-    how = f"Call {SUBMIT} again" if tools else "Reply again with one JSON object"
-    return f"Your reply was not valid:\n{problem}\n{how}, fixing exactly these problems."

@@ -8,8 +8,16 @@ from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.install_hints import install_extra
+from orchestrator.model_options import ModelOptions
 
-__all__ = ["ENV_MODEL", "PROVIDER_EXTRAS", "check_models", "init_model", "resolve_models"]
+__all__ = [
+    "ENV_MODEL",
+    "PROVIDER_EXTRAS",
+    "call_kwargs",
+    "check_models",
+    "init_model",
+    "resolve_models",
+]
 
 ENV_MODEL = "ORCHESTRATOR_MODEL"
 # The providers with an extra of ours; any other LangChain integration works once installed.
@@ -41,7 +49,40 @@ def resolve_models(
     return {role: spec for role, spec in roles.items() if spec}
 
 
-def init_model(spec: str, **kwargs: Any) -> Any:
+# Providers whose LangChain class takes these names (timeout, max_tokens, max_retries,
+# base_url); others get only what they are known to take. The wall-clock limits are kept
+# by the agents' own loop (orchestrator.agents.llm) for every provider alike.
+_OPENAI_LIKE = {"openai", "azure_openai", "anthropic", "groq", "deepseek", "xai", "mistralai"}
+
+
+def call_kwargs(provider: str, options: ModelOptions) -> dict[str, Any]:
+    """The chat model's own settings for `options`: the server, the timeout, the output
+    length, and no hidden retries beyond the client's usual two."""
+    if provider == "ollama":
+        kwargs: dict[str, Any] = {
+            "num_predict": options.max_output_tokens,
+            "client_kwargs": {"timeout": options.call_timeout},
+        }
+        if options.base_url:
+            kwargs["base_url"] = options.base_url
+        return kwargs
+    if provider not in _OPENAI_LIKE:
+        return {"base_url": options.base_url} if options.base_url else {}
+    kwargs = {
+        "timeout": options.call_timeout,
+        "max_tokens": options.max_output_tokens,
+        "max_retries": 2,
+    }
+    if options.base_url:
+        kwargs["base_url"] = options.base_url
+        if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            # A local OpenAI-compatible server (llama.cpp, vLLM, LM Studio) wants no key,
+            # but the client insists on one: a placeholder, never a secret.
+            kwargs["api_key"] = "not-needed"
+    return kwargs
+
+
+def init_model(spec: str, options: ModelOptions | None = None) -> Any:
     """A LangChain chat model for `spec`; a missing package or key is a ConfigError.
 
     API keys come from the environment only (each provider reads its own variable); they
@@ -50,6 +91,7 @@ def init_model(spec: str, **kwargs: Any) -> Any:
     from langchain.chat_models import init_chat_model
 
     provider = spec.partition(":")[0]
+    kwargs = call_kwargs(provider, options or ModelOptions())
     try:
         return init_chat_model(spec, **kwargs)
     except ImportError as exc:
@@ -62,7 +104,18 @@ def init_model(spec: str, **kwargs: Any) -> Any:
         raise ConfigError(f"cannot use model {spec!r}: {type(exc).__name__}: {exc}") from exc
 
 
-def check_models(models: Mapping[str, str]) -> None:
+def check_models(models: Mapping[str, str], options: ModelOptions | None = None) -> None:
     """Build each model once, so a bad spec fails before a session is created."""
+    chosen = options or ModelOptions()
     for spec in set(models.values()):
-        init_model(spec)
+        provider = spec.partition(":")[0]
+        if chosen.reply_mode == "json_schema" and provider not in _JSON_SCHEMA:
+            raise ConfigError(
+                f"reply mode json_schema is available for the {' and '.join(sorted(_JSON_SCHEMA))} "
+                f"providers, not {provider!r}: use --reply-mode tools or text"
+            )
+        init_model(spec, options=chosen)
+
+
+# Providers whose structured output (a JSON schema for the answer) the agents can ask for.
+_JSON_SCHEMA = {"openai", "ollama"}

@@ -81,6 +81,9 @@ class SessionDoc(TypedDict):
     last_error: str | None
     owner: dict[str, Any] | None  # pid, host, lease_expires_at, takeover_possible_in, alive
     cancel_requested: bool
+    # tokens of the agents' recorded model calls: input_tokens, output_tokens, total_tokens,
+    # model_calls, and the same per agent under `agents`; None when no model was called
+    usage: dict[str, Any] | None
     assumptions: NotRequired[list[dict[str, Any]]]
     expect: NotRequired[ExpectDoc]
 

@@ -23,6 +23,8 @@ __all__ = [
     "ScriptExhausted",
     "AgentReplyError",
     "AgentCallError",
+    "BudgetExceeded",
+    "TokenBudgetExceeded",
     "CancelRequested",
 ]
 
@@ -135,6 +137,18 @@ class AgentCallError(OrchestratorError):
     for that call: the session stays resumable and `resume` makes the call again."""
 
     agent: str | None = None  # which agent's call failed, once the engine knows
+    session_id: str | None = None  # the session left stalled, once the engine knows
+
+
+class BudgetExceeded(AgentCallError):
+    """A model call or an agent turn went past one of its budgets (call_timeout,
+    max_output_tokens, max_model_calls, max_tool_calls, turn_timeout): like any failed
+    call, nothing of the turn is recorded and the session is stalled, resumable."""
+
+
+class TokenBudgetExceeded(RunError):
+    """The session used up its max_session_tokens: it ends `failed` (a budget is the
+    user's decision, not an outage; `resume` would only spend more)."""
 
 
 class CancelRequested(OrchestratorError):

@@ -29,6 +29,7 @@ from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from orchestrator.api.inbox import Inbox
+    from orchestrator.model_options import ModelOptions
     from orchestrator.runtime.agent import AgentBackend
     from orchestrator.scenario import Scenario
     from orchestrator.settings import Settings
@@ -114,11 +115,14 @@ class Sessions:
         settings: Settings | Mapping[str, Any] | None = None,
         prompts: Path | None = None,
         workdir: Path | None = None,
-        max_retries: int = 2,
+        max_retries: int | None = None,
+        model_options: ModelOptions | Mapping[str, Any] | None = None,
     ) -> SessionDoc:
         """Start a session on `task` with chat-model agents (`models`: one PROVIDER:NAME for
         every agent, or {"pm": ..., "developer": ...}) or a ready `backend`, and run it until
-        it ends or pauses. Models are checked before anything is written."""
+        it ends or pauses. `model_options` (orchestrator.model_options.ModelOptions): the
+        server's base URL, the reply mode and the budgets of the agents' model calls.
+        Models are checked before anything is written."""
         from orchestrator.settings import Settings
 
         if not task or not task.strip():
@@ -132,7 +136,7 @@ class Sessions:
         if backend is None:
             if models is None:
                 raise ConfigError("give the agents' models (PROVIDER:NAME) or a backend")
-            backend = _llm_backend(models, prompts, workdir, max_retries)
+            backend = _llm_backend(models, prompts, workdir, max_retries, model_options)
         elif models is not None:
             raise ConfigError("give either models or a backend, not both")
         assert isinstance(chosen, Settings)
@@ -264,7 +268,11 @@ def _settings(given: Settings | Mapping[str, Any] | None) -> Settings:
 
 
 def _llm_backend(
-    models: Mapping[str, str] | str, prompts: Path | None, workdir: Path | None, max_retries: int
+    models: Mapping[str, str] | str,
+    prompts: Path | None,
+    workdir: Path | None,
+    max_retries: int | None,
+    given: ModelOptions | Mapping[str, Any] | None,
 ) -> AgentBackend:
     from orchestrator.agents.llm import LLMBackend
     from orchestrator.agents.models import check_models
@@ -275,14 +283,37 @@ def _llm_backend(
         check_prompts(prompts)
     if workdir is not None and workdir.exists() and not workdir.is_dir():
         raise ConfigError(f"--workdir {workdir}: exists and is not a folder")
-    check_models(chosen)  # a missing package or key fails here, before any write
+    options = _model_options(given, max_retries)
+    check_models(chosen, options)  # a missing package or key fails here, before any write
     backend: AgentBackend = LLMBackend(
         chosen,
         prompts=str(prompts.resolve()) if prompts else None,
         workdir=str(workdir.resolve()) if workdir else None,
-        max_retries=max_retries,
+        options=options,
     )
     return backend
+
+
+def _model_options(
+    given: ModelOptions | Mapping[str, Any] | None, max_retries: int | None
+) -> ModelOptions:
+    """The options, validated: a bad one is a ConfigError naming it and what it takes."""
+    from pydantic import ValidationError
+
+    from orchestrator.model_options import ModelOptions
+
+    values = given.model_dump() if isinstance(given, ModelOptions) else dict(given or {})
+    if max_retries is not None:
+        values["max_retries"] = max_retries
+    try:
+        return ModelOptions.of(values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'model options'}: "
+            + str(e["msg"]).removeprefix("Value error, ")
+            for e in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"model options: {problems}") from None
 
 
 def _storage_failed(

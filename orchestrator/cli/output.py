@@ -123,7 +123,7 @@ def user_errors(as_json: bool) -> Iterator[None]:
             answer_kept=getattr(exc, "answer_kept", None),
         )
     except OrchestratorError as exc:
-        fail(as_json, exc.message, 1)
+        fail(as_json, exc.message, 1, session_id=getattr(exc, "session_id", None))
     except Exception as exc:
         from orchestrator.api.database import damaged, storage_failure
 
@@ -140,11 +140,20 @@ def _storage(exc: BaseException) -> bool:
 
 
 def fail(as_json: bool, message: str, code: int, **more: Any) -> NoReturn:
-    message = clip(mask_url(message), MAX_MESSAGE_CHARS)  # it may quote what the user gave
+    message = _clipped(mask_url(message))  # it may quote what the user gave
     err(f"error: {message}")
     if as_json:
         typer.echo(error_document(message, code, **more))
     raise typer.Exit(code)
+
+
+def _clipped(message: str) -> str:
+    """At most MAX_MESSAGE_CHARS, cut before a last line that names a command to run:
+    that line is never cut ("try again with: orchestrator resume ID")."""
+    head, _, last = message.rpartition("\n")
+    if head and "orchestrator " in last and len(last) < MAX_MESSAGE_CHARS // 2:
+        return clip(head, MAX_MESSAGE_CHARS - len(last)) + "\n" + last
+    return clip(message, MAX_MESSAGE_CHARS)
 
 
 def finish(

@@ -28,7 +28,15 @@ from orchestrator.cli.runs import (
     question_shown,
     sessions_for,
 )
+from orchestrator.model_options import ENV_BASE_URL, ModelOptions
 from orchestrator.present.readout import handed_off_text
+
+MODELS = "Chat models"
+
+
+def model_default(name: str) -> str:
+    return f" [default: {ModelOptions.model_fields[name].default}]"
+
 
 __all__ = ["run", "resume", "checked_settings", "cli_flags"]
 
@@ -86,6 +94,89 @@ def run(
             help="Invalid model replies sent back for correction before the session fails.",
         ),
     ] = 2,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            help="Base URL of an OpenAI-compatible server (llama.cpp, vLLM, LM Studio, "
+            "Ollama's /v1) for --model openai:NAME, or an Ollama server for ollama:NAME "
+            f"(or ${ENV_BASE_URL}).",
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    reply_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--reply-mode",
+            metavar="tools|json_schema|text",
+            help="How the agents give their replies: a submit_reply tool call, the "
+            "provider's structured output (openai, ollama), or one JSON object in text."
+            + model_default("reply_mode"),
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    tool_choice: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-choice",
+            metavar="auto|required",
+            help="With --reply-mode tools: required makes every answer a tool call."
+            + model_default("tool_choice"),
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    call_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--call-timeout",
+            metavar="SECONDS",
+            help="Seconds one model call may take." + model_default("call_timeout"),
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    max_output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-output-tokens",
+            help="Output tokens per model call." + model_default("max_output_tokens"),
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    max_model_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--max-model-calls",
+            help="Model calls in one agent turn." + model_default("max_model_calls"),
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    max_tool_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tool-calls",
+            help="Workspace tool calls in one agent turn." + model_default("max_tool_calls"),
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    turn_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--turn-timeout",
+            metavar="SECONDS",
+            help="Seconds one agent turn may take in all." + model_default("turn_timeout"),
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    max_session_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-session-tokens",
+            help="Tokens the whole session may use; past it the session fails. "
+            "[default: no budget]",
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
     max_rounds: Annotated[
         int | None,
         typer.Option(
@@ -149,9 +240,29 @@ def run(
             }
         )
         check_length("the TASK", task, MAX_TASK_CHARS)
+        model_options = checked_model_options(
+            {
+                "base_url": base_url,
+                "reply_mode": reply_mode,
+                "tool_choice": tool_choice,
+                "call_timeout": call_timeout,
+                "max_output_tokens": max_output_tokens,
+                "max_model_calls": max_model_calls,
+                "max_tool_calls": max_tool_calls,
+                "turn_timeout": turn_timeout,
+                "max_session_tokens": max_session_tokens,
+                "max_retries": max_retries,
+            }
+        )
         if script is not None:
             if model or pm_model or developer_model:
                 raise ConfigError("give either --script or a model, not both")
+            given = [k for k, v in model_options.items() if v is not None and k != "max_retries"]
+            if given:
+                raise ConfigError(
+                    f"--{given[0].replace('_', '-')} is for chat-model agents (--model); "
+                    "a scenario's agents are scripted and call no model"
+                )
             if task is not None:
                 raise ConfigError(
                     f"give either a TASK or --script, not both: the scenario {script} "
@@ -181,7 +292,7 @@ def run(
                 settings=limits,
                 prompts=prompts,
                 workdir=workdir,
-                max_retries=max_retries,
+                model_options=model_options,
             )
     finish(as_json, view, db, question_shown=question_shown(str(view["session_id"])))
 
@@ -203,6 +314,24 @@ def checked_settings(limits: Mapping[str, Any]) -> dict[str, Any]:
         message = str(error["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"--{field.replace('_', '-')} {given.get(field)!r}: {message}") from None
     return given
+
+
+def checked_model_options(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat-model options given, checked by ModelOptions: exit 2 naming the option."""
+    from pydantic import ValidationError
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.model_options import ModelOptions
+
+    chosen = {k: v for k, v in given.items() if v is not None}
+    try:
+        ModelOptions.model_validate(chosen)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"--{field.replace('_', '-')} {chosen.get(field)!r}: {message}") from None
+    return dict(given)
 
 
 def _run_script(

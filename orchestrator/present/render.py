@@ -21,6 +21,7 @@ __all__ = [
     "run_here_hint",
     "driver_note",
     "WAITING_FOR_DRIVER",
+    "usage_text",
 ]
 
 # The one wording of a session that is answered and handed off (`waiting_for_driver`), on
@@ -149,19 +150,7 @@ def event_line(event: Mapping[str, Any]) -> str:
     if kind == "session_started":
         return f"session started: {clip(event['task'])}"
     if kind == "agent_reply":
-        reply = event["reply"]
-        status = reply["status"]
-        if status == "PLANNED":
-            titles = "; ".join(
-                f"{n}. {clip(t['title'], 100)}" for n, t in enumerate(reply["tasks"], 1)
-            )
-            return f"{agent} -> PLANNED: {clip(titles, 1000)}"
-        if status == "NEEDS_CLARIFICATION":
-            # The question itself is printed once: by its QUESTION line when it is
-            # surfaced, by the held/fallback line otherwise.
-            return f"{agent} -> NEEDS_CLARIFICATION"
-        detail = reply.get("summary") or reply.get("reason") or ""
-        return f"{agent} -> {status}: {clip(detail)}"
+        return _reply_line(event) + _turn_detail(event)
     if kind == "question_surfaced":
         text = "QUESTION " + question_text({**event["question"], "asked_by": agent})
         if event.get("repaired"):
@@ -201,6 +190,33 @@ def event_line(event: Mapping[str, Any]) -> str:
     return f"{kind} {agent or ''}".strip()
 
 
+def _reply_line(event: Mapping[str, Any]) -> str:
+    agent, reply = event.get("agent"), event["reply"]
+    status = reply["status"]
+    if status == "PLANNED":
+        titles = "; ".join(f"{n}. {clip(t['title'], 100)}" for n, t in enumerate(reply["tasks"], 1))
+        return f"{agent} -> PLANNED: {clip(titles, 1000)}"
+    if status == "NEEDS_CLARIFICATION":
+        # The question itself is printed once: by its QUESTION line when it is
+        # surfaced, by the held/fallback line otherwise.
+        return f"{agent} -> NEEDS_CLARIFICATION"
+    detail = reply.get("summary") or reply.get("reason") or ""
+    return f"{agent} -> {status}: {clip(detail)}"
+
+
+def _turn_detail(event: Mapping[str, Any]) -> str:
+    """A chat model's turn: its tokens, and how its reply was read (what was ignored)."""
+    usage = event.get("usage")
+    tokens = (
+        f"\n  tokens: {usage.get('input_tokens', 0):,} in, {usage.get('output_tokens', 0):,} out"
+        f" ({_calls(usage.get('model_calls', 0))})"
+        if usage
+        else ""
+    )
+    notes = "".join(f"\n  note: {clip(note)}" for note in event.get("notes") or [])
+    return tokens + notes
+
+
 def session_text(view: Mapping[str, Any]) -> str:
     """The session for people. A question still waiting is left out: the answer hint
     that follows shows it (see output.answer_hint), so that it is printed once."""
@@ -220,6 +236,8 @@ def session_text(view: Mapping[str, Any]) -> str:
         f"  questions surfaced: {view['questions_surfaced']}, "
         f"fallbacks injected: {view['fallbacks_injected']}"
     )
+    if view.get("usage"):
+        lines.append("  " + usage_text(view["usage"]))
     for task in view.get("tasks") or []:
         files = f" (files: {', '.join(task['files'])})" if task.get("files") else ""
         lines.append(
@@ -249,6 +267,23 @@ def session_text(view: Mapping[str, Any]) -> str:
     elif view.get("cancel_requested"):
         lines.append("  cancel requested: it stops before its next agent call")
     return "\n".join(lines)
+
+
+def _calls(count: int) -> str:
+    return f"{count} model call" + ("" if count == 1 else "s")
+
+
+def usage_text(usage: Mapping[str, Any]) -> str:
+    """'tokens: 1,234 (1,000 in, 234 out) in 5 model calls; pm 800, developer-1 434'."""
+    agents = ", ".join(
+        f"{agent} {counts.get('total_tokens', 0):,}"
+        for agent, counts in (usage.get("agents") or {}).items()
+    )
+    return (
+        f"tokens: {usage.get('total_tokens', 0):,} ({usage.get('input_tokens', 0):,} in, "
+        f"{usage.get('output_tokens', 0):,} out) in {_calls(usage.get('model_calls', 0))}"
+        + (f"; {agents}" if agents else "")
+    )
 
 
 def answer_hint(view: Mapping[str, Any], db: str | None, *, question_shown: bool = False) -> str:

@@ -302,10 +302,12 @@ class Engine:
             # Nothing of the failed call was recorded: the session is left stalled (the
             # failure logged, the claim dropped); `resume` retries it, `cancel` ends it.
             self.store.record_failure(claim, exc.agent, exc.message)
-            raise AgentCallError(
+            stalled = type(exc)(
                 f"{exc.message}\nsession {session_id} is kept; try again with: "
                 f"orchestrator resume {session_id}"
-            ) from exc
+            )
+            stalled.agent, stalled.session_id = exc.agent, session_id
+            raise stalled from exc
         except GraphRecursionError as exc:
             self.store.release(claim, "failed", error=f"the run did not converge: {exc}")
         except BaseException:

@@ -113,6 +113,12 @@ class RunContext:
     def session_id(self) -> str:
         return self.claim.session_id
 
+    def tokens_used(self) -> int:
+        """Tokens the session's recorded turns used (for the agents' token budget)."""
+        return sum(
+            int(turn.get("usage", {}).get("total_tokens", 0)) for turn in self.recorded.values()
+        )
+
     def call(
         self,
         agent: str,
@@ -147,6 +153,7 @@ class RunContext:
                 call=call,
                 clarification=clarification,
                 tasks=tuple(task_board(state)),
+                tokens_used=self.tokens_used(),
                 **extra,
             )
             if self.before_call is not None:
@@ -168,6 +175,10 @@ class RunContext:
                 record["messages"] = messages_to_dict(list(turn.messages))
             if turn.files:
                 record["files"] = sorted(turn.files)
+            if turn.usage:
+                record["usage"] = dict(turn.usage)
+            if turn.notes:
+                record["notes"] = list(turn.notes)
             shown = mirror(turn.reply, list(turn.files)) if mirror else {}
             crash_point(f"reply_received:{key}")
             stored = self._record(kept, key, agent, record, shown)

@@ -383,7 +383,12 @@ class Store:
         task: tuple[int, int, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Store an agent's turn under `key` (fenced); a turn stored already is returned."""
-        alone = plan is None and task is None and not turn["reply"].get("assumptions")
+        alone = (
+            plan is None
+            and task is None
+            and not turn["reply"].get("assumptions")
+            and "usage" not in turn
+        )
         if alone and isinstance(self.db, SqliteDb):
             # The turn alone: the fence and the insert in one statement, which SQLite runs
             # under its write lock. (PostgreSQL's read committed could let a takeover in

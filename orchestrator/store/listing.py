@@ -30,6 +30,7 @@ LISTED: tuple[tuple[str, str], ...] = (
     ("s", "lease_expires_at"),
     ("s", "cancel_requested_at"),
     ("s", "last_error"),
+    ("s", "usage"),
     ("t", "clarification_used"),
     ("t", "clarification_resolved"),
     ("t", "clarification_question"),

@@ -73,6 +73,9 @@ sessions = Table(
     Column("owner_started", BigInteger),
     Column("cancel_requested_at", DateTime(timezone=True)),
     Column("last_error", Text),
+    # 0007: tokens and model calls of the agents' recorded turns, {agent: {input_tokens,
+    # output_tokens, total_tokens, model_calls}} (orchestrator.store.turns.add_usage).
+    Column("usage", JSON),
 )
 # 0004: `list` pages, newest first, with or without a status filter, straight off an index
 # (orchestrator.store.listing.page_sql). They replace the single-column (status) and (created_at).

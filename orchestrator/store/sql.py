@@ -42,7 +42,7 @@ __all__ = [
 BUSY_TIMEOUT = 30.0
 # Columns (and the parameters that fill them, named the same) holding JSON documents.
 JSON_COLUMNS = frozenset(
-    {"agents", "settings", "tasks", "question_object", "fallback_counts", "payload"}
+    {"agents", "settings", "tasks", "question_object", "fallback_counts", "payload", "usage"}
 )
 # Columns holding moments (SQLAlchemy's DateTime; "YYYY-MM-DD HH:MM:SS.ffffff" in SQLite).
 TIME_COLUMNS = frozenset(

@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator.store._tx import add_assumption, add_event, update_sql, utcnow
 from orchestrator.store.sql import Row, Tx
 
-__all__ = ["recorded_turns", "reply_counts", "record_reply"]
+__all__ = ["recorded_turns", "reply_counts", "record_reply", "add_usage"]
 
 
 def recorded_turns(tx: Tx, session_id: str) -> dict[str, dict[str, Any]]:
@@ -70,14 +70,27 @@ def record_reply(
             source="agent",
         )
     values: dict[str, Any] | None = None
+    if turn.get("usage"):
+        values = {"usage": add_usage(getattr(row, "usage", None), agent, turn["usage"])}
     if plan is not None:
-        values = {"round": plan[0], "tasks": plan[1]}
+        values = (values or {}) | {"round": plan[0], "tasks": plan[1]}
     elif task is not None:
         round_, number, fields = task
         if row.round == round_:
             tasks = [{**t, **fields} if t["number"] == number else t for t in row.tasks]
-            values = {"tasks": tasks}
+            values = (values or {}) | {"tasks": tasks}
     if values is not None:
         values["updated_at"] = utcnow()
         tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
     return turn
+
+
+def add_usage(
+    totals: dict[str, dict[str, int]] | None, agent: str, turn: dict[str, int]
+) -> dict[str, dict[str, int]]:
+    """The session's usage per agent with one more turn's added."""
+    merged = {name: dict(counts) for name, counts in (totals or {}).items()}
+    mine = merged.setdefault(agent, {})
+    for name, value in turn.items():
+        mine[name] = mine.get(name, 0) + int(value)
+    return merged

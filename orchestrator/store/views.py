@@ -150,6 +150,7 @@ def session_view(
         "last_error": last_error if running else None,
         "owner": owner,
         "cancel_requested": running and getattr(session, "cancel_requested_at", None) is not None,
+        "usage": usage_view(getattr(session, "usage", None)),
     } | (
         {}  # `list` leaves the ledger out; `status` has it
         if assumptions is None
@@ -160,6 +161,21 @@ def session_view(
             ]
         }
     )
+
+
+USAGE_COUNTS = ("input_tokens", "output_tokens", "total_tokens", "model_calls")
+
+
+def usage_view(per_agent: dict[str, dict[str, int]] | None) -> dict[str, Any] | None:
+    """The session's token usage: totals, and per agent (None: no model was called)."""
+    if not per_agent:
+        return None
+    agents = {
+        agent: {name: int(counts.get(name, 0)) for name in USAGE_COUNTS}
+        for agent, counts in sorted(per_agent.items())
+    }
+    totals = {name: sum(a[name] for a in agents.values()) for name in USAGE_COUNTS}
+    return {**totals, "agents": agents}
 
 
 def iso_epoch(value: float | None) -> str | None:

@@ -132,6 +132,12 @@ def _driver_note(view: dict[str, Any]) -> str:
     return driver_note(view)
 
 
+def _usage_text(usage: dict[str, Any]) -> str:
+    from orchestrator.present.render import usage_text
+
+    return usage_text(usage)
+
+
 # Pages of the inbox past this are refused (their offset would overflow the database's
 # integers); at 50 a page that is fifty billion sessions.
 MAX_PAGE = 1_000_000_000
@@ -141,6 +147,7 @@ FILTERS = {
     "event_text": _event_text,
     "short": _short,
     "driver_note": _driver_note,
+    "usage_text": _usage_text,
 }
 
 

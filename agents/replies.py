@@ -1,0 +1,337 @@
+"""What a model sends, read into the reply contract: the one place that says what a chat
+model's reply may look like.
+
+The contract, said once:
+- The model is shown one flat schema per role (`PmSubmit`, `DeveloperSubmit`): `status`
+  and every field any status uses, each described with the status it belongs to. Providers
+  and local servers handle a flat object far better than a union of shapes.
+- What is validated is the reply model of that status (orchestrator.domain.replies), exactly.
+  Fields the schema offers that do not belong to the status (a `summary` with `PLANNED`,
+  an `uncertainty` with `COMPLETE`), fields no status has, and nulls are dropped, each
+  drop noted in the turn's record (`notes`, shown by `log`): a helpful model adds them all
+  the time, and nothing in them changes what the reply means.
+- Unambiguous shapes are normalised, also noted: the status's case and spelling
+  (`needs clarification`), a `{name, arguments}` or `{"submit_reply": {...}}` wrapper,
+  arguments given as a JSON string, options or tasks given as plain strings, and in text:
+  fenced JSON, JSON with prose around it, the first of several objects.
+- Anything else is refused with feedback written for the model (never the scenario
+  format's words), in the mode the model used: a tool call gets "call submit_reply
+  again", a text reply gets "reply with one JSON object".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.domain.replies import (
+    Blocked,
+    Complete,
+    Done,
+    NeedsClarification,
+    Planned,
+    parse_reply,
+)
+
+__all__ = [
+    "SUBMIT",
+    "PmSubmit",
+    "DeveloperSubmit",
+    "Reading",
+    "read_arguments",
+    "read_text",
+    "feedback",
+    "contract_summary",
+    "submit_schema",
+]
+
+SUBMIT = "submit_reply"
+
+_STATUS_MODELS: dict[str, type[BaseModel]] = {
+    "NEEDS_CLARIFICATION": NeedsClarification,
+    "PLANNED": Planned,
+    "COMPLETE": Complete,
+    "DONE": Done,
+    "BLOCKED": Blocked,
+}
+_ROLE_STATUSES = {
+    "pm": ("PLANNED", "COMPLETE", "NEEDS_CLARIFICATION"),
+    "developer": ("DONE", "BLOCKED", "NEEDS_CLARIFICATION"),
+}
+
+
+def _role(agent: str) -> str:
+    return "pm" if agent == "pm" else "developer"
+
+
+def _fields(status: str) -> tuple[str, ...]:
+    return tuple(name for name in _STATUS_MODELS[status].model_fields if name != "status")
+
+
+# -- the schema the model is shown --------------------------------------------------------
+
+
+class _Option(BaseModel):
+    label: str
+    description: str | None = None
+    recommended: bool | None = Field(None, description="at most one option")
+
+
+class _TaskArg(BaseModel):
+    title: str
+    description: str | None = None
+
+
+class _Submit(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    question: str | None = Field(
+        None, description="NEEDS_CLARIFICATION: one question, with its context"
+    )
+    kind: Literal["free_text", "single_select", "multi_select"] | None = Field(
+        None, description="NEEDS_CLARIFICATION"
+    )
+    options: list[_Option] | None = Field(
+        None, description="NEEDS_CLARIFICATION: the choices, for selects"
+    )
+    allow_other: bool | None = Field(
+        None, description="NEEDS_CLARIFICATION: accept an answer not in options"
+    )
+    reason: str | None = Field(
+        None, description="NEEDS_CLARIFICATION: why a choice is needed; BLOCKED: why blocked"
+    )
+    context: str | None = Field(
+        None, description="NEEDS_CLARIFICATION: what the user needs to know to answer"
+    )
+    default: str | None = Field(
+        None, description="NEEDS_CLARIFICATION: the safe choice without an answer"
+    )
+    urgency: Literal["low", "medium", "high"] | None = Field(
+        None, description="NEEDS_CLARIFICATION"
+    )
+    ambiguity: Literal["target", "action", "parameter", "intent"] | None = Field(
+        None,
+        description="NEEDS_CLARIFICATION: what is unclear: which target, which action, "
+        "a missing value, intent",
+    )
+    uncertainty: int | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description="NEEDS_CLARIFICATION: how unsure you are without an answer (0-100)",
+    )
+    assumptions: list[str] | None = Field(
+        None, description="any status but NEEDS_CLARIFICATION: every assumption you made"
+    )
+
+
+class PmSubmit(_Submit):
+    """Submit the PM's reply to the orchestrator."""
+
+    status: Literal["NEEDS_CLARIFICATION", "PLANNED", "COMPLETE"]
+    tasks: list[_TaskArg] | None = Field(None, description="PLANNED: the tasks")
+    summary: str | None = Field(None, description="COMPLETE: what was delivered")
+
+
+class DeveloperSubmit(_Submit):
+    """Submit the developer's reply to the orchestrator."""
+
+    status: Literal["NEEDS_CLARIFICATION", "DONE", "BLOCKED"]
+    summary: str | None = Field(None, description="DONE: what you did")
+
+
+def submit_schema(agent: str) -> type[_Submit]:
+    return PmSubmit if _role(agent) == "pm" else DeveloperSubmit
+
+
+def contract_summary(agent: str) -> str:
+    """One line per status: the fields that status takes (what is validated)."""
+    lines = []
+    for status in _ROLE_STATUSES[_role(agent)]:
+        model = _STATUS_MODELS[status]
+        names = [
+            f"{name}{'' if model.model_fields[name].is_required() else '?'}"
+            for name in _fields(status)
+        ]
+        lines.append(f'- "status": "{status}" with {", ".join(names)}')
+    return "\n".join(lines) + "\n(? = optional; any other field is ignored)"
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+@dataclass
+class Reading:
+    """A reply read from a model: the validated reply, or the problem to send back; the
+    notes say what was normalised or ignored on the way."""
+
+    reply: Any = None
+    problem: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+_STATUS_SPELLING = re.compile(r"[\s\-]+")
+_WRAPPER_ARGS = ("arguments", "args", "parameters", "input")
+
+
+def _unwrap(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """`{name: submit_reply, arguments: {...}}`, `{function: {...}}`, `{submit_reply: {...}}`
+    and arguments as a JSON string, down to the reply's own object."""
+    for _ in range(3):
+        if "status" in data:
+            return data
+        inner: Any = None
+        if isinstance(data.get("function"), dict) and len(data) <= 3:
+            inner = data["function"]
+        elif SUBMIT in data and len(data) == 1:
+            inner = data[SUBMIT]
+        elif data.get("name", SUBMIT) == SUBMIT:
+            for key in _WRAPPER_ARGS:
+                if key in data and set(data) <= {"name", "type", "id", key}:
+                    inner = data[key]
+                    break
+        if isinstance(inner, str):
+            try:
+                inner = json.loads(inner)
+            except json.JSONDecodeError:
+                return data
+        if not isinstance(inner, dict):
+            return data
+        notes.append("unwrapped the reply from a tool-call wrapper")
+        data = inner
+    return data
+
+
+def _status(value: Any, allowed: tuple[str, ...], notes: list[str]) -> Any:
+    if not isinstance(value, str):
+        return value
+    spelled = _STATUS_SPELLING.sub("_", value.strip()).upper()
+    if spelled != value and spelled in allowed:
+        notes.append(f"read status {value!r} as {spelled!r}")
+        return spelled
+    return value
+
+
+def _labels(items: Any, key: str, what: str, notes: list[str]) -> Any:
+    """A list of plain strings as [{key: text}]."""
+    if isinstance(items, list) and items and any(isinstance(i, str) for i in items):
+        notes.append(f"read {what} given as plain text as {{{key}: ...}}")
+        return [{key: i} if isinstance(i, str) else i for i in items]
+    return items
+
+
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def read_arguments(agent: str, given: Any) -> Reading:
+    """A reply from a tool call's arguments (or a JSON object the model wrote)."""
+    notes: list[str] = []
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
+        except json.JSONDecodeError as exc:
+            return Reading(problem=f"the arguments are not valid JSON: {exc.msg}", notes=notes)
+    if not isinstance(given, Mapping):
+        return Reading(problem="the reply must be a JSON object with a status", notes=notes)
+    data = _unwrap(dict(given), notes)
+    allowed = _ROLE_STATUSES[_role(agent)]
+    status = _status(data.get("status"), allowed, notes)
+    if status is None:
+        return Reading(problem=f"status: missing; give one of {', '.join(allowed)}", notes=notes)
+    if status not in allowed:
+        return Reading(
+            problem=f"status: {status!r} is not a status you can give; "
+            f"give one of {', '.join(allowed)}",
+            notes=notes,
+        )
+    data = _drop_nulls(data)
+    keep = _fields(status)
+    ignored = sorted(k for k in data if k != "status" and k not in keep)
+    if ignored:
+        notes.append(f"ignored {', '.join(ignored)} (not part of a {status} reply)")
+    reply = {"status": status, **{k: v for k, v in data.items() if k in keep}}
+    if "options" in reply:
+        reply["options"] = _labels(reply["options"], "label", "options", notes)
+    if "tasks" in reply:
+        reply["tasks"] = _labels(reply["tasks"], "title", "tasks", notes)
+    try:
+        return Reading(reply=parse_reply(agent, reply), notes=notes)
+    except ValidationError as exc:
+        return Reading(problem=_problems(exc, status), notes=notes)
+
+
+def read_text(agent: str, text: str) -> Reading:
+    """A reply the model wrote as text: its first complete JSON object, wherever it is."""
+    found, count = _first_object(text)
+    if found is None:
+        return Reading(problem="the reply contains no JSON object")
+    reading = read_arguments(agent, found)
+    if not _bare(text):
+        reading.notes.insert(0, "read the JSON object out of the text around it")
+    if count > 1:
+        reading.notes.insert(0, f"used the first of {count} JSON objects")
+    return reading
+
+
+def _bare(text: str) -> bool:
+    stripped = text.strip()
+    return stripped.startswith("{") and stripped.endswith("}")
+
+
+def _first_object(text: str) -> tuple[dict[str, Any] | None, int]:
+    """The first JSON object in `text` (fences and prose around it allowed), and how many
+    complete top-level objects the text holds."""
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    count = 0
+    position = text.find("{")
+    while position >= 0:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            count += 1
+            if first is None:
+                first = value
+        position = text.find("{", end)
+    return first, count
+
+
+def _problems(exc: ValidationError, status: str) -> str:
+    lines = []
+    for error in exc.errors(include_url=False):
+        loc = [p for p in error["loc"] if p != status]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        where = where or "the reply"
+        if error["type"] == "missing":
+            lines.append(f"{where}: missing; a {status} reply needs it")
+        elif error["type"] == "extra_forbidden":
+            lines.append(f"{where}: not a field of a {status} reply")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"{where}: {message}")
+    return "\n".join(lines)
+
+
+def feedback(agent: str, problem: str, *, mode: Literal["tool", "text"]) -> str:
+    """What the model is told when its reply could not be used, in its own mode."""
+    if mode == "tool":
+        how = f"Call the {SUBMIT} tool once more, with these problems fixed."
+    else:
+        how = "Reply once more with exactly one JSON object, with these problems fixed."
+    return (
+        f"Your reply could not be used:\n{problem}\n{how}\n"
+        f"The fields each status takes:\n{contract_summary(agent)}"
+    )

@@ -1,0 +1,122 @@
+"""How chat-model agents call their models: the server, how replies are structured, and
+the budgets every call and turn runs under. One place for their defaults and limits: the
+CLI's options, the session API and `docs/reference.md` all read them from here.
+
+They are kept with the session (in its agents' description), so `resume`, a worker and
+`serve` call the models the same way the run that started the session did.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["ModelOptions", "ENV_BASE_URL", "ReplyMode", "ToolChoice"]
+
+ENV_BASE_URL = "ORCHESTRATOR_BASE_URL"
+
+ReplyMode = Literal["tools", "json_schema", "text"]
+ToolChoice = Literal["auto", "required"]
+
+
+class ModelOptions(BaseModel):
+    """Options of chat-model agents. Unset fields take the defaults below."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: Annotated[
+        str | None,
+        Field(
+            description="Base URL of an OpenAI-compatible (or Ollama, Anthropic) server, "
+            f"e.g. http://127.0.0.1:8080/v1 (or ${ENV_BASE_URL})."
+        ),
+    ] = None
+    reply_mode: Annotated[
+        ReplyMode,
+        Field(
+            description="How replies are structured: tools (a submit_reply tool call), "
+            "json_schema (the provider's structured output), text (one JSON object)."
+        ),
+    ] = "tools"
+    tool_choice: Annotated[
+        ToolChoice,
+        Field(
+            description="With reply_mode tools: auto, or required (every answer is a tool call)."
+        ),
+    ] = "auto"
+    call_timeout: Annotated[
+        float, Field(gt=0, le=3600, description="Seconds one model call may take.")
+    ] = 180.0
+    max_output_tokens: Annotated[
+        int, Field(strict=True, ge=1, le=1_000_000, description="Output tokens per model call.")
+    ] = 4096
+    max_model_calls: Annotated[
+        int,
+        Field(strict=True, ge=1, le=500, description="Model calls in one agent turn."),
+    ] = 12
+    max_tool_calls: Annotated[
+        int,
+        Field(strict=True, ge=0, le=5000, description="Workspace tool calls in one agent turn."),
+    ] = 40
+    turn_timeout: Annotated[
+        float, Field(gt=0, le=86400, description="Seconds one agent turn may take in all.")
+    ] = 900.0
+    max_session_tokens: Annotated[
+        int | None,
+        Field(
+            strict=True,
+            ge=1,
+            description="Tokens (input + output) the whole session may use; none: no budget.",
+        ),
+    ] = None
+    max_retries: Annotated[
+        int,
+        Field(
+            strict=True,
+            ge=0,
+            le=10,
+            description="Invalid replies sent back to the model for correction in one turn.",
+        ),
+    ] = 2
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"expected an http:// or https:// URL such as http://127.0.0.1:8080/v1, "
+                f"got {value!r}"
+            )
+        if parts.username or parts.password:
+            raise ValueError(
+                "the URL must not carry a user or password (it is kept with the session); "
+                "give the key in the provider's environment variable, e.g. OPENAI_API_KEY"
+            )
+        return value.strip()
+
+    @classmethod
+    def of(cls, given: ModelOptions | Mapping[str, Any] | None) -> ModelOptions:
+        """Options from an instance, a mapping (None values left out) or nothing; the base
+        URL falls back to $ORCHESTRATOR_BASE_URL."""
+        if isinstance(given, ModelOptions):
+            return given
+        values = {k: v for k, v in (given or {}).items() if v is not None}
+        if "base_url" not in values and os.environ.get(ENV_BASE_URL):
+            values["base_url"] = os.environ[ENV_BASE_URL]
+        return cls.model_validate(values)
+
+    @classmethod
+    def from_description(cls, description: Mapping[str, Any]) -> ModelOptions:
+        """The options kept in a session's agents description (older sessions kept only
+        `max_retries`, and `max_steps`, now `max_model_calls`)."""
+        values = {k: v for k, v in description.items() if k in cls.model_fields}
+        if "max_steps" in description and "max_model_calls" not in values:
+            values["max_model_calls"] = description["max_steps"]
+        return cls.model_validate(values)

@@ -1,0 +1,197 @@
+"""An OpenAI-compatible chat-completions server on 127.0.0.1, for tests: the agents reach it
+through the project's `openai` provider, i.e. langchain-openai's and the openai package's
+real HTTP client, exactly as they reach a llama.cpp, vLLM or LM Studio server.
+
+Replies are queued (`stub.queue(...)`) and served in order; once the queue is empty a
+`responder` (request -> reply) answers, by default one that plays a whole session: the PM
+asks one question, plans one task once answered, and completes once it is done; developers
+report DONE. Every request body is kept (`stub.requests`) for the test to check.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Stub", "Reply", "tool_call", "text", "error", "hang", "serve", "play_session"]
+
+_ids = itertools.count(1)
+USAGE = (120, 30)  # prompt, completion tokens of every reply unless told otherwise
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering (a reply that never ends: a long one)
+
+
+def _completion(
+    message: dict[str, Any], finish: str, usage: tuple[int, int] | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "stub",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }
+    if usage is not None:
+        body["usage"] = {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": usage[0] + usage[1],
+        }
+    return body
+
+
+def tool_call(
+    arguments: dict[str, Any] | str,
+    *,
+    name: str = "submit_reply",
+    more: list[tuple[str, dict[str, Any] | str]] = (),  # type: ignore[assignment]
+    usage: tuple[int, int] | None = USAGE,
+    finish: str = "tool_calls",
+) -> Reply:
+    """An answer with tool calls: `name(arguments)` and then any `more` (name, arguments)."""
+    calls = []
+    for called, args in [(name, arguments), *more]:
+        calls.append(
+            {
+                "id": f"call_{next(_ids)}",
+                "type": "function",
+                "function": {
+                    "name": called,
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+        )
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    return Reply(body=_completion(message, finish, usage))
+
+
+def text(content: str, *, usage: tuple[int, int] | None = USAGE, finish: str = "stop") -> Reply:
+    """An answer in text (the model ignored the tools, or was asked for JSON text)."""
+    return Reply(body=_completion({"role": "assistant", "content": content}, finish, usage))
+
+
+def error(status: int, *, retry_after: str | None = None, message: str = "stub error") -> Reply:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    body = {"error": {"message": message, "type": "server_error", "code": status}}
+    return Reply(status=status, body=body, headers=headers)
+
+
+def hang(seconds: float, then: Reply | None = None) -> Reply:
+    """A reply that takes `seconds` to come (the model generating forever)."""
+    reply = then or text('{"status": "COMPLETE", "summary": "late"}')
+    return Reply(reply.status, reply.body, reply.headers, delay=seconds)
+
+
+class Stub:
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._queue: list[Reply] = []
+        self._lock = threading.Lock()
+        self.responder = responder or play_session
+        self.url = ""
+
+    def queue(self, *replies: Reply) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def next_reply(self, request: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if self._queue:
+                return self._queue.pop(0)
+        return self.responder(request)
+
+
+def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            length = int(self.headers.get("Content-Length") or 0)
+            request = json.loads(self.rfile.read(length) or b"{}")
+            if not self.path.endswith("/chat/completions"):
+                self._send(Reply(404, {"error": {"message": f"no route {self.path}"}}))
+                return
+            reply = stub.next_reply(request)
+            if reply.delay:
+                time.sleep(reply.delay)
+            self._send(reply)
+
+        def _send(self, reply: Reply) -> None:
+            data = json.dumps(reply.body or {}).encode()
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout)
+
+    return Handler
+
+
+@contextmanager
+def serve(stub: Stub | None = None) -> Iterator[Stub]:
+    """Run `stub` on a free port of 127.0.0.1 for the duration of the block."""
+    chosen = stub or Stub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(chosen))
+    server.daemon_threads = True
+    chosen.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield chosen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- a whole session ----------------------------------------------------------------------
+
+QUESTION = {
+    "status": "NEEDS_CLARIFICATION",
+    "question": "Which storage should the export use?",
+    "kind": "single_select",
+    "options": [{"label": "CSV file"}, {"label": "S3 bucket"}],
+    "reason": "Both are viable and the choice changes the code",
+    "default": "CSV file",
+    "uncertainty": 90,
+}
+
+
+def _said(request: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in request.get("messages", []))
+
+
+def play_session(request: dict[str, Any]) -> Reply:
+    """The PM asks, plans once answered, completes once the task is done; developers
+    finish their task. Every reply through the submit_reply tool."""
+    messages = request.get("messages", [])
+    system = str(messages[0].get("content") or "") if messages else ""
+    last = str(messages[-1].get("content") or "") if messages else ""
+    if "project manager" not in system:
+        return tool_call({"status": "DONE", "summary": "exported the report"})
+    if "[done]" in last:
+        return tool_call({"status": "COMPLETE", "summary": "the export ships"})
+    if "The user answered" in _said(request) or "The user declined" in _said(request):
+        return tool_call({"status": "PLANNED", "tasks": [{"title": "Write the export"}]})
+    return tool_call(QUESTION)

@@ -1,0 +1,554 @@
+"""What real models send, and what happens to it.
+
+First the reply contract on its own (orchestrator.agents.replies): every kind of reply a
+model was seen to send, with the outcome it must have. Then the same kinds served by an
+OpenAI-compatible stub server on 127.0.0.1 (tests/openai_stub.py) through the `openai`
+provider, i.e. langchain-openai's and the openai package's real HTTP client: budgets,
+timeouts, HTTP errors, reply modes, token usage, and a whole session with a question,
+paused and resumed from the command line, on both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from orchestrator.agents.replies import feedback, read_arguments, read_text
+
+from orchestrator import Sessions
+from orchestrator.domain.answers import UserReply
+from orchestrator.domain.replies import Complete, NeedsClarification, Planned
+from tests.openai_stub import (
+    QUESTION,
+    Stub,
+    error,
+    hang,
+    serve,
+    text,
+    tool_call,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = {"status": "PLANNED", "tasks": [{"title": "Write the export"}]}
+COMPLETE = {"status": "COMPLETE", "summary": "shipped"}
+DONE = {"status": "DONE", "summary": "wrote it"}
+
+# -- the reply contract: each kind a model sends, and what becomes of it -------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "status", "noted"),
+    [
+        # fields of another status: ignored, noted
+        ({**PLAN, "summary": "a plan"}, "PLANNED", "ignored summary (not part of a PLANNED"),
+        ({**COMPLETE, "uncertainty": 10}, "COMPLETE", "ignored uncertainty"),
+        ({**COMPLETE, "thoughts": "hmm"}, "COMPLETE", "ignored thoughts"),
+        # nulls for what does not apply: dropped (not refused)
+        ({**PLAN, "summary": None, "question": None, "options": None}, "PLANNED", None),
+        # the status's case and spelling
+        ({"status": "planned", "tasks": [{"title": "t"}]}, "PLANNED", "read status 'planned'"),
+        ({**QUESTION, "status": "needs clarification"}, "NEEDS_CLARIFICATION", "read status"),
+        ({**QUESTION, "status": "Needs-Clarification"}, "NEEDS_CLARIFICATION", "read status"),
+        # wrappers, arguments as a JSON string
+        ({"name": "submit_reply", "arguments": json.dumps(PLAN)}, "PLANNED", "unwrapped"),
+        ({"name": "submit_reply", "arguments": COMPLETE}, "COMPLETE", "unwrapped"),
+        ({"submit_reply": COMPLETE}, "COMPLETE", "unwrapped"),
+        (
+            {"type": "function", "function": {"name": "submit_reply", "arguments": COMPLETE}},
+            "COMPLETE",
+            "unwrapped",
+        ),
+        # options and tasks as plain strings
+        ({"status": "PLANNED", "tasks": ["Write it"]}, "PLANNED", "plain text"),
+        ({**QUESTION, "options": ["CSV", "S3"]}, "NEEDS_CLARIFICATION", "plain text"),
+    ],
+)
+def test_recoverable_shapes_are_read_and_noted(
+    given: dict[str, Any], status: str, noted: str | None
+) -> None:
+    reading = read_arguments("pm", given)
+    assert reading.reply is not None, reading.problem
+    assert reading.reply.status == status
+    if noted is None:
+        assert reading.notes == []
+    else:
+        assert any(noted in note for note in reading.notes), reading.notes
+
+
+def test_what_is_validated_is_the_status_model_exactly() -> None:
+    reading = read_arguments("pm", {**PLAN, "summary": "x", "uncertainty": 5})
+    assert isinstance(reading.reply, Planned)
+    assert reading.reply.model_dump(exclude_none=True) == {
+        "status": "PLANNED",
+        "tasks": [{"title": "Write the export"}],
+        "assumptions": [],
+    }
+    asked = read_arguments("developer-1", {**QUESTION, "assumptions": ["a"]})
+    assert isinstance(asked.reply, NeedsClarification)  # assumptions ignored, not refused
+    assert any("ignored assumptions" in note for note in asked.notes)
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ({"status": "PLANNED"}, "tasks: missing; a PLANNED reply needs it"),
+        ({"status": "PLANNED", "tasks": []}, "tasks: List should have at least 1 item"),
+        ({"status": "DONE", "summary": "x"}, "status: 'DONE' is not a status you can give"),
+        ({"status": "maybe"}, "give one of PLANNED, COMPLETE, NEEDS_CLARIFICATION"),
+        ({"tasks": [{"title": "t"}]}, "status: missing"),
+        ({"status": "NEEDS_CLARIFICATION", "uncertainty": 400}, "uncertainty: Input should"),
+        ("not json {", "the arguments are not valid JSON"),
+        (["a list"], "must be a JSON object"),
+    ],
+)
+def test_the_rest_is_refused_with_a_problem_for_the_model(given: Any, problem: str) -> None:
+    reading = read_arguments("pm", given)
+    assert reading.reply is None
+    assert problem in reading.problem
+    assert "scenario" not in reading.problem
+
+
+@pytest.mark.parametrize(
+    ("written", "status", "noted"),
+    [
+        ('{"status": "COMPLETE", "summary": "ok"}', "COMPLETE", None),
+        ('```json\n{"status": "COMPLETE", "summary": "ok"}\n```', "COMPLETE", "text around"),
+        ('Here you go: {"status": "COMPLETE", "summary": "ok"} Cheers!', "COMPLETE", "around"),
+        # two objects (a real llama.cpp reply): the first complete one, noted
+        ('{"status": "COMPLETE", "summary": "a"}\n{"status": "PLANNED"}', "COMPLETE", "first of 2"),
+        # braces in prose before the object do not derail the search
+        ('I {think} so: {"status": "complete", "summary": "ok"}', "COMPLETE", "read status"),
+    ],
+)
+def test_json_in_text_is_found(written: str, status: str, noted: str | None) -> None:
+    reading = read_text("pm", written)
+    assert reading.reply is not None, reading.problem
+    assert reading.reply.status == status
+    if noted:
+        assert any(noted in note for note in reading.notes), reading.notes
+
+
+def test_text_without_json_is_refused() -> None:
+    assert read_text("pm", "Sure! I will plan it.").problem == "the reply contains no JSON object"
+
+
+def test_feedback_speaks_the_models_mode() -> None:
+    as_tool = feedback("pm", "tasks: missing", mode="tool")
+    as_text = feedback("pm", "tasks: missing", mode="text")
+    assert "Call the submit_reply tool once more" in as_tool
+    assert "exactly one JSON object" in as_text and "submit_reply" not in as_text
+    for said in (as_tool, as_text):
+        assert '"status": "PLANNED" with tasks, assumptions?' in said
+        assert "scenario" not in said
+
+
+# -- through the real client, against the stub server -------------------------------------
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    with serve() as running:
+        yield running
+
+
+def _sessions(db_url: str, answer: str | None = "CSV file") -> Sessions:
+    ask = (lambda q: UserReply(choices=(answer,))) if answer else None
+    return Sessions(db_url, ask=ask)
+
+
+def _start(db_url: str, stub: Stub, tmp_path: Path, **options: Any) -> dict[str, Any]:
+    return dict(
+        _sessions(db_url).start(
+            "Add a CSV export",
+            models="openai:stub-model",
+            workdir=tmp_path / "ws",
+            model_options={"base_url": stub.url, **options},
+        )
+    )
+
+
+def _log(db_url: str, session_id: str) -> list[dict[str, Any]]:
+    return [dict(e) for e in Sessions(db_url).log(session_id)]
+
+
+def test_a_session_completes_through_the_real_client(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    view = _start(db_url, stub, tmp_path, max_output_tokens=321)
+    assert view["status"] == "completed", view
+    assert view["orchestrator_state"]["user_clarification_response"] == "CSV file"
+    first = stub.requests[0]
+    assert first["model"] == "stub-model"
+    assert first["max_completion_tokens"] == 321
+    tools = [t["function"]["name"] for t in first["tools"]]
+    assert tools == ["submit_reply"]
+    # every call's usage is recorded, and summed per agent and per session
+    assert view["usage"] == {
+        "input_tokens": 480,
+        "output_tokens": 120,
+        "total_tokens": 600,
+        "model_calls": 4,
+        "agents": {
+            "developer-1": {
+                "input_tokens": 120,
+                "output_tokens": 30,
+                "total_tokens": 150,
+                "model_calls": 1,
+            },
+            "pm": {"input_tokens": 360, "output_tokens": 90, "total_tokens": 450, "model_calls": 3},
+        },
+    }
+
+
+def test_extra_fields_nulls_and_lowercase_status_are_accepted_and_logged(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(
+        tool_call(
+            {**QUESTION, "summary": None, "assumptions": ["x"], "status": "needs_clarification"}
+        ),
+        tool_call({**PLAN, "summary": "the plan", "options": None, "context": "c"}),
+    )
+    view = _start(db_url, stub, tmp_path)
+    assert view["status"] == "completed", view
+    replies = [e for e in _log(db_url, view["session_id"]) if e["kind"] == "agent_reply"]
+    assert any("ignored context, summary" in n for n in replies[1]["notes"]), replies[1]
+    assert any("read status 'needs_clarification'" in n for n in replies[0]["notes"])
+
+
+@pytest.mark.parametrize(
+    "served",
+    [
+        text('```json\n{"status": "PLANNED", "tasks": [{"title": "t"}]}\n```'),
+        text('Sure. {"status": "PLANNED", "tasks": [{"title": "t"}]} Done.'),
+        text('{"status": "PLANNED", "tasks": [{"title": "t"}]}\n{"status": "COMPLETE"}'),
+        text('{"name": "submit_reply", "arguments": {"status": "PLANNED", "tasks": ["t"]}}'),
+        tool_call(json.dumps({"name": "submit_reply", "arguments": PLAN})),
+    ],
+    ids=["fenced", "prose-around", "two-objects", "wrapper-in-text", "wrapper-in-tool-call"],
+)
+def test_recoverable_replies_are_used_without_a_retry(
+    db_url: str, stub: Stub, tmp_path: Path, served: Any
+) -> None:
+    stub.queue(tool_call(QUESTION), served)
+    view = _start(db_url, stub, tmp_path)
+    assert view["status"] == "completed", view
+    assert len(stub.requests) == 4  # ask, plan, developer, complete: nothing sent back
+
+
+def test_an_invalid_text_reply_gets_text_feedback_and_a_tool_reply_tool_feedback(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(
+        tool_call(QUESTION),
+        text("I think we should plan it."),  # no JSON: feedback for text
+        tool_call({"status": "PLANNED"}),  # no tasks: feedback for a tool call
+    )
+    view = _start(db_url, stub, tmp_path)
+    assert view["status"] == "completed", view
+    after_text = stub.requests[2]["messages"][-1]
+    assert after_text["role"] == "user"
+    assert "exactly one JSON object" in after_text["content"]
+    after_tool = stub.requests[3]["messages"][-1]
+    assert after_tool["role"] == "tool"
+    assert "tasks: missing; a PLANNED reply needs it" in after_tool["content"]
+    assert "Call the submit_reply tool once more" in after_tool["content"]
+
+
+def test_unknown_tools_count_as_invalid_replies(db_url: str, stub: Stub, tmp_path: Path) -> None:
+    stub.queue(*[tool_call({"q": 1}, name="search_web")] * 3)
+    view = _start(db_url, stub, tmp_path, max_retries=2)
+    assert view["status"] == "failed"
+    assert "pm gave no valid reply in 3 attempts" in view["error"]
+    assert "'search_web', which is not a tool" in view["error"]
+    assert "There is no tool named 'search_web'" in stub.requests[1]["messages"][-1]["content"]
+
+
+def _failed_event(db_url: str, session_id: str) -> dict[str, Any]:
+    return [e for e in _log(db_url, session_id) if e["kind"] == "agent_failed"][-1]
+
+
+def _stalled(db_url: str, stub: Stub, tmp_path: Path, **options: Any) -> tuple[str, str]:
+    from orchestrator.errors import AgentCallError
+
+    with pytest.raises(AgentCallError) as raised:
+        _start(db_url, stub, tmp_path, **options)
+    session_id = raised.value.session_id
+    assert session_id is not None
+    assert f"try again with: orchestrator resume {session_id}" in raised.value.message
+    view = Sessions(db_url).status(session_id)
+    assert view["status"] == "running" and view["stalled"], view
+    return session_id, str(view["last_error"])
+
+
+def test_endless_tool_calls_hit_the_turn_budget_stalled_and_resumable(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(tool_call(QUESTION), tool_call(PLAN))
+    stub.queue(*[tool_call({"path": "."}, name="list_files")] * 4)
+    session_id, last_error = _stalled(db_url, stub, tmp_path, max_model_calls=4)
+    assert "developer-1 made 4 model calls in one turn" in last_error
+    assert "max_model_calls=4" in last_error
+    assert _failed_event(db_url, session_id)["agent"] == "developer-1"
+    # resumable: the stub now answers, and the session completes (the PM not asked again)
+    calls = len(stub.requests)
+    view = _sessions(db_url).resume(session_id)
+    assert view["status"] == "completed", view
+    assert len(stub.requests) == calls + 2  # the developer's turn again, the PM's review
+
+
+def test_too_many_tool_calls_in_a_turn_stall_the_session(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(tool_call(QUESTION), tool_call(PLAN))
+    listing = ("list_files", {"path": "."})
+    stub.queue(tool_call({"path": "."}, name="list_files", more=[listing] * 5))
+    _, last_error = _stalled(db_url, stub, tmp_path, max_tool_calls=3)
+    assert "called tools 4 times in one turn (max_tool_calls=3)" in last_error
+
+
+def test_a_reply_that_never_ends_times_out(db_url: str, stub: Stub, tmp_path: Path) -> None:
+    stub.queue(hang(60))
+    session_id, last_error = _stalled(db_url, stub, tmp_path, call_timeout=1)
+    assert "took longer than 1 s (call_timeout" in last_error
+    assert "call_timeout" in _failed_event(db_url, session_id)["error"]
+
+
+def test_a_turn_past_its_wall_time_stalls(db_url: str, stub: Stub, tmp_path: Path) -> None:
+    stub.queue(hang(0.6, text("no json")), hang(0.6, text("no json")), hang(5))
+    _, last_error = _stalled(db_url, stub, tmp_path, turn_timeout=1, max_retries=5)
+    assert "turn_timeout" in last_error
+
+
+def test_a_reply_cut_at_max_output_tokens_stalls(db_url: str, stub: Stub, tmp_path: Path) -> None:
+    stub.queue(text('{"status": "PLANNED", "tasks": [{"title": "Wri', finish="length"))
+    _, last_error = _stalled(db_url, stub, tmp_path, max_output_tokens=16)
+    assert "cut at max_output_tokens=16" in last_error
+
+
+def test_http_500_stalls_the_session_with_a_short_error_and_the_resume_command(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(*[error(500, message="upstream exploded " + "x" * 2000)] * 3)
+    session_id, last_error = _stalled(db_url, stub, tmp_path)
+    assert "Error code: 500" in last_error
+    assert len(last_error) < 1000
+    assert len(stub.requests) == 3  # the client's own two retries, then the failure
+    view = _sessions(db_url).resume(session_id)  # the server is back
+    assert view["status"] == "completed"
+
+
+def test_429_with_retry_after_is_waited_out(db_url: str, stub: Stub, tmp_path: Path) -> None:
+    stub.queue(error(429, retry_after="1", message="rate limited"))
+    view = _start(db_url, stub, tmp_path)
+    assert view["status"] == "completed", view
+    assert stub.requests[0] == stub.requests[1]  # the same call, made again after the wait
+
+
+def test_the_session_token_budget_fails_the_session(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    view = _start(db_url, stub, tmp_path, max_session_tokens=400)
+    assert view["status"] == "failed"
+    assert "the session used 450 tokens, its budget is max_session_tokens=400" in view["error"]
+    assert view["usage"]["total_tokens"] == 450  # ask, plan, develop: the review never ran
+
+
+def test_json_schema_mode_asks_for_structured_output(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(
+        text(json.dumps(QUESTION)), text(json.dumps(PLAN)), text(json.dumps(DONE)), text("{}")
+    )
+    stub.queue(text(json.dumps(COMPLETE)))
+    view = _start(db_url, stub, tmp_path, reply_mode="json_schema")
+    assert view["status"] == "completed", view
+    pm = stub.requests[0]
+    assert pm["response_format"]["type"] == "json_schema"
+    assert pm["response_format"]["json_schema"]["schema"]["properties"]["status"]["enum"] == [
+        "NEEDS_CLARIFICATION",
+        "PLANNED",
+        "COMPLETE",
+    ]
+    assert "tools" not in pm  # the PM has no tools; developers keep their workspace tools
+    developer = stub.requests[2]
+    assert {t["function"]["name"] for t in developer["tools"]} == {
+        "list_files",
+        "read_file",
+        "write_file",
+    }
+
+
+def test_text_mode_binds_no_submit_tool_and_says_what_to_send(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(text(json.dumps(QUESTION)), text(json.dumps(PLAN)), text(json.dumps(DONE)))
+    stub.queue(text(json.dumps(COMPLETE)))
+    view = _start(db_url, stub, tmp_path, reply_mode="text")
+    assert view["status"] == "completed", view
+    assert "tools" not in stub.requests[0] and "response_format" not in stub.requests[0]
+    assert "Reply with exactly one JSON object" in stub.requests[0]["messages"][-1]["content"]
+
+
+def test_tool_choice_required_is_sent(db_url: str, stub: Stub, tmp_path: Path) -> None:
+    view = _start(db_url, stub, tmp_path, tool_choice="required")
+    assert view["status"] == "completed"
+    assert stub.requests[0]["tool_choice"] == "required"
+
+
+def test_bad_model_options_are_refused_before_anything_is_written(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    from orchestrator.errors import ConfigError
+
+    for bad, said in [
+        ({"call_timeout": 0}, "call_timeout"),
+        ({"reply_mode": "xml"}, "reply_mode"),
+        ({"base_url": "ftp://x"}, "expected an http:// or https:// URL"),
+        ({"base_url": "http://me:secret@127.0.0.1/v1"}, "must not carry a user or password"),
+    ]:
+        with pytest.raises(ConfigError, match=said) as raised:
+            _start(db_url, stub, tmp_path, **bad)
+        assert "secret" not in raised.value.message
+    assert Sessions(db_url).list() == []
+    assert stub.requests == []
+
+
+# -- the command line: `run --base-url`, a question, `resume`, on both backends -----------
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+@pytest.mark.backends()
+def test_run_with_base_url_pauses_then_resume_completes(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    env = {**os.environ, "ORCHESTRATOR_DB": db_url}
+    env.pop("OPENAI_API_KEY", None)  # a local server needs none
+    started = _cli(
+        "run",
+        "Add a CSV export",
+        "--model",
+        "openai:stub-model",
+        "--base-url",
+        stub.url,
+        "--workdir",
+        str(tmp_path / "ws"),
+        "--ui",
+        "none",
+        "--json",
+        env=env,
+    )
+    assert started.returncode == 3, started.stderr
+    paused = json.loads(started.stdout)
+    assert paused["status"] == "paused"
+    assert paused["pending_question"]["question"] == QUESTION["question"]
+    assert paused["usage"]["model_calls"] == 1
+    session_id = paused["session_id"]
+
+    resumed = _cli("resume", session_id, "--choice", "CSV file", "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    done = json.loads(resumed.stdout)
+    assert done["status"] == "completed"
+    assert done["summary"] == "the export ships"
+    assert done["usage"]["total_tokens"] == 600
+    shown = _cli("status", session_id, env=env)
+    assert "tokens: 600 (480 in, 120 out) in 4 model calls" in shown.stdout
+    log = _cli("log", session_id, env=env)
+    assert "tokens: 120 in, 30 out (1 model call)" in log.stdout
+
+
+def test_cli_stall_names_the_session_and_keeps_the_resume_command(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(*[error(500, message="boom " + "y" * 3000)] * 3)
+    env = {**os.environ, "ORCHESTRATOR_DB": db_url}
+    failed = _cli(
+        "run",
+        "Add a CSV export",
+        "--model",
+        "openai:stub-model",
+        "--base-url",
+        stub.url,
+        "--workdir",
+        str(tmp_path / "ws"),
+        "--ui",
+        "none",
+        "--json",
+        env=env,
+    )
+    assert failed.returncode == 1, failed.stderr
+    document = json.loads(failed.stdout)
+    session_id = document["session_id"]
+    assert document["error"].endswith(f"try again with: orchestrator resume {session_id}")
+    assert f"orchestrator resume {session_id}" in failed.stderr
+
+
+def test_cli_refuses_model_options_with_a_scenario(tmp_path: Path) -> None:
+    refused = _cli(
+        "run",
+        "--script",
+        str(ROOT / "examples" / "answered-question.yaml"),
+        "--call-timeout",
+        "5",
+        env={**os.environ, "ORCHESTRATOR_DB": f"sqlite:///{tmp_path / 'x.db'}"},
+    )
+    assert refused.returncode == 2
+    assert "--call-timeout is for chat-model agents" in refused.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_cli_names_a_bad_model_option(tmp_path: Path) -> None:
+    refused = _cli(
+        "run",
+        "task",
+        "--model",
+        "openai:x",
+        "--reply-mode",
+        "xml",
+        env={**os.environ, "ORCHESTRATOR_DB": f"sqlite:///{tmp_path / 'x.db'}"},
+    )
+    assert refused.returncode == 2
+    assert "--reply-mode 'xml'" in refused.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_complete_reply_model_is_the_one_the_engine_sees() -> None:
+    assert isinstance(read_arguments("pm", {**COMPLETE, "tasks": None}).reply, Complete)
+
+
+def test_the_inbox_session_page_shows_the_token_usage(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from orchestrator.web import WebConfig, create_app
+    from tests.web_support import BASE, TOKEN
+
+    view = _start(db_url, stub, tmp_path)
+    app = create_app(WebConfig(db=db_url, token=TOKEN))
+    with TestClient(app, base_url=BASE) as client:
+        page = client.get(f"/sessions/{view['session_id']}?token={TOKEN}")
+        assert page.status_code == 200
+        assert (
+            "tokens: 600 (480 in, 120 out) in 4 model calls; developer-1 150, pm 450" in page.text
+        )
+        api = client.get(
+            f"/api/sessions/{view['session_id']}", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert api.json()["usage"]["total_tokens"] == 600
