@@ -28,11 +28,11 @@ from mcp.server.context import ServerRequestContext
 from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from orchestrator.api.mcp_questions import ASKED_BY, Asked, QuestionLog, summary_of
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.envelope import ToolFailure
 from orchestrator.mcp_server.inputs import AskUserInput, ProvideChoiceInput
-from orchestrator.mcp_server.record import ASKED_BY, Asked, QuestionLog, summary_of
 from orchestrator.mcp_server.rounds import Ended, Rounds
 from orchestrator.present.printable import printable
 from orchestrator.present.render import resume_hint
@@ -279,7 +279,7 @@ class Asker:
         """The command that answers this question from a terminal (any door answers it)."""
         from orchestrator.api.database import locate
 
-        url = self.questions.store.url
+        url = self.questions.url
         default = locate(None).url
         return resume_hint(asked.session_id, asked.question, None if url == default else url)
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
+from orchestrator.api.mcp_questions import Asked, QuestionLog, summary_of
 from orchestrator.domain.answers import UserReply
 from orchestrator.mcp_server.envelope import ToolFailure
-from orchestrator.mcp_server.record import Asked, QuestionLog, summary_of
 from orchestrator.store.owner import lease_seconds
 
 __all__ = ["Rounds", "Ended", "ANSWER_KEY"]

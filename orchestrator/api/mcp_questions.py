@@ -1,5 +1,7 @@
-"""Each question asked through `provide_choice` or `ask_user` is recorded as a session of
-its own, so it shows in `list`, `status` and `log` like any other question.
+"""The MCP server's question log: each question asked through `provide_choice` or
+`ask_user` is recorded as a session of its own, so it shows in `list`, `status` and `log`
+like any other question. The session API's door for the MCP server, which never reaches
+the store itself.
 
 Written only through the store's public methods, in this order:
 
@@ -30,7 +32,7 @@ from typing import Any
 from orchestrator.domain import gate
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import CancelRequested, SessionNotWaiting, UserError
-from orchestrator.store import Owner, Store
+from orchestrator.store import Owner, Store, resolve_url
 from orchestrator.store.owner import Claim
 
 __all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN", "summary_of"]
@@ -56,6 +58,20 @@ class QuestionLog:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    @classmethod
+    def connect(cls, db: str | None) -> QuestionLog:
+        """The question log of the database `db` (a URL or SQLite path; None: the default),
+        migrated before this returns."""
+        return cls(Store.open(resolve_url(db)))
+
+    @property
+    def url(self) -> str | None:
+        """The database's URL (what `Sessions` opens for the other tools)."""
+        return self.store.url
+
+    def close(self) -> None:
+        self.store.close()
 
     def open(self, tool: str, task: str, question: dict[str, Any], timeout: float) -> Asked:
         settings = {
