@@ -33,7 +33,8 @@ from orchestrator.domain import gate
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import CancelRequested, SessionNotWaiting, UserError
 from orchestrator.store import Owner, Store, resolve_url
-from orchestrator.store.owner import Claim
+from orchestrator.store.owner import Claim, lease_seconds
+from orchestrator.store.views import iso_epoch
 
 __all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN", "summary_of"]
 
@@ -51,6 +52,11 @@ class Asked:
     @property
     def session_id(self) -> str:
         return self.claim.session_id
+
+    def page_question(self) -> dict[str, Any]:
+        """The question as the web page shows it: the pending-question document."""
+        deadline = iso_epoch(self.deadline)
+        return {**self.question, "asked_by": ASKED_BY, "deadline": deadline, "timed_out": False}
 
 
 class QuestionLog:
@@ -72,6 +78,11 @@ class QuestionLog:
 
     def close(self) -> None:
         self.store.close()
+
+    def keep_every(self, at_most: float) -> float:
+        """How often to `keep` an open question: a third of the claim's lease, at most
+        `at_most` seconds (also how soon an answer given at another door is seen)."""
+        return min(lease_seconds() / 3, at_most)
 
     def open(self, tool: str, task: str, question: dict[str, Any], timeout: float) -> Asked:
         settings = {
