@@ -462,7 +462,7 @@ def test_answer_session_races_a_cli_resume_and_exactly_one_wins(db: Path) -> Non
 
 
 def test_a_question_whose_server_died_is_ended_at_the_next_start(db: Path) -> None:
-    from orchestrator.mcp_server.record import STOPPED, QuestionLog
+    from orchestrator.api.mcp_questions import STOPPED, QuestionLog
     from orchestrator.store import Store, open_engine
 
     store = Store(open_engine(f"sqlite:///{db}"))
@@ -716,7 +716,7 @@ def test_cancelling_the_session_withdraws_an_open_question(
     from mcp import Client
 
     from orchestrator.api import Sessions
-    from orchestrator.mcp_server.record import WITHDRAWN
+    from orchestrator.api.mcp_questions import WITHDRAWN
 
     monkeypatch.setenv("ORCHESTRATOR_LEASE_SECONDS", "0.6")  # the keeper looks every 0.2 s
     person = Person([("slow", 3.0, {"answer": "too late"})])

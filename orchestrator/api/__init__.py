@@ -4,9 +4,9 @@
 `Sessions.inbox`) is what a door that lists and links questions needs; `database` opens,
 checks and upgrades a database by URL; `running` prepares a process that runs sessions
 (workers, forked children); `lean` reads a SQLite file on the standard library alone (the
-command line's fast path). The command line, the web inbox, the MCP server and the
-scenario suites import the core only through this package. Names load on first use, so
-that `lean` costs what it reads.
+command line's fast path); `mcp_questions` records the questions the MCP server asks. The
+command line, the web inbox, the MCP server and the scenario suites import the core only
+through this package. Names load on first use, so that `lean` costs what it reads.
 """
 
 from __future__ import annotations

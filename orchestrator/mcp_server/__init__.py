@@ -1,11 +1,11 @@
 """`orchestrator mcp`: an MCP server (the official MCP Python SDK) with the seven tools of
 contract section 6 over the session API.
 
-`models` declares the tools' inputs and the one result shape, `results` builds results and
-maps errors to codes, `asking` runs provide_choice/ask_user over elicitation or the web
-answer page, `rounds` does it across two calls in the 2026-07-28 protocol era, `record`
-writes those questions to the store, `server` wires the tools, `transports` serves them
-over stdio or streamable HTTP.
+`inputs` declares the tools' inputs and the one result shape, `envelope` builds results
+and maps errors to codes, `asking` runs provide_choice/ask_user over elicitation or the web
+answer page, `rounds` does it across two calls in the 2026-07-28 protocol era (the session
+API's `orchestrator.api.mcp_questions` records those questions), `server` wires the tools,
+`transports` serves them over stdio or streamable HTTP.
 
 Needs the `mcp` extra (`pip install 'gated-orchestrator[mcp]'`); `import orchestrator` never
 imports it.

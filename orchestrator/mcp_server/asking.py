@@ -28,16 +28,14 @@ from mcp.server.context import ServerRequestContext
 from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from orchestrator.api.mcp_questions import Asked, QuestionLog, summary_of
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.envelope import ToolFailure
 from orchestrator.mcp_server.inputs import AskUserInput, ProvideChoiceInput
-from orchestrator.mcp_server.record import ASKED_BY, Asked, QuestionLog, summary_of
 from orchestrator.mcp_server.rounds import Ended, Rounds
 from orchestrator.present.printable import printable
 from orchestrator.present.render import resume_hint
-from orchestrator.store.owner import lease_seconds
-from orchestrator.store.views import iso_epoch
 
 __all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for"]
 
@@ -256,7 +254,7 @@ class Asker:
         async def keep() -> None:
             # Often: an answer at another door ends the wait (and the claim is renewed).
             while True:
-                await anyio.sleep(min(lease_seconds() / 3, KEEP_SECONDS))
+                await anyio.sleep(self.questions.keep_every(KEEP_SECONDS))
                 settled = await anyio.to_thread.run_sync(self.questions.keep, asked)
                 if settled is not None:
                     withdrawn.append(settled)
@@ -279,7 +277,7 @@ class Asker:
         """The command that answers this question from a terminal (any door answers it)."""
         from orchestrator.api.database import locate
 
-        url = self.questions.store.url
+        url = self.questions.url
         default = locate(None).url
         return resume_hint(asked.session_id, asked.question, None if url == default else url)
 
@@ -296,7 +294,7 @@ class Asker:
             result = await ctx.session.elicit_form(message, schema, ctx.request_id)
             return _from_result(question, result)
         assert self.page is not None
-        async with self.page(_page_question(asked), asked.deadline) as page:
+        async with self.page(asked.page_question(), asked.deadline) as page:
             if channel == "url":
                 elicitation_id = uuid.uuid4().hex
                 result = await ctx.session.elicit_url(
@@ -346,12 +344,6 @@ def choice_schema(args: ProvideChoiceInput) -> dict[str, Any]:
         },
         "required": ["choice"],
     }
-
-
-def _page_question(asked: Asked) -> dict[str, Any]:
-    """The question as the web page shows it: the pending-question document."""
-    deadline = iso_epoch(asked.deadline)
-    return {**asked.question, "asked_by": ASKED_BY, "deadline": deadline, "timed_out": False}
 
 
 def _from_result(question: dict[str, Any], result: ElicitResult) -> UserReply:

@@ -20,10 +20,9 @@ from typing import Any
 
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
+from orchestrator.api.mcp_questions import Asked, QuestionLog, summary_of
 from orchestrator.domain.answers import UserReply
 from orchestrator.mcp_server.envelope import ToolFailure
-from orchestrator.mcp_server.record import Asked, QuestionLog, summary_of
-from orchestrator.store.owner import lease_seconds
 
 __all__ = ["Rounds", "Ended", "ANSWER_KEY"]
 
@@ -124,7 +123,7 @@ class Rounds:
     def _keep(self) -> None:
         """Renew the open questions' claims, record the timeouts when deadlines pass, and
         withdraw the questions whose sessions someone asked to cancel."""
-        beat = min(lease_seconds() / 3, 0.5)  # also how soon another door's answer is seen
+        beat = self.questions.keep_every(0.5)
         next_beat = time.time() + beat
         while True:
             with self._lock:

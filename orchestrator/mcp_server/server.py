@@ -30,6 +30,7 @@ from mcp_types import (
 from pydantic import BaseModel, ValidationError
 
 from orchestrator import __version__
+from orchestrator.api.mcp_questions import QuestionLog
 from orchestrator.mcp_server.asking import Asker, PageFactory
 from orchestrator.mcp_server.envelope import fail, from_exception, ok
 from orchestrator.mcp_server.inputs import (
@@ -41,7 +42,6 @@ from orchestrator.mcp_server.inputs import (
     SessionIdInput,
     StartSessionInput,
 )
-from orchestrator.mcp_server.record import QuestionLog
 
 __all__ = ["build_server", "TOOLS", "Tools"]
 
@@ -130,17 +130,15 @@ class Tools:
     each call with its own `Sessions` and claim owner, so calls never share a claim."""
 
     def __init__(self, db: str | None, page: PageFactory | None = None) -> None:
-        from orchestrator.store import Store, resolve_url
-
-        self.url = resolve_url(db)
-        self.store = Store.open(self.url)  # migrated here, before any call
-        questions = QuestionLog(self.store)
+        questions = QuestionLog.connect(db)  # migrated here, before any call
+        self.questions = questions
+        self.url = questions.url
         for session_id in questions.reap():
             log.warning("session %s: its MCP server stopped before the answer; failed", session_id)
         self.asker = Asker(questions, page)
 
     def close(self) -> None:
-        self.store.close()
+        self.questions.close()
 
     async def _in_thread(self, work: Callable[[Any], Any], ctx: Any = None) -> Any:
         """Run `work(sessions)` on a worker thread. With `ctx`, each event the run commits

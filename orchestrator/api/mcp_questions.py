@@ -1,5 +1,7 @@
-"""Each question asked through `provide_choice` or `ask_user` is recorded as a session of
-its own, so it shows in `list`, `status` and `log` like any other question.
+"""The MCP server's question log: each question asked through `provide_choice` or
+`ask_user` is recorded as a session of its own, so it shows in `list`, `status` and `log`
+like any other question. The session API's door for the MCP server, which never reaches
+the store itself.
 
 Written only through the store's public methods, in this order:
 
@@ -30,8 +32,9 @@ from typing import Any
 from orchestrator.domain import gate
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import CancelRequested, SessionNotWaiting, UserError
-from orchestrator.store import Owner, Store
-from orchestrator.store.owner import Claim
+from orchestrator.store import Owner, Store, resolve_url
+from orchestrator.store.owner import Claim, lease_seconds
+from orchestrator.store.views import iso_epoch
 
 __all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN", "summary_of"]
 
@@ -50,12 +53,36 @@ class Asked:
     def session_id(self) -> str:
         return self.claim.session_id
 
+    def page_question(self) -> dict[str, Any]:
+        """The question as the web page shows it: the pending-question document."""
+        deadline = iso_epoch(self.deadline)
+        return {**self.question, "asked_by": ASKED_BY, "deadline": deadline, "timed_out": False}
+
 
 class QuestionLog:
     """Record MCP questions in the store (each public method is one or two transactions)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    @classmethod
+    def connect(cls, db: str | None) -> QuestionLog:
+        """The question log of the database `db` (a URL or SQLite path; None: the default),
+        migrated before this returns."""
+        return cls(Store.open(resolve_url(db)))
+
+    @property
+    def url(self) -> str | None:
+        """The database's URL (what `Sessions` opens for the other tools)."""
+        return self.store.url
+
+    def close(self) -> None:
+        self.store.close()
+
+    def keep_every(self, at_most: float) -> float:
+        """How often to `keep` an open question: a third of the claim's lease, at most
+        `at_most` seconds (also how soon an answer given at another door is seen)."""
+        return min(lease_seconds() / 3, at_most)
 
     def open(self, tool: str, task: str, question: dict[str, Any], timeout: float) -> Asked:
         settings = {
