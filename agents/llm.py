@@ -80,6 +80,7 @@ class LLMBackend:
             )
         self.options = chosen
         self._chat: dict[str, Any] = {}
+        self._json_object = False  # the server refused a json_schema response format
 
     @property
     def max_retries(self) -> int:
@@ -144,7 +145,15 @@ class LLMBackend:
 
         while True:
             budget.before_model_call()
-            answer = self._invoke(chat, conversation, agent, budget.call_seconds())
+            try:
+                answer = self._invoke(chat, conversation, agent, budget.call_seconds())
+            except AgentCallError as exc:
+                if not self._refused_json_schema(exc):
+                    raise
+                self._json_object = True
+                notes.append("the server takes no json_schema response format: json_object sent")
+                chat, mode = self._bind(role, agent, tools)
+                continue
             budget.count(answer)
             new.append(answer)
             conversation.append(answer)
@@ -221,15 +230,28 @@ class LLMBackend:
             else:
                 # As the request body's own field: langchain-openai's `response_format`
                 # would parse the reply itself and insist on strict tool schemas.
+                # llama-cpp-python's server knows only json_object (with a schema).
                 chat = chat.bind(
                     extra_body={
-                        "response_format": {
+                        "response_format": {"type": "json_object", "schema": shape}
+                        if self._json_object
+                        else {
                             "type": "json_schema",
                             "json_schema": {"name": "reply", "schema": shape, "strict": False},
                         }
                     }
                 )
         return chat, "text"
+
+    def _refused_json_schema(self, exc: AgentCallError) -> bool:
+        """Did the server refuse the json_schema response format (and only that)?"""
+        return (
+            self.options.reply_mode == "json_schema"
+            and not self._json_object
+            and not isinstance(exc, BudgetExceeded)
+            and "json_object" in exc.message
+            and "response_format" in exc.message
+        )
 
     def _tools(self, role: str, request: AgentRequest) -> tuple[list[Any], set[str]]:
         if role != "developer":

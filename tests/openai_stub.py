@@ -101,7 +101,8 @@ class Stub:
         self._queue: list[Reply] = []
         self._lock = threading.Lock()
         self.responder = responder or play_session
-        self.url = ""
+        self.url = ""  # the OpenAI-compatible base URL (…/v1)
+        self.root = ""  # the server itself (Ollama's base URL)
 
     def queue(self, *replies: Reply) -> None:
         with self._lock:
@@ -125,6 +126,12 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
             length = int(self.headers.get("Content-Length") or 0)
             request = json.loads(self.rfile.read(length) or b"{}")
+            if self.path == "/api/chat":  # Ollama's own API (langchain-ollama)
+                reply = stub.next_reply(request)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                self._send(_as_ollama(reply), ndjson=True)
+                return
             if not self.path.endswith("/chat/completions"):
                 self._send(Reply(404, {"error": {"message": f"no route {self.path}"}}))
                 return
@@ -133,11 +140,16 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 time.sleep(reply.delay)
             self._send(reply)
 
-        def _send(self, reply: Reply) -> None:
-            data = json.dumps(reply.body or {}).encode()
+        def _send(self, reply: Reply, *, ndjson: bool = False) -> None:
+            if ndjson and reply.status == 200:
+                data = b"".join(json.dumps(line).encode() + b"\n" for line in reply.body or [])
+            else:
+                data = json.dumps(reply.body or {}).encode()
             try:
                 self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header(
+                    "Content-Type", "application/x-ndjson" if ndjson else "application/json"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
@@ -149,13 +161,47 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _as_ollama(reply: Reply) -> Reply:
+    """An OpenAI-shaped reply as Ollama's /api/chat stream: the message, then `done`."""
+    if reply.status != 200 or not reply.body:
+        return Reply(reply.status, {"error": str((reply.body or {}).get("error"))}, reply.headers)
+    choice = reply.body["choices"][0]
+    said = choice["message"]
+    message: dict[str, Any] = {"role": "assistant", "content": said.get("content") or ""}
+    if said.get("tool_calls"):
+        message["tool_calls"] = [
+            {
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": json.loads(call["function"]["arguments"]),
+                }
+            }
+            for call in said["tool_calls"]
+        ]
+    usage = reply.body.get("usage") or {}
+    stamp = {"model": "stub", "created_at": "2026-11-23T00:00:00Z"}
+    lines = [
+        {**stamp, "message": message, "done": False},
+        {
+            **stamp,
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "length" if choice["finish_reason"] == "length" else "stop",
+            "prompt_eval_count": usage.get("prompt_tokens", 0),
+            "eval_count": usage.get("completion_tokens", 0),
+        },
+    ]
+    return Reply(200, lines, {})  # type: ignore[arg-type]
+
+
 @contextmanager
 def serve(stub: Stub | None = None) -> Iterator[Stub]:
     """Run `stub` on a free port of 127.0.0.1 for the duration of the block."""
     chosen = stub or Stub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(chosen))
     server.daemon_threads = True
-    chosen.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    chosen.root = f"http://127.0.0.1:{server.server_address[1]}"
+    chosen.url = chosen.root + "/v1"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

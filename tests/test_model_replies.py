@@ -552,3 +552,54 @@ def test_the_inbox_session_page_shows_the_token_usage(
             f"/api/sessions/{view['session_id']}", headers={"Authorization": f"Bearer {TOKEN}"}
         )
         assert api.json()["usage"]["total_tokens"] == 600
+
+
+def test_json_schema_mode_falls_back_to_json_object_where_the_server_wants_it(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    # what llama-cpp-python's server says to a json_schema response format
+    refusal = "('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"
+    stub.queue(error(400, message=refusal))
+    stub.queue(text(json.dumps(QUESTION)), text(json.dumps(PLAN)), text(json.dumps(DONE)))
+    stub.queue(text(json.dumps(COMPLETE)))
+    view = _start(db_url, stub, tmp_path, reply_mode="json_schema")
+    assert view["status"] == "completed", view
+    assert stub.requests[0]["response_format"]["type"] == "json_schema"
+    retried = stub.requests[1]["response_format"]
+    assert retried["type"] == "json_object"
+    assert retried["schema"]["properties"]["status"]["enum"][0] == "NEEDS_CLARIFICATION"
+    assert all(r["response_format"]["type"] == "json_object" for r in stub.requests[1:])
+
+
+def test_ollama_through_langchain_ollama(db_url: str, stub: Stub, tmp_path: Path) -> None:
+    view = dict(
+        _sessions(db_url).start(
+            "Add a CSV export",
+            models="ollama:stub-model",
+            workdir=tmp_path / "ws",
+            model_options={"base_url": stub.root, "max_output_tokens": 99},
+        )
+    )
+    assert view["status"] == "completed", view
+    first = stub.requests[0]
+    assert first["model"] == "stub-model"
+    assert first["options"]["num_predict"] == 99
+    assert [t["function"]["name"] for t in first["tools"]] == ["submit_reply"]
+    assert view["usage"]["total_tokens"] == 600
+
+
+def test_ollama_json_schema_mode_sends_the_schema_as_format(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(text(json.dumps(QUESTION)), text(json.dumps(PLAN)), text(json.dumps(DONE)))
+    stub.queue(text(json.dumps(COMPLETE)))
+    view = dict(
+        _sessions(db_url).start(
+            "Add a CSV export",
+            models="ollama:stub-model",
+            workdir=tmp_path / "ws",
+            model_options={"base_url": stub.root, "reply_mode": "json_schema"},
+        )
+    )
+    assert view["status"] == "completed", view
+    assert stub.requests[0]["format"]["properties"]["status"]["enum"][1] == "PLANNED"
