@@ -100,9 +100,9 @@ def empty_db_url(request: pytest.FixtureRequest, db_backend: str, tmp_path: Path
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[object]:
-    from orchestrator.store import Store, open_engine
+    from orchestrator.store import Store
 
-    made = Store(open_engine(db_url))
+    made = Store.open(db_url)
     yield made
     made.close()
 

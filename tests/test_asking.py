@@ -10,7 +10,7 @@ import pytest
 from orchestrator.domain.answers import UserReply
 from orchestrator.domain.gate import FALLBACK_MESSAGE
 from orchestrator.errors import InvalidAnswer, SessionNotWaiting
-from orchestrator.store import Store, open_engine
+from orchestrator.store import Store
 from tests.test_sessions import COMPLETE, DONE, PLAN1, kinds, resume, start
 
 SELECT = {
@@ -112,7 +112,7 @@ def test_every_outcome_is_recorded_with_its_status(
 
 def expire_now(db_url: str, session_id: str) -> Store:
     """Wait out the (tiny) deadline, then do what `orchestrator status` does."""
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     deadline = store.view(session_id)["pending_question"]["deadline"]
     assert deadline is not None
     time.sleep(1.1)  # past the 1 s deadline of the tests below
@@ -236,7 +236,7 @@ def test_the_progress_line_hears_of_every_agent_call(db_url: str) -> None:
         {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
     )
     activity = Recorder()
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     Engine(store, db_url, activity=activity).start(
         "t", ScriptedBackend(scenario.agents, replies_so_far={}), scenario.session_settings()
     )

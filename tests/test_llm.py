@@ -13,7 +13,7 @@ from orchestrator.agents.llm import LLMBackend
 from orchestrator.domain.answers import UserReply
 from orchestrator.domain.gate import FALLBACK_MESSAGE
 from orchestrator.runtime.engine import Engine
-from orchestrator.store import Store, open_engine
+from orchestrator.store import Store
 from tests.fakes import fake, submit, tool
 
 PLAN = {"status": "PLANNED", "tasks": [{"title": "Write the greeting file"}]}
@@ -35,7 +35,7 @@ def use(monkeypatch: pytest.MonkeyPatch, **by_spec: Any) -> None:
 
 
 def start(db_url: str, tmp_path: Path, *, ask: Any = None, **backend: Any) -> tuple[Store, str]:
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     llm = LLMBackend(
         {"pm": "fake:pm", "developer": "fake:dev"}, workdir=str(tmp_path / "ws"), **backend
     )
@@ -176,7 +176,7 @@ def test_model_errors_keep_the_session_resumable(
     assert "orchestrator resume" in caught.value.message
     monkeypatch.undo()
     use(monkeypatch, **{"fake:pm": fake([submit(**COMPLETE)]), "fake:dev": fake([])})
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     (sid,) = [s["session_id"] for s in store.list_views()]
     Engine(store, db_url).resume(sid)
     assert store.view(sid)["status"] == "completed"

@@ -463,9 +463,9 @@ def test_answer_session_races_a_cli_resume_and_exactly_one_wins(db: Path) -> Non
 
 def test_a_question_whose_server_died_is_ended_at_the_next_start(db: Path) -> None:
     from orchestrator.api.mcp_questions import STOPPED, QuestionLog
-    from orchestrator.store import Store, open_engine
+    from orchestrator.store import Store
 
-    store = Store(open_engine(f"sqlite:///{db}"))
+    store = Store.open(f"sqlite:///{db}")
     questions = QuestionLog(store)
     question = {"question": "Which branch?", "kind": "free_text"}
     dead = questions.open("ask_user", "Which branch?", question, 300)

@@ -150,7 +150,7 @@ def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(empty_db_
             )
         )
     old.dispose()
-    store = Store(open_engine(url))  # migrates to head
+    store = Store.open(url)  # migrates to head
     view = store.view("old1")
     assert view["pending_question"]["question"] == "Old question?"
     assert (
@@ -186,7 +186,7 @@ def test_upgrading_to_0003_keeps_every_sessions_state_and_events(tmp_path: Path)
             "INSERT INTO events (session_id, key, kind, payload, created_at) VALUES "
             "('s2', 'k', 'session_started', '{}', '2026-01-01')"
         )
-    store = Store(open_engine(url))
+    store = Store.open(url)
     assert [e["kind"] for e in store.events("s2")] == ["session_started"]
     view = store.view("s2")
     assert view["status"] == "paused" and view["stalled"] is False and view["owner"] is None

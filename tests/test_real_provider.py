@@ -34,11 +34,11 @@ def test_a_real_model_runs_a_session_to_the_end(
     from orchestrator.agents.llm import LLMBackend
 
     from orchestrator.runtime.engine import Engine
-    from orchestrator.store import Store, open_engine
+    from orchestrator.store import Store
 
     assert KEY is not None
     monkeypatch.setenv(KEY_VAR, KEY)
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     backend = LLMBackend({"pm": SPEC, "developer": SPEC}, workdir=str(tmp_path / "ws"))
     session_id = Engine(store, db_url, ask_user=lambda q: UserReply(action="decline")).start(
         "Create a file hello.txt containing exactly the text: hello world",

@@ -48,7 +48,7 @@ class Recorder:
 
 def start(db_url: str, scenario: dict[str, Any], *, ask: Any = None, **overrides: Any):
     parsed = Scenario.model_validate({"task": "t", **scenario})
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     backend = Recorder(ScriptedBackend(parsed.agents, replies_so_far={}))
     engine = Engine(store, db_url, ask_user=ask)
     session_id = engine.start(parsed.task, backend, parsed.session_settings(**overrides))
@@ -57,7 +57,7 @@ def start(db_url: str, scenario: dict[str, Any], *, ask: Any = None, **overrides
 
 def resume(db_url: str, session_id: str, reply: UserReply | None = None, *, ask: Any = None):
     """A fresh store and engine, as a new process would have."""
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     Engine(store, db_url, ask_user=ask).resume(session_id, reply)
     return store
 
@@ -525,7 +525,7 @@ def test_a_failed_agent_call_leaves_the_session_stalled_then_resume_retries(db_u
     parsed = Scenario.model_validate(
         {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
     )
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     with pytest.raises(AgentCallError, match="try again with: orchestrator resume"):
         Engine(store, db_url).start(
             "t", FailingCall(parsed.agents, replies_so_far={}), parsed.session_settings()
@@ -547,7 +547,7 @@ def test_cancel_a_stalled_session_ends_it_at_once(db_url: str) -> None:
     from orchestrator.errors import AgentCallError, SessionNotWaiting
 
     parsed = Scenario.model_validate({"task": "t", "agents": {"pm": [COMPLETE]}})
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     with pytest.raises(AgentCallError):
         Engine(store, db_url).start(
             "t", FailingCall(parsed.agents, replies_so_far={}), parsed.session_settings()
@@ -576,7 +576,7 @@ def test_cancel_a_live_driver_stops_it_before_its_next_agent_call(db_url: str) -
     parsed = Scenario.model_validate(
         {"task": "t", "agents": {"pm": [PLAN1, COMPLETE], "developer": [DONE]}}
     )
-    store = Store(open_engine(db_url))
+    store = Store.open(db_url)
     answers: list[str] = []
 
     class CancelledDuringTheCall(ScriptedBackend):
@@ -585,7 +585,7 @@ def test_cancel_a_live_driver_stops_it_before_its_next_agent_call(db_url: str) -
         def respond(self, request: Any) -> Any:
             self.calls.append(request.agent)
             if request.agent == "pm":  # `orchestrator cancel` from another shell, meanwhile
-                answers.append(Store(open_engine(db_url)).cancel(request.session_id))
+                answers.append(Store.open(db_url).cancel(request.session_id))
             return super().respond(request)
 
     backend = CancelledDuringTheCall(parsed.agents, replies_so_far={})
@@ -600,13 +600,13 @@ def test_cancel_a_live_driver_stops_it_before_its_next_agent_call(db_url: str) -
 
 def test_engine_answer_commits_without_running_and_run_on_drives(db_url: str) -> None:
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
-    engine = Engine(Store(open_engine(db_url)), db_url)
+    engine = Engine(Store.open(db_url), db_url)
     decision = engine.answer(sid, UserReply(text="All"))
     assert not decision.cancel
     view = store.view(sid)
     assert view["orchestrator_state"]["user_clarification_response"] == "All"
     assert view["status"] == "running" and kinds(store, sid)["agent_reply"] == 1
-    assert engine.run_on(sid)["status"] == "completed"
+    assert engine.resume(sid)["status"] == "completed"
     with pytest.raises(SessionNotWaiting):
         engine.answer(sid, UserReply(text="again"))
 
@@ -627,12 +627,12 @@ def test_plain_resume_racing_an_answer_reports_waiting_or_busy(
         snap = real(conn, session_id)
         if not injected:  # after the plain resume's read, before it acts
             injected.append(1)
-            Engine(Store(open_engine(db_url)), db_url).answer(session_id, UserReply(text="A"))
+            Engine(Store.open(db_url), db_url).answer(session_id, UserReply(text="A"))
         return snap
 
     monkeypatch.setattr(reads, "snapshot", answered_meanwhile)
     with pytest.raises(SessionBusy, match="answered by another command meanwhile"):
-        Engine(Store(open_engine(db_url)), db_url).resume(sid)
+        Engine(Store.open(db_url), db_url).resume(sid)
     monkeypatch.setattr(reads, "snapshot", real)
     # without a race, the same command reports the question still waiting
     store2, sid2, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})

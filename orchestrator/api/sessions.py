@@ -189,7 +189,7 @@ class Sessions:
     def run_on(self, session_id: str) -> SessionDoc:
         """Drive a session whose answer is committed, or whose driver is gone, until it ends
         or pauses. A session still waiting for an answer is asked through `ask` again."""
-        return self._ended_on(session_id, self._engine().run_on(session_id))
+        return self._ended_on(session_id, self._engine().resume(session_id))
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""

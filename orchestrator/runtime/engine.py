@@ -86,7 +86,7 @@ class Engine:
 
         The session is claimed for this engine's owner in the same transaction, so that
         `resume` drives it on; with `hand_off` nobody claims it, and it waits for a driver
-        (a worker, `serve`, `run_on`/`resume` anywhere). A
+        (a worker, `serve`, `resume` anywhere). A
         deadline that passed is applied first (its policy may have ended the session).
         """
         self.store.expire(session_id, owner=self.owner)
@@ -106,11 +106,6 @@ class Engine:
         )
         crash_point("answer_committed")
         return decision
-
-    def run_on(self, session_id: str) -> dict[str, Any]:
-        """Drive a session whose answer is committed, or a stalled one, until it ends or
-        pauses; a session still waiting for its answer is asked again (case B)."""
-        return self.resume(session_id)
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> dict[str, Any]:
         """Continue a session: with `reply` it answers; without, it re-asks or recovers.
