@@ -110,13 +110,21 @@ class LLMBackend:
         return self._chat[spec]
 
     def respond(self, request: AgentRequest) -> AgentTurn:
+        budget = _TurnBudget(self.options, request.agent, request.tokens_used)
+        try:
+            return self._turn(request, budget)
+        except (AgentCallError, AgentReplyError, TokenBudgetExceeded) as exc:
+            if budget.model_calls:  # what the failed turn spent is counted all the same
+                exc.usage = {request.agent: budget.usage()}
+            raise
+
+    def _turn(self, request: AgentRequest, budget: _TurnBudget) -> AgentTurn:
         from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
         agent = request.agent
         role = "pm" if agent == "pm" else "developer"
         tools, changed = self._tools(role, request)
         chat, mode = self._bind(role, agent, tools)
-        budget = _TurnBudget(self.options, agent, request.tokens_used)
         new: list[Any] = []
         if not request.history:
             new.append(SystemMessage(system_prompt(role, self.prompts)))

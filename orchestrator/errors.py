@@ -116,6 +116,9 @@ class StorageFailed(UserError):
 class RunError(OrchestratorError):
     """A session's run failed; the session is marked `failed` with this message."""
 
+    # the tokens the failed turn spent, {agent: {input_tokens, ...}}: counted all the same
+    usage: dict[str, dict[str, int]] | None = None
+
 
 class ScriptExhausted(RunError):
     def __init__(self, agent: str, source: str, count: int) -> None:
@@ -138,6 +141,7 @@ class AgentCallError(OrchestratorError):
 
     agent: str | None = None  # which agent's call failed, once the engine knows
     session_id: str | None = None  # the session left stalled, once the engine knows
+    usage: dict[str, dict[str, int]] | None = None  # the failed turn's tokens, by agent
 
 
 class BudgetExceeded(AgentCallError):

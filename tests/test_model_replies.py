@@ -268,6 +268,8 @@ def test_unknown_tools_count_as_invalid_replies(db_url: str, stub: Stub, tmp_pat
     assert "pm gave no valid reply in 3 attempts" in view["error"]
     assert "'search_web', which is not a tool" in view["error"]
     assert "There is no tool named 'search_web'" in stub.requests[1]["messages"][-1]["content"]
+    # the failed turn's three calls are counted all the same
+    assert view["usage"]["model_calls"] == 3 and view["usage"]["total_tokens"] == 450
 
 
 def _failed_event(db_url: str, session_id: str) -> dict[str, Any]:
@@ -295,7 +297,12 @@ def test_endless_tool_calls_hit_the_turn_budget_stalled_and_resumable(
     session_id, last_error = _stalled(db_url, stub, tmp_path, max_model_calls=4)
     assert "developer-1 made 4 model calls in one turn" in last_error
     assert "max_model_calls=4" in last_error
-    assert _failed_event(db_url, session_id)["agent"] == "developer-1"
+    failed = _failed_event(db_url, session_id)
+    assert failed["agent"] == "developer-1"
+    assert failed["usage"]["model_calls"] == 4  # the failed turn's calls, counted
+    spent = Sessions(db_url).status(session_id)["usage"]
+    assert spent["agents"]["developer-1"]["model_calls"] == 4
+    assert spent["model_calls"] == 6
     # resumable: the stub now answers, and the session completes (the PM not asked again)
     calls = len(stub.requests)
     view = _sessions(db_url).resume(session_id)

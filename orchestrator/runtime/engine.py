@@ -292,11 +292,11 @@ class Engine:
         except CancelRequested:
             self.store.release(claim, "cancelled")
         except RunError as exc:
-            self.store.release(claim, "failed", error=exc.message)
+            self.store.release(claim, "failed", error=exc.message, usage=exc.usage)
         except AgentCallError as exc:
             # Nothing of the failed call was recorded: the session is left stalled (the
             # failure logged, the claim dropped); `resume` retries it, `cancel` ends it.
-            self.store.record_failure(claim, exc.agent, exc.message)
+            self.store.record_failure(claim, exc.agent, exc.message, exc.usage)
             stalled = type(exc)(
                 f"{exc.message}\nsession {session_id} is kept; try again with: "
                 f"orchestrator resume {session_id}"

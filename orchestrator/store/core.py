@@ -231,13 +231,14 @@ class Store:
         summary: str | None = None,
         error: str | None = None,
         checkpoints: bool = False,
+        usage: dict[str, dict[str, int]] | None = None,
     ) -> None:
         """Leave the session in `status` and drop the claim (ClaimLost if not ours).
 
         `checkpoints`: also delete the session's LangGraph checkpoints (SQLite: the same
         file and transaction), which nothing reads once the session has ended."""
         with self._write() as tx:
-            lifecycle.release(tx, claim, status, summary=summary, error=error)
+            lifecycle.release(tx, claim, status, summary=summary, error=error, usage=usage)
             if checkpoints:
                 lifecycle.drop_checkpoints(tx, claim.session_id)
 
@@ -255,9 +256,15 @@ class Store:
             lifecycle.hand_off(tx, row, owner)
             return True
 
-    def record_failure(self, claim: Claim, agent: str | None, message: str) -> None:
+    def record_failure(
+        self,
+        claim: Claim,
+        agent: str | None,
+        message: str,
+        usage: dict[str, dict[str, int]] | None = None,
+    ) -> None:
         with self._write() as tx:
-            lifecycle.record_failure(tx, claim, agent, message)
+            lifecycle.record_failure(tx, claim, agent, message, usage)
 
     def cancel(self, session_id: str) -> str:
         """Stop a session that has not ended: "cancelled" at once (waiting, or its process

@@ -25,6 +25,7 @@ from orchestrator.store._tx import (
 )
 from orchestrator.store.owner import Claim, Owner, lease_left
 from orchestrator.store.sql import Row, Tx
+from orchestrator.store.turns import add_usage
 from orchestrator.store.views import iso_epoch, owner_alive
 
 __all__ = [
@@ -201,10 +202,22 @@ def release(
     *,
     summary: str | None = None,
     error: str | None = None,
+    usage: dict[str, dict[str, int]] | None = None,
 ) -> None:
-    """Leave the session in `status` and drop the claim (raises ClaimLost if not ours)."""
-    fence(tx, claim)
+    """Leave the session in `status` and drop the claim (raises ClaimLost if not ours).
+    `usage`: tokens a failed turn spent, added to the session's."""
+    row = fence(tx, claim)
     finish(tx, claim.session_id, status, summary=summary, error=error)
+    _add_usage(tx, row, usage)
+
+
+def _add_usage(tx: Tx, row: Any, usage: dict[str, dict[str, int]] | None) -> None:
+    if not usage:
+        return
+    totals = getattr(row, "usage", None)
+    for agent, counts in usage.items():
+        totals = add_usage(totals, agent, counts)
+    tx.run("UPDATE sessions SET usage = :usage WHERE id = :sid", {"usage": totals, "sid": row.id})
 
 
 def abandon(tx: Tx, claim: Claim) -> None:
@@ -244,11 +257,22 @@ def hand_off(tx: Tx, row: Any, owner: Owner) -> None:
     add_event(tx, row.id, "status", status="running", previous=row.status, note=HANDED_OFF)
 
 
-def record_failure(tx: Tx, claim: Claim, agent: str | None, message: str) -> None:
+def record_failure(
+    tx: Tx,
+    claim: Claim,
+    agent: str | None,
+    message: str,
+    usage: dict[str, dict[str, int]] | None = None,
+) -> None:
     """An agent call failed: log it, show it (`stalled`, `last_error`), and let go of the
-    session so that `resume` retries the call and `cancel` ends it at once."""
-    fence(tx, claim)
-    add_event(tx, claim.session_id, "agent_failed", agent=agent, error=message)
+    session so that `resume` retries the call and `cancel` ends it at once. `usage`: the
+    tokens the failed turn spent (counted, and in the event)."""
+    row = fence(tx, claim)
+    spent: dict[str, Any] = (
+        {"usage": next(iter(usage.values()))} if usage and len(usage) == 1 else {}
+    )
+    add_event(tx, claim.session_id, "agent_failed", agent=agent, error=message, **spent)
+    _add_usage(tx, row, usage)
     tx.run(
         "UPDATE sessions SET last_error = :last_error, lease_expires_at = 0.0,"
         " updated_at = :updated_at WHERE id = :sid",
