@@ -379,3 +379,36 @@ def test_the_driver_records_its_kept_turn_when_postgresql_returns(
         assert json.loads(out)["status"] == "completed"
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_a_worker_records_its_kept_turn_when_postgresql_restarts(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """The same fault under `orchestrator worker`: the answer is committed and handed off
+    (`resume --no-run`), the worker's pm call ends, the server stops before the record
+    and comes back; the worker records the turn it kept and finishes the session, and pm
+    was called once for that turn: a second call would reach the stop point again and
+    leave the worker stopped (the communicate below times out)."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
+        assert handed.returncode == 0, handed.stderr
+        process = _stop_at("reply_received:pm#2", "worker", "--exit-when-idle", "3", db=db)
+        try:
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+                time.sleep(2)  # the worker meets the outage with the turn in hand
+            finally:
+                pg_cluster.start_server()
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 0, err
+        assert "Traceback" not in err
+        view = _status(db, session_id)
+        assert view["status"] == "completed", view
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
