@@ -73,7 +73,7 @@ def _by_inbox(db_url: str, session_id: str, _session: Any) -> None:
 
 def _by_link(db_url: str, session_id: str, _session: Any) -> None:
     with Sessions(db_url) as sessions:
-        token = sessions.inbox.link_for(session_id)
+        token = sessions.inbox.new_link(session_id)
     with _web(db_url) as client:  # no access token: the link is its own key
         _form_post(client, f"/q/{token}", f"/q/{token}")
 

@@ -191,3 +191,42 @@ def test_upgrading_to_0003_keeps_every_sessions_state_and_events(tmp_path: Path)
     view = store.view("s2")
     assert view["status"] == "paused" and view["stalled"] is False and view["owner"] is None
     assert store.session("s2").claim_generation == 0
+
+
+@pytest.mark.backends()
+def test_answer_links_made_before_0008_keep_working_and_are_hashed(empty_db_url: str) -> None:
+    """0008 moves answer links to answer_links, stored hashed: a link sent before the
+    upgrade still opens its question, and its token is nowhere in the database."""
+    import hashlib
+
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from orchestrator.api import Sessions
+    from tests.web_support import paused
+
+    url = empty_db_url
+    with Sessions(url) as sessions:
+        sid = paused(sessions)
+    old = create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with old.begin() as conn:  # back to 0007, where links were kept in clear
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0007")
+    token = "sent-yesterday-" + "x" * 30
+    with old.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO question_links (token, session_id, created_at, used_at)"
+                " VALUES (:token, :sid, '2026-11-22 10:00:00', NULL)"
+            ),
+            {"token": token, "sid": sid},
+        )
+    old.dispose()
+    with Sessions(url) as sessions:  # migrates to head
+        assert sessions.inbox.session_of_link(token) == (sid, False)
+    assert query(url, "SELECT token_hash FROM answer_links") == [
+        (hashlib.sha256(token.encode()).hexdigest(),)
+    ]
+    assert token not in repr(query(url, "SELECT * FROM answer_links"))

@@ -107,8 +107,17 @@ def test_session_page_shows_every_part_of_a_single_select(
     assert 'class="timeline"' in html and "QUESTION" in html
     assert "Assumptions" in html and f"/sessions/{sid}/cancel" in html
 
-    token = sessions.inbox.link_for(sid)
-    assert f'<code class="answer-link">http://127.0.0.1:8765/q/{token}</code>' in html
+    # the answer link is made on request, shown once
+    assert 'class="answer-link"' not in html
+    assert f'action="/sessions/{sid}/link"' in html
+    made = page.post(f"/sessions/{sid}/link", data={"csrf": csrf_of(html)})
+    assert made.status_code == 200
+    link = re.search(
+        r'<code class="answer-link">http://127.0.0.1:8765/q/([\w-]+)</code>', made.text
+    )
+    assert link is not None
+    assert sessions.inbox.session_of_link(link[1]) == (sid, False)
+    assert page.post(f"/sessions/{sid}/link", data={"csrf": "forged"}).status_code == 403
 
 
 def test_multi_select_and_free_text_forms(page: TestClient, sessions: Sessions) -> None:
@@ -211,8 +220,9 @@ def test_answer_link_opens_one_question_and_takes_one_answer(
 ) -> None:
 
     sid = paused(sessions)
-    token = sessions.inbox.link_for(sid)
-    assert sessions.inbox.link_for(sid) == token and len(token) >= 40
+    token = sessions.inbox.new_link(sid)
+    other = sessions.inbox.new_link(sid)  # a second link for the same question
+    assert other != token and len(token) >= 40
     app = create_app(WebConfig(db=db_url, token=TOKEN))
     with TestClient(app, base_url=BASE) as anon:  # no access token at all
         assert anon.get("/").status_code == 401
@@ -225,6 +235,7 @@ def test_answer_link_opens_one_question_and_takes_one_answer(
         r = anon.post(f"/q/{token}", data={"csrf": csrf_of(html), "choice": "All visible columns"})
         assert r.status_code == 200 and "your answer is recorded" in r.text
         assert anon.get(f"/q/{token}").status_code == 410
+        assert anon.get(f"/q/{other}").status_code == 410  # the question is answered
         again = anon.post(f"/q/{token}", data={"csrf": csrf_of(html), "action": "decline"})
         assert again.status_code == 410
         assert anon.get(f"/sessions/{sid}").status_code == 401  # the link opens nothing else
@@ -235,7 +246,7 @@ def test_answer_link_opens_one_question_and_takes_one_answer(
 def test_answer_link_closes_when_the_session_ends(db_url: str, sessions: Sessions) -> None:
 
     sid = paused(sessions)
-    token = sessions.inbox.link_for(sid)
+    token = sessions.inbox.new_link(sid)
     sessions.cancel(sid)
     with TestClient(create_app(WebConfig(db=db_url, token=TOKEN)), base_url=BASE) as anon:
         assert anon.get(f"/q/{token}").status_code == 410
@@ -273,3 +284,17 @@ def test_pages_need_the_token(db_url: str, sessions: Sessions) -> None:
         for path in ("/", f"/sessions/{sid}", f"/sessions/{sid}/live", f"/sessions/{sid}/cancel"):
             r = anon.get(path)
             assert r.status_code == 401 and "access token" in r.text, path
+
+
+def test_answer_links_are_stored_only_as_hashes(db_url: str, sessions: Sessions) -> None:
+    import hashlib
+
+    from tests.dbcheck import query as rows
+
+    sid = paused(sessions)
+    token = sessions.inbox.new_link(sid)
+    stored = rows(db_url, "SELECT token_hash, session_id FROM answer_links")
+    assert stored == [(hashlib.sha256(token.encode()).hexdigest(), sid)]
+    assert token not in repr(rows(db_url, "SELECT * FROM answer_links"))
+    assert sessions.inbox.session_of_link(token) == (sid, False)
+    assert sessions.inbox.session_of_link(stored[0][0]) is None  # the hash opens nothing

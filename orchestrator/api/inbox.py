@@ -34,11 +34,14 @@ class Inbox:
         """The session's status column alone (live progress polls it)."""
         return str(self._store.session(session_id).status)
 
-    def link_for(self, session_id: str) -> str:
-        """The token of the session's answer link (made on first use)."""
-        from orchestrator.store.inbox_sql import link_for
+    def new_link(self, session_id: str) -> str:
+        """A new answer link's token for the session's question (SessionNotFound for an
+        unknown session). The database keeps only its hash: show it, send it, or lose it;
+        any number may be made, and each answers while the question is open."""
+        from orchestrator.store.inbox_sql import new_link
 
-        return link_for(self._store, session_id)
+        self._store.session(session_id)  # SessionNotFound
+        return new_link(self._store, session_id)
 
     def session_of_link(self, token: str) -> tuple[str, bool] | None:
         """(session id, whether the link was used) for an answer-link token; None if unknown."""

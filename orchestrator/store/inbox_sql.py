@@ -1,12 +1,13 @@
 """The store's side of the web inbox and notifications.
 
-An inbox page with paging, the log after a given event id (live progress), answer-link
-tokens (table `question_links`, revision 0005), the sessions a server must pick up at
+An inbox page with paging, the log after a given event id (live progress), answer links
+(table `answer_links`, revision 0008: tokens hashed), the sessions a server must pick up at
 start, and notification events for the log. The web edge calls these; it runs no SQL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +26,7 @@ from orchestrator.store.views import (
 __all__ = [
     "inbox_page",
     "events_after",
-    "link_for",
+    "new_link",
     "session_of_link",
     "mark_link_used",
     "answered_not_run_on",
@@ -65,28 +66,29 @@ def events_after(store: Store, session_id: str, after: int) -> list[tuple[int, d
     return [(row.id, event_view(row)) for row in rows]
 
 
-def link_for(store: Store, session_id: str) -> str:
-    """The answer-link token of the session's question (made on first use)."""
+def _hashed(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_link(store: Store, session_id: str) -> str:
+    """A new answer-link token for the session's question. Only its hash is stored: the
+    token is in the returned value and nowhere else."""
+    token = secrets.token_urlsafe(32)  # 256 bits: unguessable
     with store.writing() as tx:
-        token = tx.scalar(
-            "SELECT token FROM question_links WHERE session_id = :sid", {"sid": session_id}
+        tx.run(
+            "INSERT INTO answer_links (token_hash, session_id, created_at, used_at)"
+            " VALUES (:token_hash, :sid, :created_at, NULL)",
+            {"token_hash": _hashed(token), "sid": session_id, "created_at": utcnow()},
         )
-        if token is None:
-            token = secrets.token_urlsafe(32)  # 256 bits: unguessable
-            tx.run(
-                "INSERT INTO question_links (token, session_id, created_at, used_at)"
-                " VALUES (:token, :sid, :created_at, NULL)",
-                {"token": token, "sid": session_id, "created_at": utcnow()},
-            )
-        return str(token)
+    return token
 
 
 def session_of_link(store: Store, token: str) -> tuple[str, bool] | None:
     """(session id, already used) for an answer-link token, or None if unknown."""
     with store.reading() as tx:
         row = tx.first(
-            "SELECT session_id, used_at FROM question_links WHERE token = :token",
-            {"token": token},
+            "SELECT session_id, used_at FROM answer_links WHERE token_hash = :token_hash",
+            {"token_hash": _hashed(token)},
         )
     return None if row is None else (row.session_id, row.used_at is not None)
 
@@ -94,8 +96,8 @@ def session_of_link(store: Store, token: str) -> tuple[str, bool] | None:
 def mark_link_used(store: Store, token: str) -> None:
     with store.writing() as tx:
         tx.run(
-            "UPDATE question_links SET used_at = :used_at WHERE token = :token",
-            {"used_at": utcnow(), "token": token},
+            "UPDATE answer_links SET used_at = :used_at WHERE token_hash = :token_hash",
+            {"used_at": utcnow(), "token_hash": _hashed(token)},
         )
 
 

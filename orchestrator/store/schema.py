@@ -35,7 +35,7 @@ __all__ = [
     "sessions",
     "state",
     "events",
-    "question_links",
+    "answer_links",
     "HEAD_REVISION",
     "OUR_TABLES",
 ]
@@ -152,23 +152,32 @@ events = Table(
     ),
 )
 
-# 0005: each surfaced question's answer link (`/q/{token}` of the web inbox). The token is
-# unguessable; the link accepts one answer while the question is open.
-question_links = Table(
-    "question_links",
+# 0005, 0008: answer links (`/q/{token}` of the web inbox), made on request, any number per
+# question. The token is unguessable and lives only in the link: the database keeps its
+# SHA-256. A link accepts one answer while the question is open.
+answer_links = Table(
+    "answer_links",
     metadata,
-    Column("token", String(64), primary_key=True),
+    Column("token_hash", String(64), primary_key=True),
     Column(
         "session_id",
         String(32),
         ForeignKey("sessions.id", ondelete="CASCADE"),
         nullable=False,
-        unique=True,
+        index=True,
     ),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("used_at", DateTime(timezone=True)),
 )
 
+# (question_links: the answer links of revisions 0005-0007, tokens in clear)
 OUR_TABLES = frozenset(
-    {"sessions", "orchestrator_state", "events", "question_links", "alembic_version"}
+    {
+        "sessions",
+        "orchestrator_state",
+        "events",
+        "question_links",
+        "answer_links",
+        "alembic_version",
+    }
 )

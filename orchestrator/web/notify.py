@@ -189,7 +189,7 @@ class Notifier:
             return  # answered (or ended) before we got to it: nothing to say
         link = None
         if self.public_url:
-            link = answer_url(self.public_url, self.inbox.link_for(session_id))
+            link = answer_url(self.public_url, self.inbox.new_link(session_id))
         title, body = message_for(doc, about, answer_link=link, db=self.db)
         for url in self.urls:
             ok, error, attempts = self._send(url, title, body)

@@ -175,17 +175,22 @@ def session_page(request: Request, session_id: str) -> Any:
 
 
 def _session_page(
-    request: Request, session_id: str, *, status: int = 200, error: str | None = None
+    request: Request,
+    session_id: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    make_link: bool = False,
 ) -> Any:
 
     web = request.app.state.web
     doc = web.sessions.status(session_id)
     events = web.inbox.events_after(session_id, 0)
     share = None
-    if doc["pending_question"] is not None:
+    if doc["pending_question"] is not None and make_link:
         from orchestrator.web.config import answer_url
 
-        share = answer_url(web.config.base_url(), web.inbox.link_for(session_id))
+        share = answer_url(web.config.base_url(), web.inbox.new_link(session_id))
     return render(
         request,
         "session.html",
@@ -233,6 +238,15 @@ async def answer_form(request: Request, session_id: str) -> Any:
 def cancel_confirm(request: Request, session_id: str) -> Any:
     doc = request.app.state.web.sessions.status(session_id)
     return render(request, "cancel.html", s=doc, ended=doc["status"] in ENDED)
+
+
+@router.post("/sessions/{session_id}/link")
+async def link_form(request: Request, session_id: str) -> Any:
+    """Make an answer link for the open question and show it (once: only its hash is
+    kept); the page without a question open shows no link."""
+    form = await request.form()
+    _check_csrf(request, form)
+    return await run_in_threadpool(_session_page, request, session_id, make_link=True)
 
 
 @router.post("/sessions/{session_id}/cancel")
