@@ -21,17 +21,19 @@ pytest.importorskip("uvicorn")
 
 @pytest.fixture
 def port(db_url: str) -> Iterator[int]:
-    """The inbox served by uvicorn on a free loopback port, in this process."""
+    """The inbox served by uvicorn on a free loopback port, in this process, on the
+    protocol `serve` uses."""
     import uvicorn
 
     from orchestrator.web import WebConfig, create_app
+    from orchestrator.web.protocol import server_config
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     number = sock.getsockname()[1]
     app = create_app(WebConfig(db=db_url, token=TOKEN, port=number, run_on=False))
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    srv = uvicorn.Server(server_config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     for _ in range(500):
@@ -140,4 +142,48 @@ def test_out_of_range_numbers_are_bad_requests_not_server_errors(port: int, path
     body = response.read()
     assert response.status == 400, body
     assert b"expected" in body
+    conn.close()
+
+
+def test_a_client_too_slow_with_its_headers_is_disconnected(
+    port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slowloris: a request line and half a header, then nothing. The server closes the
+    connection at the header deadline (here 0.5 s) instead of holding it for ever."""
+    from orchestrator.web.protocol import HeaderDeadlineProtocol
+
+    monkeypatch.setattr(HeaderDeadlineProtocol, "header_seconds", 0.5)
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as slow:
+        slow.sendall(b"GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a")
+        assert slow.recv(1024) == b""  # closed by the server (a timeout would raise)
+    assert time.monotonic() - started < 15
+    # a connection that sends nothing at all is closed the same way
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as idle:
+        assert idle.recv(1024) == b""
+
+
+def test_a_request_whose_headers_are_in_runs_past_the_header_deadline(
+    port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline is on the headers only: a body sent slowly after them, and a second
+    request on the same kept-alive connection, are served."""
+    from orchestrator.web.protocol import HeaderDeadlineProtocol
+
+    monkeypatch.setattr(HeaderDeadlineProtocol, "header_seconds", 0.5)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn.putrequest("POST", "/api/sessions/nope/answer")
+    conn.putheader("Authorization", f"Bearer {TOKEN}")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", "17")
+    conn.endheaders()
+    time.sleep(1.0)  # past the header deadline, with the headers in
+    conn.send(b'{"answer": "yes"}')
+    first = conn.getresponse()
+    assert first.status == 404  # served: unknown session
+    first.read()
+    conn.request("GET", "/api/sessions", headers={"Authorization": f"Bearer {TOKEN}"})
+    second = conn.getresponse()
+    assert second.status == 200
+    second.read()
     conn.close()

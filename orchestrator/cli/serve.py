@@ -75,6 +75,7 @@ def serve(
 
         from orchestrator.api.database import locate
         from orchestrator.web import WebConfig, create_app
+        from orchestrator.web.protocol import server_config
 
         if token_file is not None:
             from orchestrator.errors import ConfigError
@@ -100,7 +101,7 @@ def serve(
         config.port = sock.getsockname()[1]
         web_app = create_app(config)
         server = uvicorn.Server(
-            uvicorn.Config(
+            server_config(
                 web_app,
                 log_level="warning",
                 access_log=False,

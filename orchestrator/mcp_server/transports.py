@@ -48,6 +48,7 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
     import uvicorn
 
     from orchestrator.errors import ConfigError
+    from orchestrator.web.protocol import server_config
     from orchestrator.web.security import RequestGuard
 
     app = RequestGuard(
@@ -65,4 +66,4 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
         why = exc.strerror or str(exc)
         raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({why})") from None
     print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    uvicorn.Server(server_config(app, log_level="warning")).run(sockets=[sock])

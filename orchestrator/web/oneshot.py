@@ -52,6 +52,8 @@ def serve_question(
     """Serve `question` on a free loopback port; return its URL and the wait function."""
     import uvicorn
 
+    from orchestrator.web.protocol import server_config
+
     page_id = secrets.token_urlsafe(24)
     done = threading.Event()
     result: list[UserReply] = []
@@ -61,7 +63,7 @@ def serve_question(
     sock.listen(16)
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        server_config(app, log_level="warning", access_log=False, lifespan="off")
     )
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="oneshot", daemon=True
