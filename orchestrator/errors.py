@@ -24,6 +24,7 @@ __all__ = [
     "AgentReplyError",
     "AgentCallError",
     "BudgetExceeded",
+    "BUDGET_PREFIX",
     "TokenBudgetExceeded",
     "CancelRequested",
 ]
@@ -147,7 +148,17 @@ class AgentCallError(OrchestratorError):
 class BudgetExceeded(AgentCallError):
     """A model call or an agent turn went past one of its budgets (call_timeout,
     max_output_tokens, max_model_calls, max_tool_calls, turn_timeout): like any failed
-    call, nothing of the turn is recorded and the session is stalled, resumable."""
+    call, nothing of the turn is recorded and the session is stalled, resumable. Unlike a
+    provider outage it is not retried by workers on their own (the same turn would spend
+    the same again): the message starts with BUDGET_PREFIX, and `resume` retries it."""
+
+    def __init__(self, message: str) -> None:
+        if not message.startswith(BUDGET_PREFIX):
+            message = BUDGET_PREFIX + message
+        super().__init__(message)
+
+
+BUDGET_PREFIX = "budget exceeded: "
 
 
 class TokenBudgetExceeded(RunError):

@@ -587,6 +587,9 @@ def test_ctrl_c_at_a_line_by_line_prompt_leaves_the_question_open(
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        # A suite started in the background (`make test &`) runs with SIGINT ignored, and a
+        # child inherits that: Python then installs no KeyboardInterrupt handler at all.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stderr is not None
     seen = ""

@@ -274,3 +274,27 @@ def test_a_worker_applies_a_passed_deadline_and_runs_on_what_it_answers(
         assert done["status"] == expected, done
         if policy == "wait":
             assert done["pending_question"]["timed_out"] is True
+
+
+def test_a_session_stalled_by_a_budget_waits_for_resume_not_a_worker(db_url: str) -> None:
+    """A provider outage is retried by workers; a budget stall is not (the same turn
+    would spend the same again): only an explicit `resume` runs it."""
+    from orchestrator.errors import BudgetExceeded
+    from orchestrator.store import Owner
+
+    outage, budget = answered(db_url, 2)
+    with Sessions(db_url) as sessions:
+        store = sessions._opened
+        owner = Owner()
+        for session_id, error in (
+            (outage, "the model call for pm failed: APIConnectionError"),
+            (budget, BudgetExceeded("pm made 12 model calls in one turn").message),
+        ):
+            claim = store.claim(session_id, owner)
+            store.record_failure(claim, "pm", error)
+        assert sessions.status(budget)["stalled"] and sessions.status(outage)["stalled"]
+        taken = claim_ready(store, Owner(), failed_before=time.time() + 1)
+        assert taken is not None and taken.session_id == outage
+        assert claim_ready(store, Owner(), busy={outage}, failed_before=time.time() + 1) is None
+        assert sessions.status(budget)["last_error"].startswith("budget exceeded: pm made 12")
+        assert sessions.run_on(budget)["status"] == "completed"  # `resume` runs it

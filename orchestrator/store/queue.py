@@ -24,6 +24,7 @@ from collections.abc import Container
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.errors import BUDGET_PREFIX
 from orchestrator.store import gate_tx, lifecycle
 from orchestrator.store.core import Store
 from orchestrator.store.owner import Claim, Owner
@@ -45,6 +46,8 @@ _OVERDUE = (
 _CANDIDATES = (
     "SELECT * FROM sessions WHERE status = 'running' AND (lease_expires_at IS NULL"
     " OR lease_expires_at < :now OR owner_host = :host OR owner = :owner)"
+    # stalled by a budget: left for `resume` (and out of the batch, not filling it)
+    f" AND (last_error IS NULL OR last_error NOT LIKE '{BUDGET_PREFIX}%')"
     " ORDER BY updated_at LIMIT :batch"
 )
 
@@ -61,7 +64,8 @@ def claim_ready(
     `busy`: sessions this worker's threads drive now (never ours to take again).
     `failed_before`: a session whose last agent call failed is retried only if that
     failure is older than this time (seconds since the epoch), so a provider that is down
-    is not called in a loop.
+    is not called in a loop. One stalled by a budget (errors.BudgetExceeded) is never
+    taken: it waits for an explicit `resume`.
     """
     now = time.time()
     params = {"now": now, "host": socket.gethostname(), "owner": owner.id}
@@ -71,6 +75,8 @@ def claim_ready(
             return False
         if row.owner != owner.id and owner_alive(row):
             return False
+        if row.last_error is not None and row.last_error.startswith(BUDGET_PREFIX):
+            return False  # the same turn would spend the same again: `resume` retries it
         return row.last_error is None or _epoch(row.updated_at) <= failed_before
 
     with store.writing() as tx:
