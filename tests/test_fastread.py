@@ -69,6 +69,39 @@ def _run(code: str, args: list[str], tmp: Path) -> tuple[str, str, int, str]:
     return done.stdout, done.stderr, done.returncode, imported
 
 
+def _batch(mode: str, cases: list[list[str]], tmp: Path) -> list[tuple[str, str, int, str]]:
+    """Every command line of `cases` in one interpreter (tests/cli_batch.py)."""
+    given, results = tmp / f"{mode}-cases.json", tmp / f"{mode}-results.json"
+    given.write_text(json.dumps(cases))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "cli_batch.py"), mode, str(given), str(results)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return [tuple(r) for r in json.loads(results.read_text())]  # type: ignore[misc]
+
+
+def both_batched(
+    cases: list[list[str]], tmp: Path
+) -> list[tuple[list[str], tuple[str, str, int], str]]:
+    """Each command line through the entry point and through Typer alone, the fast-path
+    ones first (so that what a fast case imported is its own doing); they must agree."""
+    ordered = sorted(cases, key=lambda args: parse(args) is None)
+    fast = _batch("entry", ordered, tmp)
+    full = _batch("full", ordered, tmp)
+    out = []
+    for args, (f_out, f_err, f_code, imported), (g_out, g_err, g_code, _) in zip(
+        ordered, fast, full, strict=True
+    ):
+        assert (f_out, f_err, f_code) == (g_out, g_err, g_code), f"{args}: the two paths differ"
+        out.append((args, (f_out, f_err, f_code), imported))
+    return out
+
+
 def both(args: list[str], tmp: Path) -> tuple[tuple[str, str, int], str]:
     """Run `args` through the entry point and through Typer alone; they must agree."""
     *fast, imported = _run(ENTRY, args, tmp)
@@ -192,8 +225,7 @@ def test_the_fast_path_prints_what_the_full_path_prints(
     zoo: dict[str, str], tmp_path: Path
 ) -> None:
     served = 0
-    for args in _zoo_cases(zoo):
-        (out, err, code), imported = both(args, tmp_path)
+    for args, (out, _err, code), imported in both_batched(_zoo_cases(zoo), tmp_path):
         fast = parse(args) is not None
         assert (imported == "") is fast, f"{args}: imported {imported!r}"
         served += fast
@@ -209,9 +241,10 @@ def test_the_fast_path_prints_what_the_full_path_prints(
 def test_unusual_command_lines_fall_through_to_the_full_path(
     zoo: dict[str, str], tmp_path: Path
 ) -> None:
-    for args in FALL_THROUGH:
-        assert parse([*args, "--db", zoo["db"]]) is None, args
-        _, imported = both([*args, "--db", zoo["db"]], tmp_path)
+    cases = [[*args, "--db", zoo["db"]] for args in FALL_THROUGH]
+    for args in cases:
+        assert parse(args) is None, args
+    for args, _, imported in both_batched(cases, tmp_path):
         assert "typer" in imported, args
 
 
