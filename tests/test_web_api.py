@@ -249,3 +249,30 @@ def test_openapi_document_and_page(client: TestClient) -> None:
     client.cookies.set("orchestrator_token", TOKEN)
     page = client.get("/api/docs")
     assert page.status_code == 200 and "/api/sessions/{session_id}/answer" in page.text
+
+
+def test_the_session_list_is_paged_with_a_next_link(client: TestClient, sessions: Sessions) -> None:
+    made = [paused(sessions) for _ in range(5)]
+    newest_first = [doc["session_id"] for doc in sessions.list()]
+    assert sorted(newest_first) == sorted(made)
+    seen: list[str] = []
+    url: str | None = "/api/sessions?status=paused&limit=2"
+    pages = 0
+    while url:
+        page = client.get(url)
+        assert page.status_code == 200
+        body = page.json()
+        assert isinstance(body, list) and len(body) <= 2  # still a list, as `list --json`
+        seen += [doc["session_id"] for doc in body]
+        link = page.headers.get("link")
+        url = link[1 : link.index(">")] if link else None
+        if url:
+            assert 'rel="next"' in link and "status=paused" in url
+        pages += 1
+    assert seen == newest_first and pages == 3
+    assert client.get("/api/sessions", params={"limit": 0}).status_code == 422
+    assert client.get("/api/sessions", params={"limit": 5000}).status_code == 422
+    assert client.get("/api/sessions", params={"after": "nope"}).status_code == 404
+    # without a limit: the first 100, no link when they are all
+    whole = client.get("/api/sessions")
+    assert len(whole.json()) == 5 and "link" not in whole.headers

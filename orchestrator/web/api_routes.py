@@ -7,9 +7,10 @@ the options, empty, several kinds at once).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
@@ -77,9 +78,33 @@ def after_answer(request: Request, doc: dict[str, Any]) -> BackgroundTask | None
     return None
 
 
-@router.get("/sessions", summary="List sessions, newest first (as `list --json`)")
-def list_sessions(request: Request, status: StatusFilter | None = None) -> Any:
-    return request.app.state.web.sessions.list(status)
+# A page of `GET /api/sessions`: `limit` sessions at most (as `list --limit`).
+API_PAGE = 100
+MAX_API_PAGE = 1000
+
+
+@router.get(
+    "/sessions",
+    summary="List sessions, newest first (as `list --json`), a page at a time",
+    description=f"At most `limit` sessions ({API_PAGE} unless given, at most {MAX_API_PAGE}),"
+    " starting after the session `after` (the last of the previous page). When more follow,"
+    ' the `Link` header gives the next page (`rel="next"`).',
+)
+def list_sessions(
+    request: Request,
+    response: Response,
+    status: StatusFilter | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_API_PAGE)] = API_PAGE,
+    after: Annotated[str | None, Query(max_length=64)] = None,
+) -> Any:
+    views = request.app.state.web.sessions.list(status, limit=limit + 1, after=after)
+    if len(views) > limit:
+        views = views[:limit]
+        query = {"limit": limit, "after": views[-1]["session_id"]}
+        if status:
+            query["status"] = status
+        response.headers["Link"] = f'</api/sessions?{urlencode(query)}>; rel="next"'
+    return views
 
 
 @router.get("/sessions/{session_id}", summary="The session object (as `status --json`)")
