@@ -7,7 +7,9 @@
    uvicorn on loopback, a real SQLite file);
 2. the inbox with 10,000 sessions in the database (a third of them waiting): time to
    first byte of `GET /` and of a late page, against `orchestrator serve` as a process;
-3. memory (RSS) of an idle `orchestrator serve` process.
+3. memory (RSS) of an idle `orchestrator serve` process;
+4. the inbox's page query in this process on 100,000 sessions (one in 3 waiting, and one
+   in 100): page 1 and page 1,000, as ratios against the same page on a 1-session database.
 """
 
 from __future__ import annotations
@@ -102,8 +104,8 @@ def answer_to_first_call(runs: int) -> list[float]:
     return times
 
 
-def fill(db_path: Path, count: int) -> None:
-    """`count` sessions in one transaction: every third waits for an answer."""
+def fill(db_path: Path, count: int, waiting_every: int = 3) -> None:
+    """`count` sessions in one transaction: one in `waiting_every` waits for an answer."""
     from sqlalchemy import insert
 
     from orchestrator.store import open_engine
@@ -114,7 +116,7 @@ def fill(db_path: Path, count: int) -> None:
     rows, states = [], []
     for n in range(count):
         sid = uuid.uuid4().hex[:12]
-        waiting = n % 3 == 0
+        waiting = n % waiting_every == 0
         created = now - timedelta(seconds=count - n)
         rows.append(
             {
@@ -251,7 +253,34 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait()
+    inbox_pages(tmp, 3 if quick else 7)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+def inbox_pages(tmp: Path, reps: int) -> None:
+    from orchestrator.api import Sessions
+
+    def median_ms(db: Path, offset: int) -> float:
+        with Sessions(f"sqlite:///{db}") as sessions:
+            sessions.inbox.page(offset=offset, limit=50)  # warm
+            times = []
+            for _ in range(reps):
+                started = time.perf_counter()
+                sessions.inbox.page(offset=offset, limit=50)
+                times.append(time.perf_counter() - started)
+        return statistics.median(times) * 1000
+
+    fill(tmp / "one.db", 1)
+    base = median_ms(tmp / "one.db", 0)
+    for every in (3, 100):
+        db = tmp / f"inbox-{every}.db"
+        fill(db, 100_000, waiting_every=every)
+        first, deep = median_ms(db, 0), median_ms(db, 49_950)
+        print(
+            f"4. inbox query, 100,000 sessions, 1 in {every} waiting: page 1 {first:.1f} ms "
+            f"({first / base:.0f}x the 1-session page, {base:.2f} ms), page 1,000 {deep:.1f} ms "
+            f"({deep / base:.0f}x)"
+        )
 
 
 if __name__ == "__main__":

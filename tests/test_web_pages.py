@@ -298,3 +298,45 @@ def test_answer_links_are_stored_only_as_hashes(db_url: str, sessions: Sessions)
     assert token not in repr(rows(db_url, "SELECT * FROM answer_links"))
     assert sessions.inbox.session_of_link(token) == (sid, False)
     assert sessions.inbox.session_of_link(stored[0][0]) is None  # the hash opens nothing
+
+
+def test_inbox_pages_keep_one_order_across_waiting_and_ended_sessions(
+    sessions: Sessions,
+) -> None:
+    """The inbox is read in two runs (waiting, then the rest); walked page by page at any
+    page size, it is one order: waiting first, soonest deadline first, those without a
+    deadline after them (newest first), then every other session, newest first."""
+    from tests.web_support import scenario
+
+    def start(timeout: object, *, end: bool = False) -> str:
+        doc = sessions.start_scenario(scenario(), settings={"timeout": timeout})
+        if end:
+            sessions.cancel(doc["session_id"])
+        return str(doc["session_id"])
+
+    made = [
+        start(900),
+        start(120),
+        start("none"),
+        start(600, end=True),
+        start(300),
+        start("none"),
+        start(60, end=True),
+    ]
+    views = {v["session_id"]: v for v in sessions.list(limit=100)}
+    newest = [v["session_id"] for v in sessions.list(limit=100)]
+    waiting = [sid for sid in newest if views[sid]["pending_question"]]
+    timed = sorted(
+        (sid for sid in waiting if views[sid]["pending_question"]["deadline"]),
+        key=lambda sid: views[sid]["pending_question"]["deadline"],
+    )
+    untimed = [sid for sid in waiting if not views[sid]["pending_question"]["deadline"]]
+    expected = timed + untimed + [sid for sid in newest if sid not in waiting]
+    assert sorted(expected) == sorted(made) and len(timed) == 3 and len(untimed) == 2
+    for size in (1, 2, 3, 4, 7):
+        walked: list[str] = []
+        for offset in range(0, len(made), size):
+            page, total = sessions.inbox.page(offset=offset, limit=size)
+            assert total == len(made)
+            walked += [v["session_id"] for v in page]
+        assert walked == expected, size
