@@ -462,3 +462,20 @@ def test_the_fast_path_and_typer_declare_the_same_options() -> None:
             status = next(p for p in command.params if "--status" in p.opts)
             choices = status.type_descriptor.annotation  # the enum Typer offers
             assert tuple(member.value for member in choices) == STATUSES
+
+
+def test_an_answered_session_past_its_old_deadline_stays_on_the_fast_path(tmp_path: Path) -> None:
+    """The deadline only matters while the question is open: an answered session whose
+    question's deadline has since passed is read by the fast path (nothing to apply)."""
+    from orchestrator import Reply, Sessions
+
+    db = tmp_path / "answered.db"
+    with Sessions(str(db)) as sessions:
+        doc = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml", settings={"timeout": 1})
+        sessions.answer(doc["session_id"], Reply(text="Weekly"))  # handed off, not run
+    time.sleep(1.2)
+    args = ["status", doc["session_id"], "--json", "--db", str(db)]
+    assert parse(args) is not None
+    (out, _, code), imported = both(args, tmp_path)
+    assert code == 0 and imported == ""  # no Typer, no SQLAlchemy: the fast path answered
+    assert json.loads(out)["orchestrator_state"]["user_clarification_response"] == "Weekly"

@@ -27,7 +27,7 @@ from orchestrator.store._tx import (
     write_gate_update,
 )
 from orchestrator.store.sql import Tx
-from orchestrator.store.views import state_from_row
+from orchestrator.store.views import deadline_due, state_from_row
 
 __all__ = [
     "ask",
@@ -244,7 +244,7 @@ def cancel_question(tx: Tx, row: Any) -> bool:
 
 
 _DEADLINE_SQL = (
-    "SELECT s.id, t.deadline, t.timed_out FROM sessions AS s"
+    "SELECT s.id, s.status, t.* FROM sessions AS s"
     " JOIN orchestrator_state AS t ON t.session_id = s.id WHERE s.id = :id"
 )
 
@@ -254,7 +254,7 @@ def deadline_passed(tx: Tx, session_id: str) -> bool:
     due = tx.first(_DEADLINE_SQL, {"id": session_id})
     if due is None:
         raise SessionNotFound(session_id)
-    return not due.timed_out and due.deadline is not None and due.deadline <= clock.now()
+    return deadline_due(due, clock.now())
 
 
 def expire_deadline(tx: Tx, row: Any, *, may_act: bool) -> gate.Resolve | None:

@@ -27,7 +27,7 @@ from orchestrator.store.connect import (
 )
 from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
 from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_row
-from orchestrator.store.views import event_view, session_view
+from orchestrator.store.views import deadline_due, event_view, session_view
 
 __all__ = ["NeedsFullPath", "LeanFile", "sqlite_file", "status", "events", "page"]
 
@@ -89,7 +89,7 @@ def status(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
     if not rows:
         raise SessionNotFound(session_id)
     (row,) = rows
-    if row.deadline is not None and not row.timed_out and row.deadline <= clock.now():
+    if deadline_due(row, clock.now()):
         raise NeedsFullPath  # the full path applies the on-timeout policy first
     ledger = _rows(
         conn.execute(_EVENTS_SQL + " AND kind = 'assumption' ORDER BY id", {"id": session_id})

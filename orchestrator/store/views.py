@@ -77,6 +77,19 @@ def pending_question(session: Any, state: Any) -> PendingQuestion | None:
     return pending  # type: ignore[return-value]  # question_object is a Question dump
 
 
+def deadline_due(row: Any, now: float) -> bool:
+    """Whether `row` (a session with its gate state's columns) has a question still open
+    whose deadline passed and was not applied. An answered, cancelled or ended one has
+    nothing to apply, whatever its deadline says."""
+    return (
+        row.deadline is not None
+        and not row.timed_out
+        and row.deadline <= now
+        and row.status in ("paused", "running")
+        and state_from_row(row).waiting
+    )
+
+
 def waiting_for_driver(session: Any) -> bool:
     """Answered and handed off (`resume --no-run`, `Sessions.answer`): running, nobody's
     claim on it, no failed call. Not `stalled`: a worker, `serve` or `resume` runs it on."""
