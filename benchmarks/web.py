@@ -9,7 +9,9 @@
    first byte of `GET /` and of a late page, against `orchestrator serve` as a process;
 3. memory (RSS) of an idle `orchestrator serve` process;
 4. the inbox's page query in this process on 100,000 sessions (one in 3 waiting, and one
-   in 100): page 1 and page 1,000, as ratios against the same page on a 1-session database.
+   in 100): page 1 and page 1,000, as ratios against the same page on a 1-session database;
+5. `orchestrator serve`'s memory while it answers and runs on 1,000 paused sessions (300
+   with --quick): RSS after the first tenth and after all, and the growth per session.
 """
 
 from __future__ import annotations
@@ -254,7 +256,41 @@ def main() -> None:
         proc.terminate()
         proc.wait()
     inbox_pages(tmp, 3 if quick else 7)
+    serve_memory(tmp, env, 300 if quick else 1000)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+def serve_memory(tmp: Path, env: dict[str, str], count: int) -> None:
+    import httpx
+
+    from orchestrator.api import Sessions
+
+    db = tmp / "answers.db"
+    with Sessions(f"sqlite:///{db}") as sessions:
+        ids = [
+            sessions.start_scenario(ROOT / "examples" / "pause-and-resume.yaml")["session_id"]
+            for _ in range(count)
+        ]
+    proc, base = start_server(str(db), env)
+    marks = []
+    try:
+        with httpx.Client(headers=AUTH, timeout=60) as client:
+            for n, session_id in enumerate(ids):
+                answered = client.post(
+                    f"{base}/api/sessions/{session_id}/answer", json={"answer": "Weekly"}
+                )
+                assert answered.status_code == 200, answered.text
+                if n in (count // 10, count - 1):
+                    time.sleep(1)  # the runs on finish
+                    marks.append(rss_mib(proc.pid))
+    finally:
+        proc.terminate()
+        proc.wait()
+    per = (marks[1] - marks[0]) * 1024 / (count - count // 10)
+    print(
+        f"5. serve answering {count:,} sessions: RSS {marks[0]:.1f} MiB after {count // 10}, "
+        f"{marks[1]:.1f} MiB after all ({per:.1f} KiB per session)"
+    )
 
 
 def inbox_pages(tmp: Path, reps: int) -> None:

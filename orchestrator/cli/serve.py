@@ -112,6 +112,13 @@ def serve(
         )
         if host not in LOOPBACK and not tls:
             err("warning: plain HTTP beyond this machine (--insecure): the token crosses in clear")
+        # A server runs for weeks: the collector the one-shot commands leave off (cli.entry)
+        # goes back on, or every answered session's cyclic garbage stays (~47 KiB each).
+        from orchestrator.api.running import load_runtime
+        from orchestrator.cli.runs import collect_from_here_on
+
+        load_runtime()  # LangGraph's import-time objects: frozen with the rest
+        collect_from_here_on()
         err(f"orchestrator inbox: {config.start_url()}")
         server.run(sockets=[sock])
 
