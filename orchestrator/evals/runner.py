@@ -1,0 +1,193 @@
+"""Run every case with every configuration as a real session, each in a database of its
+own, `jobs` at a time, and score it (orchestrator.evals.metrics)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.evals import REFERENCE_POLICIES
+from orchestrator.evals.cases import EvalCase
+from orchestrator.evals.metrics import CaseResult, score_case, totals
+
+__all__ = ["Config", "ConfigReport", "EvalReport", "run_eval", "configs_for"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """One column of a comparison: a model (or reference policy), a threshold, prompts."""
+
+    model: str
+    uncertainty_threshold: int | None = None
+    prompts: Path | None = None
+
+    @property
+    def reference(self) -> bool:
+        return self.model in REFERENCE_POLICIES
+
+    @property
+    def label(self) -> str:
+        parts = [self.model]
+        if self.uncertainty_threshold is not None:
+            parts.append(f"threshold={self.uncertainty_threshold}")
+        if self.prompts is not None:
+            parts.append(f"prompts={self.prompts.name}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "model": self.model,
+            "uncertainty_threshold": self.uncertainty_threshold,
+            "prompts": str(self.prompts) if self.prompts else None,
+        }
+
+
+@dataclass(frozen=True)
+class ConfigReport:
+    config: Config
+    results: tuple[CaseResult, ...]
+
+    @property
+    def total(self) -> dict[str, Any]:
+        return totals(self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.config.to_json(),
+            "total": self.total,
+            "cases": [r.to_json() for r in self.results],
+        }
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    configs: tuple[ConfigReport, ...]
+    cases: int = 0
+    seconds: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "seconds": round(self.seconds, 2),
+            "configs": [c.to_json() for c in self.configs],
+        }
+
+
+def configs_for(
+    models: Sequence[str],
+    thresholds: Sequence[int] = (),
+    prompts: Sequence[Path] = (),
+) -> list[Config]:
+    """Every model with every threshold and prompt folder (the reference policies ignore
+    both: they run once each)."""
+    configs: list[Config] = []
+    for model in models:
+        if model in REFERENCE_POLICIES:
+            configs.append(Config(model))
+            continue
+        some_thresholds: list[int | None] = [*thresholds] or [None]
+        some_prompts: list[Path | None] = [*prompts] or [None]
+        for threshold in some_thresholds:
+            for folder in some_prompts:
+                configs.append(Config(model, threshold, folder))
+    return list(dict.fromkeys(configs))
+
+
+def run_eval(
+    cases: Sequence[EvalCase],
+    configs: Sequence[Config],
+    *,
+    jobs: int = 1,
+    model_options: Mapping[str, Any] | None = None,
+    keep: Path | None = None,
+    on_result: Callable[[Config, CaseResult], None] | None = None,
+) -> EvalReport:
+    """Run `cases` × `configs`; sessions go to SQLite files under `keep` (else a temporary
+    folder removed afterwards). A mistake (an unknown model) raises its UserError."""
+    import time
+
+    from orchestrator.errors import ConfigError
+
+    for config in configs:
+        if config.model.startswith("eval:") and not config.reference:
+            raise ConfigError(
+                f"--model {config.model}: no such reference policy; choose from "
+                + ", ".join(REFERENCE_POLICIES)
+            )
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
+        root = keep or Path(scratch)
+        template = _migrated(Path(scratch) / "template.db")
+        work = [(c, i, case) for c in configs for i, case in enumerate(cases)]
+
+        def one(item: tuple[Config, int, EvalCase]) -> CaseResult:
+            config, index, case = item
+            folder = root / f"{configs.index(config) + 1}" / f"{index + 1}"
+            folder.mkdir(parents=True, exist_ok=True)
+            _copy(template, folder / "orchestrator.db")
+            result = run_case(case, config, folder, model_options)
+            if on_result is not None:
+                on_result(config, result)
+            return result
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            done = list(pool.map(one, work))
+    by_config = [
+        ConfigReport(c, tuple(r for (rc, _, _), r in zip(work, done, strict=True) if rc == c))
+        for c in configs
+    ]
+    return EvalReport(tuple(by_config), len(cases), time.monotonic() - started)
+
+
+def _migrated(path: Path) -> Path:
+    """A database with the schema in place. Alembic's migration context is one per process,
+    so the jobs' threads must not migrate at once: each starts from a copy of this one."""
+    from orchestrator.api.database import upgrade
+
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+def _copy(template: Path, target: Path) -> None:
+    import sqlite3
+    from contextlib import closing
+
+    # SQLite's backup API: a consistent copy, also of the pages still in the WAL file.
+    with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
+        source.backup(copy)
+
+
+def run_case(
+    case: EvalCase, config: Config, folder: Path, model_options: Mapping[str, Any] | None
+) -> CaseResult:
+    """One session of `case` with `config`, in the SQLite database in `folder`."""
+    from orchestrator.api import Sessions
+    from orchestrator.evals.user import SimulatedUser
+
+    settings: dict[str, Any] = {"timeout": None}
+    if config.uncertainty_threshold is not None:
+        settings["uncertainty_threshold"] = config.uncertainty_threshold
+    with Sessions(f"sqlite:///{folder / 'orchestrator.db'}", ask=SimulatedUser(case)) as sessions:
+        if config.reference:
+            from orchestrator.agents.reference import ReferencePolicy
+
+            critical = case.critical[0].model_dump() if case.critical else None
+            policy = ReferencePolicy(config.model.removeprefix("eval:"), critical)
+            doc = sessions.start(case.task, backend=policy, settings=settings)
+        else:
+            doc = sessions.start(
+                case.task,
+                models=config.model,
+                settings=settings,
+                prompts=config.prompts,
+                workdir=folder / "workspace",
+                model_options=model_options,
+            )
+        events = sessions.log(doc["session_id"])
+    return score_case(case, dict(doc), [dict(e) for e in events])
