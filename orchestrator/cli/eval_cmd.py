@@ -85,12 +85,13 @@ def evaluate(
             help="Write a self-contained HTML report (Ask-F1 against outcome) to FILE.",
         ),
     ] = None,
-    keep: Annotated[
-        Path | None,
+    db: Annotated[
+        str | None,
         typer.Option(
-            "--keep",
-            metavar="DIR",
-            help="Keep every session's SQLite database under DIR (default: removed).",
+            "--db",
+            metavar="URL",
+            help="Keep every session in this database (SQLAlchemy URL or SQLite file), for "
+            "`orchestrator list` and `log`. Default: a database per session, removed after.",
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -120,7 +121,7 @@ def evaluate(
             configs,
             jobs=jobs,
             model_options={"base_url": base_url} if base_url else None,
-            keep=keep,
+            db=db,
             on_result=_progress(),
         )
     shown = table(done)

@@ -105,11 +105,13 @@ def run_eval(
     *,
     jobs: int = 1,
     model_options: Mapping[str, Any] | None = None,
-    keep: Path | None = None,
+    db: str | None = None,
     on_result: Callable[[Config, CaseResult], None] | None = None,
 ) -> EvalReport:
-    """Run `cases` × `configs`; sessions go to SQLite files under `keep` (else a temporary
-    folder removed afterwards). A mistake (an unknown model) raises its UserError."""
+    """Run `cases` × `configs`. Every session goes to the database `db` when given (where
+    `orchestrator list` and `log` read them afterwards), else to a SQLite file of its own in
+    a temporary folder removed afterwards. A mistake (an unknown model) raises its
+    UserError before any session starts."""
     import time
 
     from orchestrator.errors import ConfigError
@@ -122,16 +124,20 @@ def run_eval(
             )
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
-        root = keep or Path(scratch)
-        template = _migrated(Path(scratch) / "template.db")
+        root = Path(scratch)
+        # Migrated here, once: the jobs' threads never migrate (see _migrated).
+        _migrated(db or f"sqlite:///{root / 'template.db'}")
         work = [(c, i, case) for c in configs for i, case in enumerate(cases)]
 
         def one(item: tuple[Config, int, EvalCase]) -> CaseResult:
             config, index, case = item
             folder = root / f"{configs.index(config) + 1}" / f"{index + 1}"
             folder.mkdir(parents=True, exist_ok=True)
-            _copy(template, folder / "orchestrator.db")
-            result = run_case(case, config, folder, model_options)
+            url = db
+            if url is None:
+                _copy(root / "template.db", folder / "orchestrator.db")
+                url = f"sqlite:///{folder / 'orchestrator.db'}"
+            result = run_case(case, config, url, folder, model_options)
             if on_result is not None:
                 on_result(config, result)
             return result
@@ -145,13 +151,13 @@ def run_eval(
     return EvalReport(tuple(by_config), len(cases), time.monotonic() - started)
 
 
-def _migrated(path: Path) -> Path:
-    """A database with the schema in place. Alembic's migration context is one per process,
-    so the jobs' threads must not migrate at once: each starts from a copy of this one."""
+def _migrated(url: str) -> None:
+    """`url` with the schema in place. Alembic's migration context is one per process, so
+    the jobs' threads must not migrate at once: they share this database or start from a
+    copy of it."""
     from orchestrator.api.database import upgrade
 
-    upgrade(f"sqlite:///{path}")
-    return path
+    upgrade(url)
 
 
 def _copy(template: Path, target: Path) -> None:
@@ -164,16 +170,21 @@ def _copy(template: Path, target: Path) -> None:
 
 
 def run_case(
-    case: EvalCase, config: Config, folder: Path, model_options: Mapping[str, Any] | None
+    case: EvalCase,
+    config: Config,
+    db: str,
+    folder: Path,
+    model_options: Mapping[str, Any] | None,
 ) -> CaseResult:
-    """One session of `case` with `config`, in the SQLite database in `folder`."""
+    """One session of `case` with `config` in the database `db`; the developers' workspace
+    in `folder`."""
     from orchestrator.api import Sessions
     from orchestrator.evals.user import SimulatedUser
 
     settings: dict[str, Any] = {"timeout": None}
     if config.uncertainty_threshold is not None:
         settings["uncertainty_threshold"] = config.uncertainty_threshold
-    with Sessions(f"sqlite:///{folder / 'orchestrator.db'}", ask=SimulatedUser(case)) as sessions:
+    with Sessions(db, ask=SimulatedUser(case)) as sessions:
         if config.reference:
             from orchestrator.agents.reference import ReferencePolicy
 
