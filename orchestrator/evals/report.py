@@ -121,7 +121,8 @@ def _plot(report: EvalReport) -> str:
         colour = _COLOURS[n % len(_COLOURS)]
         label = escape(part.config.label)
         parts += [
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="{colour}">'
+            # Later points are smaller, so that configurations on the same spot show as rings.
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{max(11 - 3 * n, 3)}" fill="{colour}">'
             f"<title>{label}: Ask-F1 {total['ask_f1']}, outcome {total['outcome']}</title>"
             "</circle>",
             f'<circle cx="{pad + size + 20}" cy="{pad + 10 + n * 20}" r="5" fill="{colour}"/>',
