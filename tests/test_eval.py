@@ -175,3 +175,38 @@ def test_a_chat_model_through_the_openai_stub_is_scored(db_url: str, threshold: 
         assert total["over_ask_rate"] == 0.0 and total["failed"] == 2
         assert "max_fallbacks=2" in (case.error or "") and case.assumptions_matching == 2
     assert total["model_calls"] == case.model_calls + control.model_calls
+
+
+def _proceeds_after_a_fallback(request: dict[str, Any]) -> Any:
+    """The stub's session, except that the PM plans on its default when told to proceed
+    with it (its question was below the threshold)."""
+    from tests.openai_stub import play_session, tool_call
+
+    last = str((request.get("messages") or [{}])[-1].get("content") or "")
+    if "Proceed with your stated default" in last:
+        return tool_call({"status": "PLANNED", "tasks": [{"title": "Write the export"}]})
+    return play_session(request)
+
+
+def test_thresholds_and_models_side_by_side_at_the_command_line(tmp_path: Path) -> None:
+    """What a team runs to pick its threshold: the stub's question (uncertainty 90) is asked
+    under threshold 50 and not under 95, beside a reference policy, in one command."""
+    from tests.openai_stub import Stub
+
+    (tmp_path / "cases.yaml").write_text(json.dumps({"cases": [CASE, CONTROL]}))
+    with serve(Stub(_proceeds_after_a_fallback)) as stub:
+        result = invoke(
+            "eval", str(tmp_path), "--model", "openai:stub", "--model", "eval:oracle",
+            "--uncertainty-threshold", "50", "--uncertainty-threshold", "95",
+            "--base-url", stub.url, "-j", "2", "--json",
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    labels = [c["label"] for c in json.loads(result.stdout)["configs"]]
+    assert labels == ["openai:stub threshold=50", "openai:stub threshold=95", "eval:oracle"]
+    low, high, oracle = (c["total"] for c in json.loads(result.stdout)["configs"])
+    assert (low["recall"], low["over_ask_rate"], low["ask_f1"]) == (1.0, 1.0, 0.6667)
+    assert (high["questions"], high["recall"], high["over_ask_rate"]) == (0, 0.0, 0.0)
+    assert oracle["ask_f1"] == 1.0
+    assert low["model_calls"] == 8 and low["tokens"] == 8 * 150  # two sessions of 4 calls
+    table = result.stderr.splitlines()
+    assert any(line.startswith("openai:stub threshold=95 ") for line in table)

@@ -150,7 +150,7 @@ def score_case(
         missing=missing,
         model_calls=usage.get("model_calls"),
         tokens=usage.get("total_tokens"),
-        error=doc.get("error"),
+        error=doc.get("error") or doc.get("last_error"),
     )
 
 

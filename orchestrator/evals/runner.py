@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,6 @@ class EvalReport:
     configs: tuple[ConfigReport, ...]
     cases: int = 0
     seconds: float = 0.0
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -127,11 +126,11 @@ def run_eval(
         root = Path(scratch)
         # Migrated here, once: the jobs' threads never migrate (see _migrated).
         _migrated(db or f"sqlite:///{root / 'template.db'}")
-        work = [(c, i, case) for c in configs for i, case in enumerate(cases)]
+        work = [(n, c, i, case) for n, c in enumerate(configs) for i, case in enumerate(cases)]
 
-        def one(item: tuple[Config, int, EvalCase]) -> CaseResult:
-            config, index, case = item
-            folder = root / f"{configs.index(config) + 1}" / f"{index + 1}"
+        def one(item: tuple[int, Config, int, EvalCase]) -> CaseResult:
+            number, config, index, case = item
+            folder = root / f"{number + 1}" / f"{index + 1}"
             folder.mkdir(parents=True, exist_ok=True)
             url = db
             if url is None:
@@ -145,8 +144,8 @@ def run_eval(
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             done = list(pool.map(one, work))
     by_config = [
-        ConfigReport(c, tuple(r for (rc, _, _), r in zip(work, done, strict=True) if rc == c))
-        for c in configs
+        ConfigReport(c, tuple(r for (rn, *_), r in zip(work, done, strict=True) if rn == n))
+        for n, c in enumerate(configs)
     ]
     return EvalReport(tuple(by_config), len(cases), time.monotonic() - started)
 

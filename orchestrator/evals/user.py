@@ -24,10 +24,8 @@ class SimulatedUser:
 
     def __init__(self, case: EvalCase) -> None:
         self.case = case
-        self.asked: list[dict[str, Any]] = []
 
     def __call__(self, question: Mapping[str, Any]) -> Reply:
-        self.asked.append(dict(question))
         kind = question.get("kind", "free_text")
         labels = [str(o.get("label")) for o in question.get("options") or []]
         takes_text = kind == "free_text" or bool(question.get("allow_other"))
