@@ -210,3 +210,35 @@ def test_thresholds_and_models_side_by_side_at_the_command_line(tmp_path: Path) 
     assert low["model_calls"] == 8 and low["tokens"] == 8 * 150  # two sessions of 4 calls
     table = result.stderr.splitlines()
     assert any(line.startswith("openai:stub threshold=95 ") for line in table)
+
+
+def test_a_chat_model_can_play_the_user(db_url: str) -> None:
+    """--user-model: the model sees the hidden specification and the blockers' answers; the
+    option its reply names is the choice that goes through the door."""
+    from tests.openai_stub import Stub, play_session, text
+
+    def respond(request: dict[str, Any]) -> Any:
+        system = str(request["messages"][0].get("content") or "")
+        if system.startswith("You play the user"):
+            return text("The CSV file, please.")
+        return play_session(request)
+
+    with serve(Stub(respond)) as stub:
+        report = run_eval(
+            [EvalCase.model_validate(CASE)],
+            configs_for(["openai:stub"]),
+            model_options={"base_url": stub.url},
+            db=db_url,
+            user_model="openai:stub",
+        )
+    (user_call,) = [r for r in stub.requests if "You play the user" in str(r["messages"][0])]
+    assert "A CSV file, written by the export endpoint." in user_call["messages"][0]["content"]
+    assert "Options: CSV file; S3 bucket" in user_call["messages"][1]["content"]
+    (result,) = report.configs[0].results
+    assert (result.recall, result.outcome, result.model_calls) == (1.0, True, 4)  # agents' only
+    from orchestrator.api import Sessions
+
+    with Sessions(db_url) as sessions:
+        (session,) = sessions.list()
+        (answer,) = [e for e in sessions.log(session["session_id"]) if e["kind"] == "answer"]
+    assert answer["choices"] == ["CSV file"]

@@ -70,6 +70,15 @@ def evaluate(
             help="Base URL of an OpenAI-compatible or Ollama server for the chat models.",
         ),
     ] = None,
+    user_model: Annotated[
+        str | None,
+        typer.Option(
+            "--user-model",
+            metavar="PROVIDER:NAME",
+            help="A chat model plays the user, from the hidden specification. Default: the "
+            "deterministic simulated user.",
+        ),
+    ] = None,
     junit_xml: Annotated[
         Path | None,
         typer.Option(
@@ -122,6 +131,7 @@ def evaluate(
             jobs=jobs,
             model_options={"base_url": base_url} if base_url else None,
             db=db,
+            user_model=user_model,
             on_result=_progress(),
         )
     shown = table(done)

@@ -105,12 +105,14 @@ def run_eval(
     jobs: int = 1,
     model_options: Mapping[str, Any] | None = None,
     db: str | None = None,
+    user_model: str | None = None,
     on_result: Callable[[Config, CaseResult], None] | None = None,
 ) -> EvalReport:
     """Run `cases` × `configs`. Every session goes to the database `db` when given (where
     `orchestrator list` and `log` read them afterwards), else to a SQLite file of its own in
     a temporary folder removed afterwards. A mistake (an unknown model) raises its
-    UserError before any session starts."""
+    UserError before any session starts. `user_model`: a chat model plays the user
+    (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser."""
     import time
 
     from orchestrator.errors import ConfigError
@@ -121,6 +123,8 @@ def run_eval(
                 f"--model {config.model}: no such reference policy; choose from "
                 + ", ".join(REFERENCE_POLICIES)
             )
+    if user_model is not None:
+        _user_model(user_model, model_options)  # a bad spec fails here, before any session
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
         root = Path(scratch)
@@ -136,7 +140,7 @@ def run_eval(
             if url is None:
                 _copy(root / "template.db", folder / "orchestrator.db")
                 url = f"sqlite:///{folder / 'orchestrator.db'}"
-            result = run_case(case, config, url, folder, model_options)
+            result = run_case(case, config, url, folder, model_options, user_model)
             if on_result is not None:
                 on_result(config, result)
             return result
@@ -148,6 +152,13 @@ def run_eval(
         for n, c in enumerate(configs)
     ]
     return EvalReport(tuple(by_config), len(cases), time.monotonic() - started)
+
+
+def _user_model(spec: str, model_options: Mapping[str, Any] | None) -> Any:
+    from orchestrator.agents.models import init_model
+    from orchestrator.model_options import ModelOptions
+
+    return init_model(spec, ModelOptions.of(model_options))
 
 
 def _migrated(url: str) -> None:
@@ -174,16 +185,20 @@ def run_case(
     db: str,
     folder: Path,
     model_options: Mapping[str, Any] | None,
+    user_model: str | None = None,
 ) -> CaseResult:
     """One session of `case` with `config` in the database `db`; the developers' workspace
     in `folder`."""
-    from orchestrator.api import Sessions
-    from orchestrator.evals.user import SimulatedUser
+    from orchestrator.api import AskUser, Sessions
+    from orchestrator.evals.user import ModelUser, SimulatedUser
 
     settings: dict[str, Any] = {"timeout": None}
     if config.uncertainty_threshold is not None:
         settings["uncertainty_threshold"] = config.uncertainty_threshold
-    with Sessions(db, ask=SimulatedUser(case)) as sessions:
+    user: AskUser = SimulatedUser(case)
+    if user_model is not None:
+        user = ModelUser(case, _user_model(user_model, model_options))
+    with Sessions(db, ask=user) as sessions:
         if config.reference:
             from orchestrator.agents.reference import ReferencePolicy
 
