@@ -242,3 +242,18 @@ def test_a_chat_model_can_play_the_user(db_url: str) -> None:
         (session,) = sessions.list()
         (answer,) = [e for e in sessions.log(session["session_id"]) if e["kind"] == "answer"]
     assert answer["choices"] == ["CSV file"]
+
+
+def test_a_reference_policy_is_rebuilt_from_what_the_store_keeps() -> None:
+    """A session of `eval:oracle` continues in another process (`resume`, a worker) like any
+    other: the backend comes back from its stored description, by the `eval` kind."""
+    from orchestrator.agents.reference import ReferencePolicy
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.runtime.backends import load_backend
+
+    policy = ReferencePolicy("oracle", CASE["blockers"][0])
+    rebuilt = load_backend(json.loads(json.dumps(policy.describe())), {})
+    assert isinstance(rebuilt, ReferencePolicy) and rebuilt.describe() == policy.describe()
+    with pytest.raises(ConfigError, match="eval:never-ask"):
+        ReferencePolicy("sometimes-ask")
