@@ -17,6 +17,8 @@ from orchestrator.cli.options import JsonOption
 from orchestrator.cli.output import emit, err, user_errors
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from orchestrator.evals.metrics import CaseResult
     from orchestrator.evals.runner import Config
 
@@ -109,7 +111,7 @@ def evaluate(
     from orchestrator.errors import ConfigError
     from orchestrator.evals.cases import load_cases
     from orchestrator.evals.report import table, write_html, write_junit
-    from orchestrator.evals.runner import configs_for, run_eval
+    from orchestrator.evals.runner import check_configs, configs_for, run_eval
 
     with user_errors(as_json):
         loaded = load_cases(cases)
@@ -124,12 +126,15 @@ def evaluate(
                 path.touch()
             except OSError as exc:
                 raise ConfigError(f"{name} {path}: cannot write it ({exc})") from None
-        err(f"{len(loaded)} cases × {len(configs)} configurations (-j {jobs})")
+        options = {"base_url": base_url} if base_url else None
+        check_configs(configs, options, user_model)
+        plural = "s" if len(configs) != 1 else ""
+        err(f"{len(loaded)} cases × {len(configs)} configuration{plural} (-j {jobs})")
         done = run_eval(
             loaded,
             configs,
             jobs=jobs,
-            model_options={"base_url": base_url} if base_url else None,
+            model_options=options,
             db=db,
             user_model=user_model,
             on_result=_progress(),
@@ -148,7 +153,8 @@ def evaluate(
     raise typer.Exit(1 if failed else 0)
 
 
-def _progress() -> Callback:
+def _progress() -> Callable[[Config, CaseResult], None]:
+    """One line on stderr per case as it ends (jobs end in any order)."""
     lock = threading.Lock()
 
     def shown(config: Config, result: CaseResult) -> None:
@@ -161,9 +167,3 @@ def _progress() -> Callback:
             err(line)
 
     return shown
-
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    Callback = Callable[[Config, CaseResult], None]

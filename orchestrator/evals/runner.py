@@ -14,7 +14,7 @@ from orchestrator.evals import REFERENCE_POLICIES
 from orchestrator.evals.cases import EvalCase
 from orchestrator.evals.metrics import CaseResult, score_case, totals
 
-__all__ = ["Config", "ConfigReport", "EvalReport", "run_eval", "configs_for"]
+__all__ = ["Config", "ConfigReport", "EvalReport", "run_eval", "configs_for", "check_configs"]
 
 
 @dataclass(frozen=True)
@@ -115,16 +115,7 @@ def run_eval(
     (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser."""
     import time
 
-    from orchestrator.errors import ConfigError
-
-    for config in configs:
-        if config.model.startswith("eval:") and not config.reference:
-            raise ConfigError(
-                f"--model {config.model}: no such reference policy; choose from "
-                + ", ".join(REFERENCE_POLICIES)
-            )
-    if user_model is not None:
-        _user_model(user_model, model_options)  # a bad spec fails here, before any session
+    check_configs(configs, model_options, user_model)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
         root = Path(scratch)
@@ -152,6 +143,33 @@ def run_eval(
         for n, c in enumerate(configs)
     ]
     return EvalReport(tuple(by_config), len(cases), time.monotonic() - started)
+
+
+def check_configs(
+    configs: Sequence[Config], model_options: Mapping[str, Any] | None, user_model: str | None
+) -> None:
+    """Every model, prompt folder and the user model, checked before any session starts
+    (as `run` checks them before it writes): a mistake is one ConfigError, not one per
+    case."""
+    from orchestrator.agents.models import check_models
+    from orchestrator.agents.prompts import check_prompts
+    from orchestrator.errors import ConfigError
+    from orchestrator.model_options import ModelOptions
+
+    options = ModelOptions.of(model_options)
+    for config in configs:
+        if config.reference:
+            continue
+        if config.model.startswith("eval:"):
+            raise ConfigError(
+                f"--model {config.model}: no such reference policy; choose from "
+                + ", ".join(REFERENCE_POLICIES)
+            )
+        check_models({"pm": config.model, "developer": config.model}, options)
+        if config.prompts is not None:
+            check_prompts(config.prompts)
+    if user_model is not None:
+        _user_model(user_model, model_options)
 
 
 def _user_model(spec: str, model_options: Mapping[str, Any] | None) -> Any:
