@@ -1,8 +1,9 @@
-"""Agent backends: scripted (scenario files) and LLM (any LangChain chat model).
+"""Agent backends: scripted (scenario files), LLM (any LangChain chat model) and the
+reference asking policies of `orchestrator eval`.
 
 A backend is rebuilt in every process from the description the store keeps
 (`AgentBackend.describe()`), so `orchestrator resume` continues with the same agents. The
-two kinds here are registered with `orchestrator.runtime.backends` (the
+kinds here are registered with `orchestrator.runtime.backends` (the
 `orchestrator.backends` entry points in pyproject.toml, and on import of this package).
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import register_backend
 
-__all__ = ["load_backend", "load_script", "load_llm"]
+__all__ = ["load_backend", "load_script", "load_llm", "load_eval"]
 
 
 def load_script(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
@@ -36,8 +37,15 @@ def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) 
     )
 
 
+def load_eval(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
+    from .reference import ReferencePolicy
+
+    return ReferencePolicy(description["policy"], description.get("blocker"))
+
+
 register_backend("script", load_script)
 register_backend("llm", load_llm)
+register_backend("eval", load_eval)
 
 
 def load_backend(

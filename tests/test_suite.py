@@ -14,8 +14,13 @@ import yaml
 
 from tests.conftest import EXAMPLES, ROOT, argv, cli
 
-# Every shipped scenario: the examples, and examples/suite/ (steps, deadlines, policies).
-SHIPPED = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.glob("**/*.yaml"))
+# Every shipped scenario: the examples, and examples/suite/ (steps, deadlines, policies);
+# examples/eval/ holds eval cases (`orchestrator eval`), which `test` leaves alone.
+SHIPPED = sorted(
+    p.relative_to(EXAMPLES).as_posix()
+    for p in EXAMPLES.glob("**/*.yaml")
+    if not p.is_relative_to(EXAMPLES / "eval")
+)
 
 
 def as_json(result) -> dict:

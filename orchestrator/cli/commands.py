@@ -12,7 +12,17 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import cancel, diagram, mcp, read_cmds, serve, session_cmds, suites, worker
+from orchestrator.cli import (
+    cancel,
+    diagram,
+    eval_cmd,
+    mcp,
+    read_cmds,
+    serve,
+    session_cmds,
+    suites,
+    worker,
+)
 from orchestrator.cli.output import EXIT_CODES
 
 __all__ = ["app", "EXIT_CODES"]
@@ -62,5 +72,6 @@ app.command()(worker.worker)
 app.command()(serve.serve)
 app.command()(mcp.mcp)
 app.command("test")(suites.run_tests)
+app.command("eval")(eval_cmd.evaluate)
 app.command("graph")(diagram.graph)
 db_app.command("upgrade")(read_cmds.db_upgrade)

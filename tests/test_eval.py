@@ -1,0 +1,259 @@
+"""`orchestrator eval`: the reference policies score exactly what they must on the shipped
+set, the simulated user answers from the hidden specification, and a chat model reached
+through the OpenAI stub server is scored like any other (no network, no hosted model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.evals.cases import EvalCase, load_cases, parse_cases
+from orchestrator.evals.metrics import score_case
+from orchestrator.evals.runner import Config, configs_for, run_eval
+from orchestrator.evals.user import DONT_KNOW, SimulatedUser
+from tests.conftest import invoke
+from tests.openai_stub import serve
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "examples" / "eval"
+POLICIES = ("eval:never-ask", "eval:always-ask", "eval:oracle")
+
+CASE: dict[str, Any] = {
+    "name": "export",
+    "task": "Add an export of the reports",
+    "spec": "A CSV file, written by the export endpoint.",
+    "blockers": [
+        {
+            "id": "storage",
+            "fact": "Which storage should the export use?",
+            "dimension": "goal",
+            "critical": True,
+            "answer": "A CSV file",
+            "keywords": ["storage"],
+            "options": ["CSV file", "S3 bucket"],
+            "option": "CSV file",
+        },
+        {
+            "id": "button",
+            "fact": "Where does the button go?",
+            "dimension": "context",
+            "critical": False,
+            "answer": "Next to the filters",
+            "keywords": ["button"],
+        },
+    ],
+    "outcome": ["export"],
+}
+CONTROL: dict[str, Any] = {
+    "name": "control",
+    "task": "Write the export to export.csv",
+    "spec": "As said.",
+    "outcome": ["export"],
+}
+
+
+def test_the_shipped_set_covers_every_dimension_critical_benign_and_controls() -> None:
+    cases = load_cases([SHIPPED])
+    assert len(cases) >= 30
+    critical = [b for c in cases for b in c.critical]
+    assert {b.dimension for b in critical} == {"goal", "constraint", "input", "context"}
+    assert any(c.blockers and not c.critical for c in cases)  # benign only
+    assert sum(c.is_control for c in cases) >= 5
+
+
+def test_reference_policies_score_exactly_on_the_shipped_set(db_url: str) -> None:
+    cases = load_cases([SHIPPED])
+    critical = sum(1 for c in cases if c.critical)
+    report = run_eval(cases, configs_for(POLICIES), jobs=2, db=db_url)
+    never, always, oracle = (part.total for part in report.configs)
+    assert (never["ask_rate"], never["recall"], never["ask_f1"]) == (0.0, 0.0, 0.0)
+    assert never["over_ask_rate"] == 0.0 and never["timing"] is None
+    assert never["outcome"] == round((len(cases) - critical) / len(cases), 4)
+    assert (always["ask_rate"], always["precision"], always["recall"]) == (1.0, 0.0, 0.0)
+    assert always["over_ask_rate"] == 1.0  # every control is over-asked
+    assert always["ask_f1"] == 0.0 and always["timing"] == 0.0
+    assert always["questions"] == len(cases)
+    assert (oracle["precision"], oracle["recall"], oracle["ask_f1"]) == (1.0, 1.0, 1.0)
+    assert oracle["over_ask_rate"] == 0.0 and oracle["timing"] == 0.0
+    assert oracle["outcome"] == 1.0 and oracle["questions"] == critical
+    assert all(t["failed"] == 0 and t["late_goal_questions"] == 0 for t in (never, always, oracle))
+
+
+def test_the_simulated_user_answers_from_the_hidden_spec() -> None:
+    (case,) = parse_cases(CASE, "export.yaml")
+    user = SimulatedUser(case)
+    select = {"question": "Which STORAGE?", "kind": "single_select"}
+    offered = {**select, "options": [{"label": "S3 bucket"}, {"label": "csv file"}]}
+    assert user(offered).choices == ("csv file",)
+    assert user({"question": "Which storage?"}).text == "A CSV file"
+    assert user({"question": "Where does the button go?"}).text == "Next to the filters"
+    assert user({"question": "Anything else?"}).text == DONT_KNOW
+    other = {"question": "Which colour?", "kind": "single_select", "options": [{"label": "red"}]}
+    assert user(other).action == "decline"
+
+
+def test_timing_counts_the_calls_before_the_question_and_late_goal_questions() -> None:
+    (case,) = parse_cases(CASE, "export.yaml")
+    reply = {"kind": "agent_reply", "reply": {"status": "DONE", "summary": "did the export"}}
+    asked = {"kind": "question_surfaced", "question": {"question": "Which storage?"}}
+    events = [reply, reply, reply, asked, reply]  # the third reply asked: 2 calls before it
+    result = score_case(case, {"status": "completed", "tasks": [], "summary": "x"}, events)
+    assert (result.timing, result.late_goal, result.outcome) == (2 / 4, 1, True)
+    assert (result.precision, result.recall, result.ask_f1) == (1.0, 1.0, 1.0)
+
+
+def test_cases_are_checked_and_every_malformed_file_is_named(tmp_path: Path) -> None:
+    two = {**CASE, "blockers": [CASE["blockers"][0], {**CASE["blockers"][1], "critical": True}]}
+    (tmp_path / "two.yaml").write_text(json.dumps(two))
+    (tmp_path / "dim.yaml").write_text(json.dumps({**CONTROL, "blockers": [{"id": "x"}]}))
+    result = invoke("eval", str(tmp_path), "--model", "eval:oracle", "--json")
+    assert result.returncode == 2
+    message = json.loads(result.stdout)["error"]
+    assert "two.yaml" in message and "at most one blocker may be critical" in message
+    assert "dim.yaml" in message and "blockers.0.dimension" in message
+
+
+def test_an_unknown_reference_policy_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(json.dumps(CONTROL))
+    result = invoke("eval", str(tmp_path), "--model", "eval:sometimes-ask")
+    assert result.returncode == 2 and "eval:oracle" in result.stderr
+
+
+def test_the_command_prints_json_junit_and_a_self_contained_html_report(
+    tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "cases.yaml").write_text(json.dumps({"cases": [CASE, CONTROL]}))
+    html, junit = tmp_path / "out" / "report.html", tmp_path / "junit.xml"
+    result = invoke(
+        "eval", str(tmp_path / "cases.yaml"), "--model", "eval:oracle", "--model",
+        "eval:always-ask", "--json", "--report", str(html), "--junit-xml", str(junit), db=db_url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    oracle, always = doc["configs"]
+    assert oracle["label"] == "eval:oracle"
+    for key in ("ask_rate", "precision", "recall", "ask_f1", "over_ask_rate", "outcome"):
+        assert key in oracle["total"] and key in oracle["cases"][0]
+    assert oracle["total"]["ask_f1"] == 1.0 and always["total"]["over_ask_rate"] == 1.0
+    assert "eval:oracle" in result.stderr and "ask_f1" in result.stderr  # the table
+    page = html.read_text()
+    assert "<svg" in page and "eval:always-ask" in page
+    assert "src=" not in page and "href=" not in page and "<link" not in page
+    xml = junit.read_text()
+    assert xml.count("<testcase") == 4 and xml.count("<failure") == 2  # always-ask's two
+
+
+@pytest.mark.parametrize("threshold", [None, 100])
+def test_a_chat_model_through_the_openai_stub_is_scored(db_url: str, threshold: int | None) -> None:
+    """The stub's session: the PM asks which storage (uncertainty 90), plans once answered,
+    completes; every reply costs 120 + 30 tokens. With a threshold above its uncertainty the
+    question is not asked, and the stub, which asks again after every fallback, fails."""
+    cases = [EvalCase.model_validate(CASE), EvalCase.model_validate(CONTROL)]
+    with serve() as stub:
+        report = run_eval(
+            cases,
+            configs_for(["openai:stub"], [threshold] if threshold else []),
+            model_options={"base_url": stub.url},
+            db=db_url,
+        )
+    (part,) = report.configs
+    assert part.config == Config("openai:stub", threshold)
+    case, control = part.results
+    total = part.total
+    if threshold is None:
+        assert stub.requests[0]["model"] == "stub"
+        assert (case.precision, case.recall, case.ask_f1, case.timing) == (1.0, 1.0, 1.0, 0.0)
+        assert (case.model_calls, case.tokens, case.outcome) == (4, 600, True)
+        assert control.questions == 1 and total["over_ask_rate"] == 1.0
+        assert (total["precision"], total["recall"]) == (0.5, 1.0)
+        assert total["ask_f1"] == round(2 * 0.5 / 1.5, 4)
+    else:
+        assert total["questions"] == 0 and total["recall"] == 0.0
+        assert total["over_ask_rate"] == 0.0 and total["failed"] == 2
+        assert "max_fallbacks=2" in (case.error or "") and case.assumptions_matching == 2
+    assert total["model_calls"] == case.model_calls + control.model_calls
+
+
+def _proceeds_after_a_fallback(request: dict[str, Any]) -> Any:
+    """The stub's session, except that the PM plans on its default when told to proceed
+    with it (its question was below the threshold)."""
+    from tests.openai_stub import play_session, tool_call
+
+    last = str((request.get("messages") or [{}])[-1].get("content") or "")
+    if "Proceed with your stated default" in last:
+        return tool_call({"status": "PLANNED", "tasks": [{"title": "Write the export"}]})
+    return play_session(request)
+
+
+def test_thresholds_and_models_side_by_side_at_the_command_line(tmp_path: Path) -> None:
+    """What a team runs to pick its threshold: the stub's question (uncertainty 90) is asked
+    under threshold 50 and not under 95, beside a reference policy, in one command."""
+    from tests.openai_stub import Stub
+
+    (tmp_path / "cases.yaml").write_text(json.dumps({"cases": [CASE, CONTROL]}))
+    with serve(Stub(_proceeds_after_a_fallback)) as stub:
+        result = invoke(
+            "eval", str(tmp_path), "--model", "openai:stub", "--model", "eval:oracle",
+            "--uncertainty-threshold", "50", "--uncertainty-threshold", "95",
+            "--base-url", stub.url, "-j", "2", "--json",
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    labels = [c["label"] for c in json.loads(result.stdout)["configs"]]
+    assert labels == ["openai:stub threshold=50", "openai:stub threshold=95", "eval:oracle"]
+    low, high, oracle = (c["total"] for c in json.loads(result.stdout)["configs"])
+    assert (low["recall"], low["over_ask_rate"], low["ask_f1"]) == (1.0, 1.0, 0.6667)
+    assert (high["questions"], high["recall"], high["over_ask_rate"]) == (0, 0.0, 0.0)
+    assert oracle["ask_f1"] == 1.0
+    assert low["model_calls"] == 8 and low["tokens"] == 8 * 150  # two sessions of 4 calls
+    table = result.stderr.splitlines()
+    assert any(line.startswith("openai:stub threshold=95 ") for line in table)
+
+
+def test_a_chat_model_can_play_the_user(db_url: str) -> None:
+    """--user-model: the model sees the hidden specification and the blockers' answers; the
+    option its reply names is the choice that goes through the door."""
+    from tests.openai_stub import Stub, play_session, text
+
+    def respond(request: dict[str, Any]) -> Any:
+        system = str(request["messages"][0].get("content") or "")
+        if system.startswith("You play the user"):
+            return text("The CSV file, please.")
+        return play_session(request)
+
+    with serve(Stub(respond)) as stub:
+        report = run_eval(
+            [EvalCase.model_validate(CASE)],
+            configs_for(["openai:stub"]),
+            model_options={"base_url": stub.url},
+            db=db_url,
+            user_model="openai:stub",
+        )
+    (user_call,) = [r for r in stub.requests if "You play the user" in str(r["messages"][0])]
+    assert "A CSV file, written by the export endpoint." in user_call["messages"][0]["content"]
+    assert "Options: CSV file; S3 bucket" in user_call["messages"][1]["content"]
+    (result,) = report.configs[0].results
+    assert (result.recall, result.outcome, result.model_calls) == (1.0, True, 4)  # agents' only
+    from orchestrator.api import Sessions
+
+    with Sessions(db_url) as sessions:
+        (session,) = sessions.list()
+        (answer,) = [e for e in sessions.log(session["session_id"]) if e["kind"] == "answer"]
+    assert answer["choices"] == ["CSV file"]
+
+
+def test_a_reference_policy_is_rebuilt_from_what_the_store_keeps() -> None:
+    """A session of `eval:oracle` continues in another process (`resume`, a worker) like any
+    other: the backend comes back from its stored description, by the `eval` kind."""
+    from orchestrator.agents.reference import ReferencePolicy
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.runtime.backends import load_backend
+
+    policy = ReferencePolicy("oracle", CASE["blockers"][0])
+    rebuilt = load_backend(json.loads(json.dumps(policy.describe())), {})
+    assert isinstance(rebuilt, ReferencePolicy) and rebuilt.describe() == policy.describe()
+    with pytest.raises(ConfigError, match="eval:never-ask"):
+        ReferencePolicy("sometimes-ask")
