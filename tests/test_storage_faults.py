@@ -412,3 +412,40 @@ def test_a_worker_records_its_kept_turn_when_postgresql_restarts(
         assert view["status"] == "completed", view
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_a_lock_held_too_long_is_a_clear_message_and_the_answer_is_not_lost(
+    tmp_path: Path,
+) -> None:
+    """Another process holds SQLite's write lock past the wait (here 1 s, through
+    $ORCHESTRATOR_SQLITE_BUSY_TIMEOUT): `resume --answer` exits 2 with one JSON document
+    that names the cause and says the answer was not kept; once the lock is let go, the
+    same command finishes the session."""
+    from tests.dbcheck import WriteLock
+
+    db = f"sqlite:///{tmp_path / 'orchestrator.db'}"
+    session_id = _paused(db)
+    lock = WriteLock(db)
+    lock.acquire()
+    try:
+        result = cli(
+            "resume",
+            session_id,
+            "--answer",
+            "Weekly",
+            "--json",
+            db=db,
+            env={**os.environ, "ORCHESTRATOR_SQLITE_BUSY_TIMEOUT": "1"},
+        )
+    finally:
+        lock.close()
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    document = json.loads(result.stdout)
+    assert "stayed locked by another process" in document["error"]
+    assert document["session_id"] == session_id
+    assert document.get("answer_kept") is not True
+    assert _status(db, session_id)["status"] == "paused"  # nothing half-written
+    done = cli("resume", session_id, "--answer", "Weekly", "--json", db=db)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"

@@ -18,6 +18,7 @@ as datetimes (naive UTC from SQLite, as SQLAlchemy stored them), booleans as boo
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -38,8 +39,22 @@ __all__ = [
     "decode_row",
 ]
 
+ENV_BUSY_TIMEOUT = "ORCHESTRATOR_SQLITE_BUSY_TIMEOUT"
+
+
+def _busy_timeout() -> float:
+    """Seconds a connection waits for SQLite's write lock: 30, or $ORCHESTRATOR_SQLITE_BUSY_TIMEOUT
+    (a positive number of seconds; anything else is ignored)."""
+    given = os.environ.get(ENV_BUSY_TIMEOUT, "")
+    try:
+        seconds = float(given)
+    except ValueError:
+        return 30.0
+    return seconds if 0 < seconds < 86_400 else 30.0
+
+
 # Seconds a connection waits for SQLite's write lock (store.db.SQLITE_BUSY_TIMEOUT).
-BUSY_TIMEOUT = 30.0
+BUSY_TIMEOUT = _busy_timeout()
 # Columns (and the parameters that fill them, named the same) holding JSON documents.
 JSON_COLUMNS = frozenset(
     {"agents", "settings", "tasks", "question_object", "fallback_counts", "payload", "usage"}
