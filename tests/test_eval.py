@@ -257,3 +257,19 @@ def test_a_reference_policy_is_rebuilt_from_what_the_store_keeps() -> None:
     assert isinstance(rebuilt, ReferencePolicy) and rebuilt.describe() == policy.describe()
     with pytest.raises(ConfigError, match="eval:never-ask"):
         ReferencePolicy("sometimes-ask")
+
+
+def test_a_deeply_nested_or_doubled_case_file_is_refused_not_crashed(tmp_path: Path) -> None:
+    """Eval case files are read as scenarios are: nesting bounded before the parser (the
+    C parser recurses per level), a key given twice refused."""
+    from orchestrator.errors import ConfigError
+    from orchestrator.evals.cases import load_cases
+
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("task: one\ntask: two\n")
+    with pytest.raises(ConfigError) as raised:
+        load_cases([deep, twice])
+    assert "deep.yaml: nested more than" in raised.value.message
+    assert "twice.yaml: line 2: duplicate key 'task'" in raised.value.message

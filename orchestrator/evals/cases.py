@@ -120,8 +120,11 @@ def parse_cases(data: Any, source: str) -> list[EvalCase]:
 
 def load_cases(paths: Iterable[Path]) -> list[EvalCase]:
     """Every case in `paths` (files, and folders searched for *.yaml / *.yml), in order.
-    Raises ConfigError naming every malformed file, or when there is no case at all."""
-    import yaml
+    Raises ConfigError naming every malformed file, or when there is no case at all.
+    Files are read as scenario files are (orchestrator.scenario.reading): a key given
+    twice is refused, and nesting is bounded before the YAML parser sees it."""
+    from orchestrator.errors import ScenarioError
+    from orchestrator.scenario.reading import parse_text
 
     files: list[Path] = []
     for path in paths:
@@ -135,8 +138,11 @@ def load_cases(paths: Iterable[Path]) -> list[EvalCase]:
     problems: list[str] = []
     for file in files:
         try:
-            cases += parse_cases(yaml.safe_load(file.read_text(encoding="utf-8")), str(file))
-        except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
+            document = parse_text(file, file.read_text(encoding="utf-8"))
+            cases += parse_cases(document, str(file))
+        except ScenarioError as exc:  # the reader's messages name the file already
+            problems.append(exc.message)
+        except (ValueError, UnicodeDecodeError) as exc:
             problems.append(f"{file}: {exc}")
     if problems:
         raise ConfigError("malformed eval cases:\n  " + "\n  ".join(problems))
