@@ -441,26 +441,23 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _run_against(stub: Stub, tmp_path: Path, env: dict[str, str]) -> Any:
+    """`orchestrator run "…" --model openai:stub-model --base-url STUB --json`."""
+    workdir = str(tmp_path / "ws")
+    return _cli(
+        *("run", "Add a CSV export", "--model", "openai:stub-model", "--base-url", stub.url),
+        *("--workdir", workdir, "--ui", "none", "--json"),
+        env=env,
+    )
+
+
 @pytest.mark.backends()
 def test_run_with_base_url_pauses_then_resume_completes(
     db_url: str, stub: Stub, tmp_path: Path
 ) -> None:
     env = {**os.environ, "ORCHESTRATOR_DB": db_url}
     env.pop("OPENAI_API_KEY", None)  # a local server needs none
-    started = _cli(
-        "run",
-        "Add a CSV export",
-        "--model",
-        "openai:stub-model",
-        "--base-url",
-        stub.url,
-        "--workdir",
-        str(tmp_path / "ws"),
-        "--ui",
-        "none",
-        "--json",
-        env=env,
-    )
+    started = _run_against(stub, tmp_path, env)
     assert started.returncode == 3, started.stderr
     paused = json.loads(started.stdout)
     assert paused["status"] == "paused"
@@ -485,20 +482,7 @@ def test_cli_stall_names_the_session_and_keeps_the_resume_command(
 ) -> None:
     stub.queue(*[error(500, message="boom " + "y" * 3000)] * 3)
     env = {**os.environ, "ORCHESTRATOR_DB": db_url}
-    failed = _cli(
-        "run",
-        "Add a CSV export",
-        "--model",
-        "openai:stub-model",
-        "--base-url",
-        stub.url,
-        "--workdir",
-        str(tmp_path / "ws"),
-        "--ui",
-        "none",
-        "--json",
-        env=env,
-    )
+    failed = _run_against(stub, tmp_path, env)
     assert failed.returncode == 1, failed.stderr
     document = json.loads(failed.stdout)
     session_id = document["session_id"]
