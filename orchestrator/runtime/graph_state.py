@@ -7,6 +7,7 @@ LangGraph's runtime `context`, which is never checkpointed.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NamedTuple, TypedDict
@@ -108,16 +109,19 @@ class RunContext:
     activity: Any = None  # start(agent)/stop(agent): the CLI's progress line, if any
     # Turns recorded so far, by key; loaded once per drive (only the claim holder records).
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    spent: dict[str, int] = field(default_factory=dict)  # tokens_used(), kept up to date
 
     @property
     def session_id(self) -> str:
         return self.claim.session_id
 
     def tokens_used(self) -> int:
-        """Tokens the session's recorded turns used (for the agents' token budget)."""
-        return sum(
-            int(turn.get("usage", {}).get("total_tokens", 0)) for turn in self.recorded.values()
-        )
+        """Tokens the session's recorded turns used (for the agents' token budget): summed
+        once from the turns loaded, then counted as turns are recorded (no pass per call)."""
+        with _TOKENS_LOCK:
+            if "tokens" not in self.spent:
+                self.spent["tokens"] = sum(_tokens(turn) for turn in self.recorded.values())
+            return self.spent["tokens"]
 
     def call(
         self,
@@ -209,8 +213,18 @@ class RunContext:
             lambda: self.store.record_reply(self.claim, key, agent, record, **shown),
             storage_failure,
         )
-        self.recorded[key] = stored
+        self.tokens_used()  # the sum so far, before this turn is in `recorded`
+        with _TOKENS_LOCK:
+            self.recorded[key] = stored
+            self.spent["tokens"] += _tokens(stored)
         return stored
+
+
+_TOKENS_LOCK = threading.Lock()
+
+
+def _tokens(turn: dict[str, Any]) -> int:
+    return int(turn.get("usage", {}).get("total_tokens", 0))
 
 
 def task_board(state: GraphState) -> list[dict[str, Any]]:
