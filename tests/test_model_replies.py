@@ -594,3 +594,27 @@ def test_ollama_json_schema_mode_sends_the_schema_as_format(
     )
     assert view["status"] == "completed", view
     assert stub.requests[0]["format"]["properties"]["status"]["enum"][1] == "PLANNED"
+
+
+def test_one_run_with_base_url_completes_a_session_with_a_question(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    """`orchestrator run "…" --model openai:NAME --base-url URL`, the question answered
+    at the prompt (a line on stdin): one command, completed."""
+    env = {**os.environ, "ORCHESTRATOR_DB": db_url}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", "Add a CSV export"]
+        + ["--model", "openai:stub-model", "--base-url", stub.url, "--ui", "terminal"]
+        + ["--workdir", str(tmp_path / "ws"), "--json"],
+        input="2\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["status"] == "completed" and view["questions_surfaced"] == 1
+    assert view["orchestrator_state"]["user_clarification_response"] == "S3 bucket"
+    assert "pm asks: Which storage should the export use?" in done.stderr
