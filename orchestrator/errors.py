@@ -44,8 +44,11 @@ class UserError(OrchestratorError):
 
 class SessionNotFound(UserError):
     def __init__(self, session_id: str) -> None:
+        shown = repr(session_id[:80]) + (
+            f"… ({len(session_id) - 80:,} more characters)" if len(session_id) > 80 else ""
+        )
         super().__init__(
-            f"no session with id {session_id!r} in this database "
+            f"no session with id {shown} in this database "
             "(see `orchestrator list`, or check --db / ORCHESTRATOR_DB)"
         )
         self.session_id = session_id

@@ -37,6 +37,18 @@ def check_length(what: str, value: str | None, limit: int) -> None:
         )
 
 
+MAX_MESSAGE_CHARS = 1_500  # an error message as printed, whatever it quotes
+
+
+def clip_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """At most `limit` characters, cut before a last line that names a command to run:
+    that line is never cut ("try again with: orchestrator resume ID")."""
+    head, _, last = message.rpartition("\n")
+    if head and "orchestrator " in last and len(last) < limit // 2:
+        return clip(head, limit - len(last)) + "\n" + last
+    return clip(message, limit)
+
+
 def clip(text: object, limit: int = 300) -> str:
     """`text` for human output: at most `limit` characters, the cut marked."""
     value = str(text)

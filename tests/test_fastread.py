@@ -173,6 +173,9 @@ def _zoo_cases(zoo: dict[str, str]) -> list[list[str]]:
             cases.append([command, zoo[name], "--db", db])
             cases.append([command, zoo[name], "--json", "--db", db])
     cases += [
+        # an unknown id of 20,000 characters: the same short message on both paths
+        ["status", "i" * 20_000, "--json", "--db", db],
+        ["log", "postgresql://u:hunter2@h/" + "x" * 5_000, "--db", db],
         ["list", "--db", db],
         ["list", "--json", "--db", db],
         ["list", "--json", f"--db={db}"],
@@ -231,6 +234,8 @@ def test_the_fast_path_prints_what_the_full_path_prints(
         served += fast
         if args[:1] == ["list"] and "--json" in args and code == 0:
             assert out.startswith("[")  # a JSON list: the next page's command is on stderr
+        assert len(out) + len(_err) < 4_000 or code == 0, args[:2]  # no huge echoes
+        assert "hunter2" not in out + _err
     assert served >= 30
     stalled = json.loads(
         _run(ENTRY, ["status", zoo["stalled"], "--json", "--db", zoo["db"]], tmp_path)[0]

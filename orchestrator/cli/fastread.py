@@ -216,6 +216,10 @@ def _echo(text: str, *, err: bool = False, nl: bool = True, json_text: bool = Fa
 
 
 def _fail(as_json: bool, message: str) -> int:
+    from orchestrator.limits import clip_message
+    from orchestrator.redact import mask_url
+
+    message = clip_message(mask_url(message))  # as cli.output.fail: the same text
     _echo(f"error: {message}", err=True)
     if as_json:
         document = {"error": message, "exit_code": EXIT_BAD_INPUT}

@@ -18,8 +18,9 @@ from typing import Any, NoReturn, TextIO
 
 import typer
 
+from orchestrator import limits
 from orchestrator.errors import OrchestratorError, UserError
-from orchestrator.limits import clip
+from orchestrator.limits import clip_message
 from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.render import answer_hint, session_text
 from orchestrator.redact import mask_url
@@ -39,7 +40,7 @@ __all__ = [
 
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "cancelled": 4, "running": 1}
 EXIT_BAD_INPUT = 2
-MAX_MESSAGE_CHARS = 1_500  # an error message, whatever it quotes
+MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS  # an error message, whatever it quotes
 
 
 class _PipeSafe:
@@ -140,20 +141,11 @@ def _storage(exc: BaseException) -> bool:
 
 
 def fail(as_json: bool, message: str, code: int, **more: Any) -> NoReturn:
-    message = _clipped(mask_url(message))  # it may quote what the user gave
+    message = clip_message(mask_url(message))  # it may quote what the user gave
     err(f"error: {message}")
     if as_json:
         typer.echo(error_document(message, code, **more))
     raise typer.Exit(code)
-
-
-def _clipped(message: str) -> str:
-    """At most MAX_MESSAGE_CHARS, cut before a last line that names a command to run:
-    that line is never cut ("try again with: orchestrator resume ID")."""
-    head, _, last = message.rpartition("\n")
-    if head and "orchestrator " in last and len(last) < MAX_MESSAGE_CHARS // 2:
-        return clip(head, MAX_MESSAGE_CHARS - len(last)) + "\n" + last
-    return clip(message, MAX_MESSAGE_CHARS)
 
 
 def finish(
