@@ -142,21 +142,22 @@ def _postgres_saver(url: str) -> Iterator[Any]:
     from orchestrator.store._pg import connect_options, connection_error
 
     conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-    try:
-        # As PostgresSaver.from_conn_string opens it (autocommit, no prepared statements),
-        # with our timeouts.
-        conn = Connection.connect(
-            conninfo,
-            autocommit=True,
-            prepare_threshold=0,
-            row_factory=dict_row,
-            **connect_options(url),
-        )
-    except OperationalError as exc:
-        raise connection_error(exc, url) from exc
-    with conn, _setup_lock:
-        if url not in _set_up:
-            _setup_postgres(PostgresSaver(conn))
+    with _setup_lock:
+        if url not in _set_up:  # once per process and database: no connection after that
+            try:
+                # As PostgresSaver.from_conn_string opens it (autocommit, no prepared
+                # statements), with our timeouts.
+                conn = Connection.connect(
+                    conninfo,
+                    autocommit=True,
+                    prepare_threshold=0,
+                    row_factory=dict_row,
+                    **connect_options(url),
+                )
+            except OperationalError as exc:
+                raise connection_error(exc, url) from exc
+            with conn:
+                _setup_postgres(PostgresSaver(conn))
             _set_up.add(url)
     # The drive's checkpoints go through a one-connection pool that checks its connection
     # before lending it: a server restarted under a run (issue 21) costs a reconnect, not
