@@ -1,6 +1,6 @@
 """A multi-agent orchestrator with a clarification gate.
 
-The public API is the session API (`Sessions`, `Reply`, `Settings`); every edge — the
+The public API is the session API (`Sessions`, `Reply`, `Settings`, `ModelOptions`); every edge — the
 command line (`orchestrator.cli`), and any program of yours — drives sessions through it.
 Importing this package is cheap: the names below load on first use, and the core never
 imports Typer, a web framework or a model provider.
@@ -16,6 +16,7 @@ __all__ = [
     "Sessions",
     "Reply",
     "Settings",
+    "ModelOptions",
     "Scenario",
     "load_scenario",
     "parse_scenario",
@@ -28,6 +29,7 @@ __all__ = [
 if TYPE_CHECKING:
     from orchestrator.api import Reply, Sessions
     from orchestrator.errors import OrchestratorError, RunError, UserError
+    from orchestrator.model_options import ModelOptions
     from orchestrator.scenario import Scenario, load_scenario, parse_scenario
     from orchestrator.settings import Settings
 
@@ -35,6 +37,7 @@ _LAZY = {
     "Sessions": "orchestrator.api",
     "Reply": "orchestrator.api",
     "Settings": "orchestrator.settings",
+    "ModelOptions": "orchestrator.model_options",
     "Scenario": "orchestrator.scenario",
     "load_scenario": "orchestrator.scenario",
     "parse_scenario": "orchestrator.scenario",
