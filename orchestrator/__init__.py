@@ -1,7 +1,8 @@
 """A multi-agent orchestrator with a clarification gate.
 
-The public API is the session API (`Sessions`, `Reply`, `Settings`, `ModelOptions`); every edge — the
-command line (`orchestrator.cli`), and any program of yours — drives sessions through it.
+The public API is the session API (`Sessions`, `Reply`, `Settings`, `ModelOptions`); every
+edge — the command line (`orchestrator.cli`), and any program of yours — drives sessions
+through it.
 Importing this package is cheap: the names below load on first use, and the core never
 imports Typer, a web framework or a model provider.
 """
