@@ -433,6 +433,9 @@ def test_version_help_and_plain_orchestrator_exit_0() -> None:
     short = invoke("run", "-h")
     assert short.returncode == 0 and "--script" in short.stdout
     assert "[default: 5]" in short.stdout  # the Settings defaults, shown one way
+    shown = " ".join(short.stdout.replace("│", " ").split())  # the help, unwrapped
+    for default in ("[default: tools]", "[default: 180]", "[default: 4096]", "[default: 12]"):
+        assert default in shown, default  # and the chat-model options' defaults the same way
     assert invoke("db").returncode == 0
 
 

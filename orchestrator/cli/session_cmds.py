@@ -35,7 +35,10 @@ MODELS = "Chat models"
 
 
 def model_default(name: str) -> str:
-    return f" [default: {ModelOptions.model_fields[name].default}]"
+    """A chat-model option's default, shown as Click shows its own: [default: 180]."""
+    value = ModelOptions.model_fields[name].default
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f" \\[default: {shown}]"  # escaped: the help is rich markup
 
 
 __all__ = ["run", "resume", "checked_settings", "cli_flags"]
@@ -173,7 +176,7 @@ def run(
         typer.Option(
             "--max-session-tokens",
             help="Tokens the whole session may use; past it the session fails. "
-            "[default: no budget]",
+            "\\[default: no budget]",
             rich_help_panel=MODELS,
         ),
     ] = None,
