@@ -199,30 +199,10 @@ def test_postgresql_stopped_after_the_answer_says_it_was_kept(
     plain `resume` finishes the session once the server is back."""
     with pg_cluster.fresh("migrated") as db:
         session_id = _paused(db)
-        env = {**os.environ, "ORCHESTRATOR_STOP_AT": "answer_committed"}
-        process = subprocess.Popen(
-            argv("resume", session_id, "--answer", "Weekly", "--json", db=db),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            cwd=ROOT,
+        process = _stop_at(
+            "answer_committed", "resume", session_id, "--answer", "Weekly", "--json", db=db
         )
-        try:
-            while not _stopped(process):
-                time.sleep(0.05)
-            assert process.poll() is None, process.communicate()
-            pg_cluster.stop_server()
-            try:
-                os.kill(process.pid, signal.SIGCONT)
-                out, err = process.communicate(timeout=120)
-            finally:
-                pg_cluster.start_server()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+        out, err = _outage(pg_cluster, process)
         assert process.returncode == 2, err
         assert "Traceback" not in err
         document = json.loads(out)
@@ -258,6 +238,29 @@ def _stop_at(point: str, *args: str, db: str, **env: str) -> subprocess.Popen[st
     return process
 
 
+def _outage(
+    pg_cluster: pgcluster.Cluster, process: subprocess.Popen[str], *, down_for: float | None = None
+) -> tuple[str, str]:
+    """Stop the server, let the stopped `process` go on, and start the server again:
+    after the process has ended (`down_for` None: it meets only the outage), or after
+    `down_for` seconds (it meets the server coming back). Returns its stdout and stderr;
+    a process still alive at the end is killed."""
+    try:
+        pg_cluster.stop_server()
+        try:
+            os.kill(process.pid, signal.SIGCONT)
+            if down_for is None:
+                return process.communicate(timeout=120)
+            time.sleep(down_for)
+        finally:
+            pg_cluster.start_server()
+        return process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
 def test_a_turn_finished_while_postgresql_is_away_is_never_made_again(
     pg_cluster: pgcluster.Cluster,
 ) -> None:
@@ -277,17 +280,7 @@ def test_a_turn_finished_while_postgresql_is_away_is_never_made_again(
             db=db,
             ORCHESTRATOR_RECORD_PATIENCE="0",
         )
-        try:
-            pg_cluster.stop_server()
-            try:
-                os.kill(process.pid, signal.SIGCONT)
-                out, err = process.communicate(timeout=120)
-            finally:
-                pg_cluster.start_server()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+        out, err = _outage(pg_cluster, process)
         assert process.returncode == 2, err
         assert "Traceback" not in err
         document = json.loads(out)
@@ -364,17 +357,7 @@ def test_the_driver_records_its_kept_turn_when_postgresql_returns(
         process = _stop_at(
             "reply_received:pm#2", "resume", session_id, "--answer", "Weekly", "--json", db=db
         )
-        try:
-            pg_cluster.stop_server()
-            try:
-                os.kill(process.pid, signal.SIGCONT)
-            finally:
-                pg_cluster.start_server()
-            out, err = process.communicate(timeout=300)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+        out, err = _outage(pg_cluster, process, down_for=0.0)
         assert process.returncode == 0, err
         assert json.loads(out)["status"] == "completed"
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
@@ -394,18 +377,7 @@ def test_a_worker_records_its_kept_turn_when_postgresql_restarts(
         handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
         assert handed.returncode == 0, handed.stderr
         process = _stop_at("reply_received:pm#2", "worker", "--exit-when-idle", "3", db=db)
-        try:
-            pg_cluster.stop_server()
-            try:
-                os.kill(process.pid, signal.SIGCONT)
-                time.sleep(2)  # the worker meets the outage with the turn in hand
-            finally:
-                pg_cluster.start_server()
-            out, err = process.communicate(timeout=120)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+        _, err = _outage(pg_cluster, process, down_for=2.0)  # it meets the outage, turn in hand
         assert process.returncode == 0, err
         assert "Traceback" not in err
         view = _status(db, session_id)

@@ -156,16 +156,7 @@ def take(tx: Tx, row: Any, owner: Owner) -> Claim:
         "last_error": None,
         "updated_at": utcnow(),
     }
-    claimed = tx.run(
-        update_sql(
-            "sessions",
-            list(values),
-            "id = :sid AND status = :was_status AND claim_generation = :was_generation",
-        ),
-        values | {"sid": row.id, "was_status": row.status, "was_generation": row.claim_generation},
-    )
-    if claimed != 1:
-        raise SessionBusy(f"session {row.id} was just taken by another command")
+    _swap(tx, row, values)
     if row.status != "running":
         note = "resumed"
     elif row.owner is None:
@@ -244,7 +235,14 @@ def hand_off(tx: Tx, row: Any, owner: Owner) -> None:
         **RELEASED,
         "updated_at": utcnow(),
     }
-    handed = tx.run(
+    _swap(tx, row, values)
+    add_event(tx, row.id, "status", status="running", previous=row.status, note=HANDED_OFF)
+
+
+def _swap(tx: Tx, row: Any, values: dict[str, Any]) -> None:
+    """Write `values` to the session `row` was read as (same status, same generation), or
+    raise SessionBusy: another command changed it in between."""
+    swapped = tx.run(
         update_sql(
             "sessions",
             list(values),
@@ -252,9 +250,8 @@ def hand_off(tx: Tx, row: Any, owner: Owner) -> None:
         ),
         values | {"sid": row.id, "was_status": row.status, "was_generation": row.claim_generation},
     )
-    if handed != 1:
+    if swapped != 1:
         raise SessionBusy(f"session {row.id} was just taken by another command")
-    add_event(tx, row.id, "status", status="running", previous=row.status, note=HANDED_OFF)
 
 
 def record_failure(
