@@ -618,3 +618,16 @@ def test_one_run_with_base_url_completes_a_session_with_a_question(
     assert view["status"] == "completed" and view["questions_surfaced"] == 1
     assert view["orchestrator_state"]["user_clarification_response"] == "S3 bucket"
     assert "pm asks: Which storage should the export use?" in done.stderr
+
+
+def test_a_bad_base_url_in_the_environment_is_named_and_masked(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.errors import ConfigError
+
+    monkeypatch.setenv("ORCHESTRATOR_BASE_URL", "ftp://me:hunter2@127.0.0.1/v1")
+    with pytest.raises(ConfigError) as raised:
+        Sessions(db_url).start("Add a CSV export", models="openai:x", workdir=tmp_path / "ws")
+    assert "$ORCHESTRATOR_BASE_URL: expected an http:// or https:// URL" in raised.value.message
+    assert "hunter2" not in raised.value.message
+    assert Sessions(db_url).list() == []
