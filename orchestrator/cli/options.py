@@ -81,7 +81,11 @@ PublicUrlOption = Annotated[
 def shown_default(field: str) -> str:
     """A default from Settings, shown in `--help` as Click shows its own: [default: 5].
     (The options themselves default to None, so that a scenario's settings apply.)"""
-    value = DEFAULTS[field]
+    return default_text(DEFAULTS[field])
+
+
+def default_text(value: object) -> str:
+    """` [default: VALUE]` for a help text (floats without a needless `.0`)."""
     shown = f"{value:g}" if isinstance(value, float) else str(value)
     return f" \\[default: {shown}]"  # escaped: the help is rich markup
 

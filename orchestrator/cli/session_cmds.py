@@ -17,6 +17,7 @@ from orchestrator.cli.options import (
     PublicUrlOption,
     UiOption,
     asking,
+    default_text,
     shown_default,
 )
 from orchestrator.cli.output import emit, finish, user_errors
@@ -36,9 +37,7 @@ MODELS = "Chat models"
 
 def model_default(name: str) -> str:
     """A chat-model option's default, shown as Click shows its own: [default: 180]."""
-    value = ModelOptions.model_fields[name].default
-    shown = f"{value:g}" if isinstance(value, float) else str(value)
-    return f" \\[default: {shown}]"  # escaped: the help is rich markup
+    return default_text(ModelOptions.model_fields[name].default)
 
 
 __all__ = ["run", "resume", "checked_settings", "cli_flags"]
