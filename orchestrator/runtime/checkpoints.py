@@ -22,7 +22,7 @@ from typing import Any, cast
 from orchestrator.errors import ConfigError
 from orchestrator.install_hints import install_extra
 from orchestrator.store.connect import sqlite_path
-from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx
+from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx, configure_sqlite
 
 __all__ = ["checkpointer", "fenced", "StoreSaver"]
 
@@ -100,11 +100,7 @@ def checkpointer(
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-        # As for our own connection: in WAL mode NORMAL survives a killed process (only a
-        # power loss can drop the last commits), and skips an fsync per checkpoint.
-        conn.execute("PRAGMA synchronous = NORMAL")
+        configure_sqlite(conn, foreign_keys=False)  # as our own connection's
         try:
             saver = SqliteSaver(conn)
             with _setup_lock:

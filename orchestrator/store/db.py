@@ -21,7 +21,7 @@ from orchestrator.store.connect import (
     sqlite_path,
     url_origin,
 )
-from orchestrator.store.sql import BUSY_TIMEOUT
+from orchestrator.store.sql import BUSY_TIMEOUT, configure_sqlite
 
 __all__ = ["open_engine", "upgrade", "MIGRATION_LOCK_KEY"]
 
@@ -92,10 +92,7 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
+        configure_sqlite(cursor)
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -21,6 +21,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ __all__ = [
     "JSON_COLUMNS",
     "TIME_COLUMNS",
     "BUSY_TIMEOUT",
+    "configure_sqlite",
     "sqlite_time",
     "decode_row",
 ]
@@ -55,6 +57,39 @@ def _busy_timeout() -> float:
 
 # Seconds a connection waits for SQLite's write lock (store.db.SQLITE_BUSY_TIMEOUT).
 BUSY_TIMEOUT = _busy_timeout()
+
+
+def configure_sqlite(conn: Any, *, foreign_keys: bool = True) -> None:
+    """The pragmas every connection to our SQLite file gets (a sqlite3 connection or
+    cursor): the busy timeout; WAL, so that readers (status, list) run while a session
+    writes; synchronous NORMAL (in WAL mode a commit survives a killed process, only a
+    power loss can drop the last ones; the user's answer is fsynced on its own).
+
+    Switching a new file to WAL needs an exclusive lock, and SQLite answers "database is
+    locked" at once, without the busy handler, while another process is switching it too
+    (the first commands on a fresh database, run concurrently). The mode is persistent,
+    so it is read first and set, with retries up to the busy timeout, only when needed."""
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.005
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    if foreign_keys:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
 # Columns (and the parameters that fill them, named the same) holding JSON documents.
 JSON_COLUMNS = frozenset(
     {"agents", "settings", "tasks", "question_object", "fallback_counts", "payload", "usage"}
@@ -183,13 +218,7 @@ class SqliteDb:
             self.path, timeout=BUSY_TIMEOUT, check_same_thread=False, isolation_level=None
         )
         try:
-            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-            # WAL: readers (status, list) run while a session writes. NORMAL: in WAL mode a
-            # commit survives a killed process; only a power loss can drop the last ones
-            # (the user's answer is fsynced on its own: write(durable=True)).
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA synchronous = NORMAL")
-            self.conn.execute("PRAGMA foreign_keys = ON")
+            configure_sqlite(self.conn)  # durable answers: write(durable=True)
         except BaseException:
             self.conn.close()
             raise
