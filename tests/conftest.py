@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import forkserver
 import pgcluster
 import pytest
 
@@ -135,13 +136,6 @@ def invoke(
 def cli(
     *args: str, db: str | None = None, timeout: float = 120, **kwargs: object
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real `orchestrator` command in a new process (stdin is not a terminal)."""
-    return subprocess.run(
-        argv(*args, db=db),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        cwd=ROOT,
-        **kwargs,  # type: ignore[arg-type]
-    )
+    """Run the real `orchestrator` command in a process of its own (stdin is not a
+    terminal), forked from the test fork server (tests/forkserver.py)."""
+    return forkserver.run(argv(*args, db=db), timeout=timeout, cwd=ROOT, **kwargs)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT, argv, invoke
@@ -363,7 +364,7 @@ def test_a_closed_pipe_never_stops_the_session(db_url: str) -> None:
     """`orchestrator run ... 2>&1 | head -2`: the reader goes away after two lines; the
     session still runs to its end and the exit code is the session's."""
     command = argv("run", "--script", str(EXAMPLES / "answered-question.yaml"), db=db_url)
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         [*command, "--ui", "none"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -380,7 +381,7 @@ def test_a_closed_pipe_never_stops_the_session(db_url: str) -> None:
 
 
 def test_a_closed_stdout_under_json_keeps_the_exit_code(db_url: str) -> None:
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         argv("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json", db=db_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import forkserver
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -188,7 +189,7 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
         port = probe.getsockname()[1]
     token_file = tmp_path / "token"
     token_file.write_text(MCP_TOKEN + "\n")
-    server = subprocess.Popen(
+    server = forkserver.Popen(
         argv(
             "mcp",
             "--http",
@@ -280,7 +281,7 @@ def test_streamable_http_needs_the_bearer_token(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_MCP_TOKEN"}
-    server = subprocess.Popen(
+    server = forkserver.Popen(
         argv("mcp", "--http", "--port", str(port), db=str(tmp_path / "h.db")),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,

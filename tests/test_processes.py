@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, argv, cli
@@ -199,7 +200,7 @@ def test_concurrent_resumes_exactly_one_wins(db_url: str, attempt: int) -> None:
     # All started before any is waited on; each pays ~1 s of imports before touching the
     # database, so they reach it together.
     procs = [
-        subprocess.Popen(
+        forkserver.Popen(
             argv("resume", session_id, "--answer", answer, "--json", db=db_url),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -436,7 +437,7 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
 ) -> None:
     script, summaries = long_scenario(tmp_path / "long.yaml")
     total_replies = len(summaries) + 4
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         argv("run", "--script", str(script), "--json", db=db_url),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -600,7 +601,7 @@ def checkpoint_count(db_url: str, session_id: str) -> int:
 
 
 def test_session_left_running_by_killed_process_is_taken_over(db_url: str) -> None:
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         argv("run", "--script", str(ANSWERED), "--json", db=db_url),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -792,7 +793,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
 ) -> None:
     if not _unshare_works():
         pytest.skip("unshare --pid is not available here (needs root or user namespaces)")
-    owner = subprocess.Popen(
+    owner = forkserver.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc",
          *harness.argv("run", "--script", str(harness.script))],
         env=harness.env(
@@ -833,7 +834,7 @@ def test_eight_concurrent_first_uses_of_a_fresh_database(empty_db_url: str) -> N
     checkpoint setup (once per database per process, serialised) do not race."""
     db_url = empty_db_url
     procs = [
-        subprocess.Popen(
+        forkserver.Popen(
             argv("run", "--script", str(ANSWERED), "--json", db=db_url),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -857,7 +858,7 @@ def test_plain_resume_racing_an_answer_exits_2_or_3_never_1(
 ) -> None:
     session_id = start_paused(db_url)["session_id"]
     mark = tmp_path / "in-snapshot"
-    plain = subprocess.Popen(
+    plain = forkserver.Popen(
         harness.argv("resume", session_id),
         env=harness.env(HARNESS_SNAPSHOT_DELAY="3", HARNESS_MARK=str(mark)),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -892,7 +893,7 @@ def test_plain_resumes_racing_an_answer_never_exit_1(db_url: str) -> None:
         session_id = run_json(paused)["session_id"]
         commands = [["--answer", "Weekly"], [], [], []]
         procs = [
-            subprocess.Popen(
+            forkserver.Popen(
                 argv("resume", session_id, *extra, "--json", db=db_url),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -917,7 +918,7 @@ def test_plain_resumes_racing_an_answer_never_exit_1(db_url: str) -> None:
 def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
     harness: Harness, db_url: str
 ) -> None:
-    first = subprocess.Popen(
+    first = forkserver.Popen(
         harness.argv("run", "--script", str(harness.script)),
         env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="4"),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

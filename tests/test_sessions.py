@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import forkserver
 import pytest
 from orchestrator.agents.scripted import ScriptedBackend
 
@@ -455,7 +456,6 @@ def test_a_lease_taken_over_says_so_at_its_next_check(db_url: str) -> None:
 
 def test_owner_identity_beyond_the_pid(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
-    import subprocess
     import sys
     import time
 
@@ -471,7 +471,7 @@ def test_owner_identity_beyond_the_pid(monkeypatch: pytest.MonkeyPatch) -> None:
         999_999, me.host, lease, owner_boot=me.boot, owner_pidns="pid:[1]", owner_started=1
     )
     # same namespace, the pid gone or reused by a process that started at another time
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone = forkserver.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     assert owner_mod.is_dead(gone.pid, me.host, lease, owner_started=1, **ident)
     assert owner_mod.is_dead(os.getpid(), "elsewhere", lease, owner_started=1, **ident) is False

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import forkserver
 import pytest
 
 from tests import pgcluster
@@ -223,7 +224,7 @@ def test_postgresql_stopped_after_the_answer_says_it_was_kept(
 
 
 def _stop_at(point: str, *args: str, db: str, **env: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
+    process = forkserver.Popen(
         argv(*args, db=db),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pexpect
 import pytest
 import yaml
@@ -579,7 +580,7 @@ def test_ctrl_c_at_a_line_by_line_prompt_leaves_the_question_open(
     import signal
 
     script = scenario(tmp_path, question="Which columns?")
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         [sys.executable, "-m", "orchestrator", "run", "--script", str(script)]
         + ["--ui", "terminal", "--json", "--db", db_url],
         stdin=subprocess.PIPE,

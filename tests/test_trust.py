@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import forkserver
 import pytest
 
 from tests.conftest import cli
@@ -154,7 +155,7 @@ def test_serve_takes_its_token_from_a_file_not_the_process_list(tmp_path: Path) 
     token = "file-token-0123456789abcdef"
     path = tmp_path / "token"
     path.write_text(f"{token}\n")
-    server = subprocess.Popen(
+    server = forkserver.Popen(
         argv("serve", "--port", "0", "--token-file", str(path), db=str(tmp_path / "s.db")),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -182,7 +183,7 @@ def _serve(tmp_path: Path, *args: str) -> tuple[str, str]:
 
     from tests.conftest import ROOT, argv
 
-    server = subprocess.Popen(
+    server = forkserver.Popen(
         argv("serve", "--port", "0", *args, db=str(tmp_path / "s.db")),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -224,7 +225,7 @@ def test_serving_beyond_this_machine_needs_tls_or_a_plain_word(tmp_path: Path) -
     )  # fmt: skip
     from tests.conftest import ROOT, argv
 
-    server = subprocess.Popen(
+    server = forkserver.Popen(
         argv("serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(key),
              db=str(tmp_path / "s.db")),
         cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

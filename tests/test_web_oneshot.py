@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import forkserver
 import httpx
 import pytest
 
@@ -87,7 +88,7 @@ def test_cancel_when_the_caller_allows_it() -> None:
 
 
 def _start(args: list[str], db: str) -> tuple[subprocess.Popen, queue.Queue]:
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         argv(*args, db=db),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,

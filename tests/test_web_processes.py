@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import forkserver
 import httpx
 import pytest
 
@@ -21,7 +22,7 @@ from tests.web_support import AUTH, TOKEN, free_port, scenario
 @contextmanager
 def server(db: str, *, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         argv("serve", "--port", str(port), "--token", TOKEN, db=db),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -144,7 +145,7 @@ def test_an_answer_racing_a_cli_resume_has_one_winner(
 ) -> None:
     sid = paused_by_cli(tmp_path, db_url)
     with server(db_url) as (base, _proc):
-        resume = subprocess.Popen(
+        resume = forkserver.Popen(
             argv("resume", sid, "--choice", "A fixed summary set", "--json", db=db_url),
             cwd=ROOT,
             stdin=subprocess.DEVNULL,

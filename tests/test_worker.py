@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pgcluster
 import pytest
 import yaml
@@ -72,7 +73,7 @@ def assert_ran_once(db_url: str, session_id: str, replies: dict[str, int]) -> li
 
 
 def popen(*args: str, db: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    return forkserver.Popen(
         argv(*args, db=db),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
