@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
+import gc
+import io
 import json
 import os
 import select
@@ -35,6 +38,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 from pathlib import Path
 from typing import Any
@@ -112,6 +116,7 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
     """`subprocess.Popen`; an `orchestrator` command line is forked from the fork server."""
 
     _zsock: socket.socket | None = None
+    _controlling_tty = False  # a terminal on the streams: it becomes the command's (spawn_pty)
 
     def _execute_child(  # type: ignore[override]
         self,
@@ -145,7 +150,10 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
             and (gid, gids, uid, umask) == (None, None, None, -1)
             and process_group in (None, -1)
             and _startup_env(environ) == _startup_env(dict(os.environ))
-            and not any(os.isatty(fd if fd != -1 else n) for n, fd in enumerate(streams))
+            and (
+                self._controlling_tty
+                or not any(os.isatty(fd if fd != -1 else n) for n, fd in enumerate(streams))
+            )
         )
         if not forkable:
             super()._execute_child(
@@ -157,7 +165,8 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
                 "args": command[1:],
                 "env": environ,
                 "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
-                "new_session": bool(start_new_session),
+                "new_session": bool(start_new_session) or self._controlling_tty,
+                "tty": self._controlling_tty,
             }
         ).encode()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -201,6 +210,7 @@ def run(
     args: list[str], *, input: str | None = None, timeout: float = 120, **kwargs: Any
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(args, capture_output=True, text=True, …)` through `Popen`."""
+    assert kwargs.pop("capture_output", True) and kwargs.pop("text", True), "captured text only"
     kwargs.setdefault("stdin", subprocess.PIPE if input is not None else subprocess.DEVNULL)
     with Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs) as proc:
         try:
@@ -210,6 +220,55 @@ def run(
             proc.wait()
             raise
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+class _TtyPopen(Popen):
+    _controlling_tty = True
+
+
+def spawn_pty(args: list[str], **kwargs: Any) -> Any:
+    """`pexpect.spawn(sys.executable, args, …)`, the command forked from the fork server with
+    a new pseudo-terminal as its controlling terminal (a real exec when turned off)."""
+    import pexpect
+    import ptyprocess
+
+    class _ForkedPty(ptyprocess.PtyProcess):  # type: ignore[misc]
+        popen: Popen
+
+        def isalive(self) -> bool:
+            code = None if self.terminated else self.popen.poll()
+            if code is not None:
+                self.terminated = True
+                self.exitstatus = code if code >= 0 else None
+                self.signalstatus = -code if code < 0 else None
+                self.status = code
+            return not self.terminated
+
+        def wait(self) -> int | None:
+            self.popen.wait()
+            self.isalive()
+            return self.exitstatus  # type: ignore[no-any-return]
+
+    class _Spawn(pexpect.spawn):  # type: ignore[misc]
+        def _spawnpty(self, argv: list[bytes | str], **options: Any) -> _ForkedPty:
+            rows, cols = options.get("dimensions") or (24, 80)
+            master, slave = os.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            command = [a.decode() if isinstance(a, bytes) else a for a in argv]
+            command[0] = sys.executable  # pexpect resolved it through PATH
+            try:
+                popen = _TtyPopen(
+                    command, stdin=slave, stdout=slave, stderr=slave,
+                    cwd=options.get("cwd"), env=options.get("env"),
+                )  # fmt: skip
+            finally:
+                os.close(slave)
+            process = _ForkedPty(popen.pid, master)
+            process.popen = popen
+            return process
+
+    spawner = _Spawn if enabled() else pexpect.spawn
+    return spawner(sys.executable, args, **kwargs)
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:
@@ -268,8 +327,11 @@ def _become(request: dict[str, Any], fds: list[int], conn: socket.socket) -> Non
         os.setsid()
     for number, fd in enumerate(fds):
         os.dup2(fd, number)
+    if request["tty"]:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     conn.close()
     os.closerange(3, 65536)
+    _fresh_stdio()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -288,6 +350,25 @@ def _become(request: dict[str, Any], fds: list[int], conn: socket.socket) -> Non
     importlib.reload(orchestrator.faults)
 
 
+def _fresh_stdio() -> None:
+    """sys.stdin, stdout and stderr as a starting interpreter makes them for the streams it
+    was given: line-buffered on a terminal (stderr always), the same encoding and errors."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        old = getattr(sys, name)
+        raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
+        buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        stream = io.TextIOWrapper(
+            buffered,
+            encoding=old.encoding,
+            errors=old.errors,
+            newline="\n",
+            line_buffering=fd == 2 or os.isatty(fd),
+        )
+        stream.mode = "r" if fd == 0 else "w"  # type: ignore[misc]
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
 def _main(path: str) -> None:
     import importlib
 
@@ -296,6 +377,10 @@ def _main(path: str) -> None:
             importlib.import_module(name)
     if threading.active_count() != 1:
         raise SystemExit("the test fork server started a thread while importing; cannot fork")
+    # The imported modules' objects are never garbage: keep them out of every collection, in
+    # the commands too (without this a command spends 0.6 s collecting them as it exits).
+    gc.collect()
+    gc.freeze()
     request = _serve(path)
     import runpy
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pytest
 
 from tests.conftest import EXAMPLES
@@ -416,7 +417,7 @@ def test_the_fast_read_path_refuses_what_the_full_path_refuses(
 
     full = invoke(*args, "--json", env=env)
     assert full.code == 2 and fragment in full.document()["error"]
-    process = subprocess.run(
+    process = forkserver.run(
         argv(*args, "--json"),
         capture_output=True,
         text=True,

@@ -315,7 +315,7 @@ def test_ui_terminal_prompts_for_the_answer_on_stderr(db_url: str) -> None:
         "--json",
         db=db_url,
     )
-    result = subprocess.run(
+    result = forkserver.run(
         command, input="Weekly\n", capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     assert result.returncode == 0, result.stderr
@@ -331,12 +331,12 @@ def test_ui_terminal_select_by_number_and_eof_leaves_it_paused(db_url: str, tmp_
     )
     scenario = write(tmp_path, text)
     command = argv("run", "--script", scenario, "--ui", "terminal", "--json", db=db_url)
-    chosen = subprocess.run(
+    chosen = forkserver.run(
         command, input="2\n", capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     assert chosen.returncode == 0, chosen.stderr
     assert as_json(chosen)["orchestrator_state"]["user_clarification_response"] == "Beta"
-    closed = subprocess.run(
+    closed = forkserver.run(
         command, input="", capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     assert closed.returncode == 3, closed.stderr

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pytest
 from orchestrator.agents.replies import feedback, read_arguments, read_text
 
@@ -431,7 +432,7 @@ def test_bad_model_options_are_refused_before_anything_is_written(
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-m", "orchestrator", *args],
         capture_output=True,
         text=True,
@@ -602,7 +603,7 @@ def test_one_run_with_base_url_completes_a_session_with_a_question(
     """`orchestrator run "…" --model openai:NAME --base-url URL`, the question answered
     at the prompt (a line on stdin): one command, completed."""
     env = {**os.environ, "ORCHESTRATOR_DB": db_url}
-    done = subprocess.run(
+    done = forkserver.run(
         [sys.executable, "-m", "orchestrator", "run", "Add a CSV export"]
         + ["--model", "openai:stub-model", "--base-url", stub.url, "--ui", "terminal"]
         + ["--workdir", str(tmp_path / "ws"), "--json"],

@@ -68,8 +68,7 @@ def spawn(args: list[str], tmp_path: Path) -> pexpect.spawn:
         XDG_DATA_HOME=str(tmp_path / "data"),
         PROMPT_TOOLKIT_NO_CPR="1",
     )
-    child = pexpect.spawn(
-        sys.executable,
+    child = forkserver.spawn_pty(
         args,
         cwd=str(ROOT),
         env=env,
