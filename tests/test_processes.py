@@ -798,7 +798,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
          *harness.argv("run", "--script", str(harness.script))],
         env=harness.env(
             # One slow call holds the session over two resumes more than a lease apart.
-            HARNESS_SLOW="developer-1", HARNESS_DELAY="12", ORCHESTRATOR_LEASE_SECONDS="4"
+            HARNESS_SLOW="developer-1", HARNESS_DELAY="8", ORCHESTRATOR_LEASE_SECONDS="3"
         ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
@@ -817,7 +817,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
             assert "being resumed elsewhere" in refused.stderr
             assert "takeover is possible in" in refused.stderr
             refusals += 1
-            time.sleep(4.5)
+            time.sleep(3.5)
         stdout, stderr = owner.communicate(timeout=120)
         assert refusals >= 1, "the owner must still have been running at the first resume"
     finally:
@@ -920,20 +920,21 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
 ) -> None:
     first = forkserver.Popen(
         harness.argv("run", "--script", str(harness.script)),
-        env=harness.env(HARNESS_SLOW="developer", HARNESS_DELAY="4"),
+        env=harness.env(
+            HARNESS_SLOW="developer", HARNESS_DELAY="2", ORCHESTRATOR_LEASE_SECONDS="1"
+        ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
     )  # fmt: skip
     try:
         harness.wait_for_call("developer-1", first)
-        time.sleep(0.3)  # well inside developer-1's 4 s call
+        time.sleep(0.3)  # well inside developer-1's 2 s call
         os.kill(first.pid, signal.SIGSTOP)
         session_id = only_session_id(db_url)
-        time.sleep(3)  # past the 2 s lease: the frozen process renews nothing
-        taken = subprocess.run(
+        time.sleep(1.5)  # past the 1 s lease: the frozen process renews nothing
+        taken = forkserver.run(
             harness.argv("resume", session_id),
-            env=harness.env(), capture_output=True, text=True, timeout=120,
-            stdin=subprocess.DEVNULL, cwd=ROOT,
+            env=harness.env(ORCHESTRATOR_LEASE_SECONDS="1"), timeout=120, cwd=ROOT,
         )  # fmt: skip
         assert taken.returncode == 0, describe(taken)
         assert run_json(taken)["status"] == "completed"

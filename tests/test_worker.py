@@ -24,6 +24,7 @@ from conftest import EXAMPLES, ROOT, argv
 from dbcheck import payload, query
 
 from orchestrator import Reply, Sessions
+from orchestrator.domain import clock
 from orchestrator.runtime.worker_loop import run_worker
 from orchestrator.store.queue import claim_ready
 
@@ -250,15 +251,18 @@ def test_a_worker_applies_a_passed_deadline_and_runs_on_what_it_answers(
     db_url: str, policy: str
 ) -> None:
     """No `status` or `resume` needed: a worker applies the on-timeout policy of a paused
-    session whose question's deadline has passed, and runs on a `proceed`."""
-    with Sessions(db_url) as sessions:
-        sid = sessions.start_scenario(PAUSE, settings={"timeout": 1, "on_timeout": policy})[
-            "session_id"
-        ]
-        not_due = sessions.start_scenario(PAUSE, settings={"timeout": 3600})["session_id"]
-    time.sleep(1.2)
-    seen: list[str] = []
-    stats = run_worker(db_url, 1, idle_exit=0.5, poll=0.05, on_session=lambda s, _: seen.append(s))
+    session whose question's deadline has passed, and runs on a `proceed`. (On the
+    virtual clock that deadlines are measured in: the worker reads it too.)"""
+    with clock.virtual():
+        with Sessions(db_url) as sessions:
+            settings = {"timeout": 60, "on_timeout": policy}
+            sid = sessions.start_scenario(PAUSE, settings=settings)["session_id"]
+            not_due = sessions.start_scenario(PAUSE, settings={"timeout": 3600})["session_id"]
+        clock.advance(61)
+        seen: list[str] = []
+        stats = run_worker(
+            db_url, 1, idle_exit=0.5, poll=0.05, on_session=lambda s, _: seen.append(s)
+        )
     with Sessions(db_url) as sessions:
         done = sessions._opened.view(sid)
         assert sessions._opened.view(not_due)["status"] == "paused"  # its deadline is ahead

@@ -24,6 +24,7 @@ from collections.abc import Container
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.domain import clock
 from orchestrator.errors import BUDGET_PREFIX
 from orchestrator.store import gate_tx, lifecycle
 from orchestrator.store.core import Store
@@ -89,7 +90,7 @@ def claim_ready(
             locked = tx.first(f"SELECT * FROM sessions WHERE id = :id{skip}", {"id": row.id})
             if locked is not None and ready(locked):
                 return lifecycle.take(tx, locked, owner)
-        return _overdue(tx, owner, now, busy)
+        return _overdue(tx, owner, clock.now(), busy)  # deadlines: the (virtual) clock
 
 
 def _overdue(tx: Any, owner: Owner, now: float, busy: Container[str]) -> Claim | None:
