@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -84,8 +85,25 @@ def pg_cluster() -> Iterator[pgcluster.Cluster]:
     cluster.close()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file with our schema and LangGraph's, made once per test process: a test's
+    database is a copy (migrating a new file costs about 0.12 s, a copy about 1 ms)."""
+    from orchestrator.runtime.checkpoints import checkpointer
+    from orchestrator.store.db import open_engine
+
+    path = tmp_path_factory.mktemp("template") / "migrated.db"
+    open_engine(f"sqlite:///{path}").dispose()
+    with checkpointer(f"sqlite:///{path}"):
+        pass
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+    return path
+
+
 def _database(request: pytest.FixtureRequest, backend: str, path: Path, kind: str) -> Iterator[str]:
     if backend == "sqlite":
+        if kind == "migrated":
+            shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
         yield f"sqlite:///{path}"
         return
     cluster: pgcluster.Cluster = request.getfixturevalue("pg_cluster")
@@ -95,8 +113,8 @@ def _database(request: pytest.FixtureRequest, backend: str, path: Path, kind: st
 
 @pytest.fixture
 def db_url(request: pytest.FixtureRequest, db_backend: str, tmp_path: Path) -> Iterator[str]:
-    """A database of its own for this test: a SQLite file not yet created, or a fresh
-    PostgreSQL database with the schema in place."""
+    """A database of its own for this test, with the schema in place: a SQLite file or a
+    PostgreSQL database, each a copy of a migrated template."""
     yield from _database(request, db_backend, tmp_path / "orchestrator.db", "migrated")
 
 
