@@ -67,19 +67,22 @@ def test_langgraph_tables_share_the_file_but_not_the_migrations(tmp_path: Path) 
 
 
 @pytest.mark.backends()
-def test_concurrent_first_use_of_a_fresh_file(empty_db_url: str) -> None:
-    """Two processes creating the same database at once both end up at head."""
+def test_concurrent_first_use_of_a_fresh_file(empty_db_url: str, tmp_path: Path) -> None:
+    """Three processes creating the same database at once all end up at head."""
     import subprocess
     import sys
 
+    import forkserver
+
     url = empty_db_url
-    code = (
+    script = tmp_path / "first_use.py"
+    script.write_text(
         "import sys\nfrom orchestrator.store.db import open_engine\n"
         "from orchestrator.runtime.checkpoints import checkpointer\n"
         "open_engine(sys.argv[1])\nwith checkpointer(sys.argv[1]):\n    pass\n"
     )  # our migrations and LangGraph's, as every first command on a new database runs them
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE, text=True)
+        forkserver.Popen([sys.executable, str(script), url], stderr=subprocess.PIPE, text=True)
         for _ in range(3)
     ]
     for proc in procs:
@@ -88,17 +91,19 @@ def test_concurrent_first_use_of_a_fresh_file(empty_db_url: str) -> None:
     assert query(url, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
 
 
-def _switch_to_wal(path: str, barrier: Any, errors: Any) -> None:
+def _switch_to_wal(paths: list[str], barrier: Any, errors: Any) -> None:
     from orchestrator.store.sql import configure_sqlite
 
-    barrier.wait()
-    try:
-        conn = sqlite3.connect(path)
-        configure_sqlite(conn)
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        errors.put(None if mode == "wal" else f"journal mode {mode}")
-    except sqlite3.Error as exc:
-        errors.put(repr(exc))
+    for path in paths:  # all the processes on each file, released together
+        barrier.wait()
+        try:
+            conn = sqlite3.connect(path)
+            configure_sqlite(conn)
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            conn.close()
+            errors.put(None if mode == "wal" else f"journal mode {mode}")
+        except sqlite3.Error as exc:
+            errors.put(repr(exc))
 
 
 def test_connections_switching_a_fresh_file_to_wal_at_once_all_succeed(tmp_path: Path) -> None:
@@ -109,18 +114,16 @@ def test_connections_switching_a_fresh_file_to_wal_at_once_all_succeed(tmp_path:
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
-    errors: list[str] = []
-    for trial in range(25):
-        barrier, queue = ctx.Barrier(8), ctx.Queue()
-        path = str(tmp_path / f"fresh{trial}.db")
-        procs = [ctx.Process(target=_switch_to_wal, args=(path, barrier, queue)) for _ in range(8)]
-        for proc in procs:
-            proc.start()
-        results = [queue.get(timeout=60) for _ in procs]
-        for proc in procs:
-            proc.join(timeout=60)
-        errors += [r for r in results if r]
-    assert errors == []
+    paths = [str(tmp_path / f"fresh{trial}.db") for trial in range(25)]
+    barrier, queue = ctx.Barrier(8), ctx.Queue()
+    procs = [ctx.Process(target=_switch_to_wal, args=(paths, barrier, queue)) for _ in range(8)]
+    for proc in procs:
+        proc.start()
+    results = [queue.get(timeout=60) for _ in range(8 * len(paths))]
+    for proc in procs:
+        proc.join(timeout=60)
+    assert [r for r in results if r] == []
+    assert len(results) == 200
 
 
 @pytest.mark.backends()
