@@ -320,3 +320,52 @@ def test_a_pause_shows_the_parts_and_a_resume_answers_them(db_url: str) -> None:
     assert view["status"] == "completed", view
     fallback = [e for e in store2.events(sid) if e["kind"] == "fallback"]
     assert [(e["agent"], e["why"]) for e in fallback] == [("developer-2", "declined")]
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+@pytest.mark.backends("sqlite")
+def test_resume_answers_each_part_with_part_options(db_url: str, tmp_path: Any) -> None:
+    import json
+
+    from tests.conftest import EXAMPLES, invoke
+
+    text = (EXAMPLES / "multi-part-question.yaml").read_text()
+    script = tmp_path / "paused.yaml"
+    script.write_text(text.split("answers:")[0] + "expect:\n  status: completed\n")
+    paused = invoke("run", "--script", str(script), "--ui", "none", "--json", db=db_url)
+    assert paused.returncode == 3, paused.stderr
+    doc = json.loads(paused.stdout)
+    sid = doc["session_id"]
+    assert [p["askers"] for p in doc["pending_question"]["parts"]] == [
+        ["developer-1", "developer-3"],
+        ["developer-2"],
+    ]
+    assert "--part 1 --choice Redis --part 2 --answer 'YOUR ANSWER'" in paused.stderr
+
+    missing = invoke("resume", sid, "--part", "2", "--answer", "x", "--json", db=db_url)
+    assert missing.returncode == 2 and "--part 1 is missing" in json.loads(missing.stdout)["error"]
+    loose = invoke("resume", sid, "--answer", "x", "--part", "1", "--choice", "1", db=db_url)
+    assert loose.returncode == 2 and "follows the --part" in loose.stderr
+    wrong = invoke(
+        "resume", sid, "--part", "1", "--choice", "Mongo", "--part", "2", "--answer", "x",
+        "--json", db=db_url,
+    )  # fmt: skip
+    assert wrong.returncode == 2
+    assert "part 1: 'Mongo' is not one of the options" in json.loads(wrong.stdout)["error"]
+
+    done = invoke(
+        "resume", sid, "--part", "1", "--choice", "2", "--part", "2", "--answer", "us-east",
+        "--json", db=db_url,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["status"] == "completed" and view["fallbacks_injected"] == 1
+    log = json.loads(invoke("log", sid, "--json", db=db_url).stdout)
+    delivered = {e["agent"]: e["response"] for e in log if e["kind"] == "answer_delivered"}
+    assert delivered == {
+        "developer-1": "Memcached",
+        "developer-2": "us-east",
+        "developer-3": "Memcached",
+    }
