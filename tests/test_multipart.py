@@ -369,3 +369,33 @@ def test_resume_answers_each_part_with_part_options(db_url: str, tmp_path: Any) 
         "developer-2": "us-east",
         "developer-3": "Memcached",
     }
+
+
+@pytest.mark.backends()
+def test_sessions_answer_takes_one_reply_per_part(db_url: str, tmp_path: Any) -> None:
+    from orchestrator import Reply, Sessions
+    from tests.conftest import EXAMPLES
+
+    text = (EXAMPLES / "multi-part-question.yaml").read_text()
+    script = tmp_path / "paused.yaml"
+    script.write_text(text.split("answers:")[0])
+    with Sessions(db_url) as sessions:
+        doc = sessions.start_scenario(str(script))
+        assert doc["status"] == "paused"
+        sid = doc["session_id"]
+        with pytest.raises(InvalidAnswer, match="part 2: the answer is empty"):
+            sessions.answer(sid, Reply(parts=(Reply(choices=("Redis",)), Reply(text=" "))))
+        handed = sessions.answer(
+            sid, Reply(parts=(Reply(choices=("Redis",)), Reply(action="decline")), note="n")
+        )
+        assert handed["status"] == "running"
+        done = sessions.run_on(sid)
+        assert done["status"] == "completed", done
+        assert done["orchestrator_state"]["user_clarification_response"] == (
+            "1. Redis\n2. (declined)"
+        )
+        fallbacks = [e for e in sessions.log(sid) if e["kind"] == "fallback"]
+        assert sorted((e["agent"], e["why"]) for e in fallbacks) == [
+            ("developer-2", "declined"),
+            ("developer-4", "part_cap"),
+        ]
