@@ -399,3 +399,40 @@ def test_sessions_answer_takes_one_reply_per_part(db_url: str, tmp_path: Any) ->
             ("developer-2", "declined"),
             ("developer-4", "part_cap"),
         ]
+
+
+@pytest.mark.backends("sqlite")
+def test_the_terminal_asks_one_part_after_another(db_url: str, tmp_path: Any) -> None:
+    """--ui terminal on a pipe (the line prompt): part 1, then part 2; input closed before
+    the last part leaves the whole question open (nothing committed, exit 3)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import EXAMPLES, ROOT
+
+    text = (EXAMPLES / "multi-part-question.yaml").read_text()
+    script = tmp_path / "paused.yaml"
+    script.write_text(text.split("answers:")[0])
+
+    def run(typed: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", "run", "--script", str(script)]
+            + ["--ui", "terminal", "--json", "--db", db_url],
+            input=typed,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+
+    done = run("2\nus-east\n")
+    assert done.returncode == 0, done.stderr
+    assert "part 1/2: developer-1, developer-3 asks" in done.stderr
+    assert "part 2/2: developer-2 asks" in done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["orchestrator_state"]["user_clarification_response"] == "1. Memcached\n2. us-east"
+
+    half = run("2\n")  # input ends before part 2
+    assert half.returncode == 3, half.stderr
+    assert json.loads(half.stdout)["orchestrator_state"]["clarification_resolved"] is False
