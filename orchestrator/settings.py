@@ -46,6 +46,17 @@ class Settings(BaseModel):
             "asked; the agent proceeds with its default.",
         ),
     ] = 70
+    max_question_parts: Annotated[
+        int,
+        Field(
+            strict=True,
+            ge=1,
+            le=12,
+            description="Parts one question may have: asks raised in the same round are "
+            "merged into one multi-part question; further asks take their defaults "
+            "(1: only the first ask is surfaced).",
+        ),
+    ] = 4
     timeout: Annotated[
         float | None,
         Field(

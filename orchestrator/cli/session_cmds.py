@@ -374,6 +374,16 @@ def resume(
     decline: Annotated[
         bool, typer.Option("--decline", help="Resolve the question without an answer.")
     ] = False,
+    part: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--part",
+            metavar="N",
+            help="Answer part N of a multi-part question: the --answer, --choice or "
+            "--decline after it are that part's (repeat: --part 1 --choice A --part 2 "
+            "--answer TEXT).",
+        ),
+    ] = None,
     cancel: Annotated[bool, typer.Option("--cancel", help="Stop the session.")] = False,
     note: Annotated[
         str | None,
@@ -415,9 +425,11 @@ def resume(
             )
             if on
         ]
+        if part:
+            given = ["--part"] if not cancel else ["--part", "--cancel"]
         if len(given) > 1:
             raise ConfigError(f"give at most one of {', '.join(given)}")
-        if no_run and not (answer is not None or choice or decline):
+        if no_run and not (answer is not None or choice or decline or part):
             raise ConfigError(
                 "--no-run goes with --answer, --choice or --decline (the answer to commit)"
             )
@@ -429,7 +441,11 @@ def resume(
             **asking(no_browser, notify, public_url),
         )
         reply = None
-        if answer is not None:
+        if part:
+            from orchestrator.cli.part_args import part_replies
+
+            reply = UserReply(parts=part_replies(), note=note)
+        elif answer is not None:
             reply = UserReply(text=answer, note=note)
         elif choice:
             reply = UserReply(choices=tuple(choice), note=note)
@@ -452,7 +468,12 @@ def resume(
 
 
 # What the session API's answer fields are called on the command line.
-_FLAGS = {"answer": "--answer TEXT", "choices": "--choice LABEL|N", "note": "--note TEXT"}
+_FLAGS = {
+    "answer": "--answer TEXT",
+    "choices": "--choice LABEL|N",
+    "note": "--note TEXT",
+    "parts": "--part N followed by that part's --answer, --choice or --decline",
+}
 
 
 @contextmanager

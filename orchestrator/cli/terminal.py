@@ -66,6 +66,8 @@ def ask(
     """
     if deadline is None:
         deadline = _parse_deadline(question.get("deadline"))
+    if len(question.get("parts") or []) > 1:
+        return _ask_parts(question, deadline=deadline, keep_open=keep_open)
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return ask_by_line(question, None if keep_open else deadline)
 
@@ -89,6 +91,24 @@ def ask(
     console.print(_styled(printable(summary_line(question, reply, closed=closed, left=left))))
     assert reply is None or isinstance(reply, UserReply)
     return reply
+
+
+def _ask_parts(
+    question: Mapping[str, Any], *, deadline: float | None, keep_open: bool
+) -> UserReply | None:
+    """A multi-part question, one part after another (each with its own prompt): the reply
+    with one entry per part; None as soon as a part is left open (the whole question stays
+    open: nothing is committed); the cancel of the session if one part cancels it."""
+    parts = list(question["parts"])
+    replies: list[UserReply] = []
+    for part in parts:
+        askers = ", ".join(part.get("askers") or [part.get("asked_by", "an agent")])
+        shown = {**part, "parts": [], "asked_by": f"part {part['part']}/{len(parts)}: {askers}"}
+        reply = ask(shown, deadline=deadline, keep_open=keep_open)
+        if reply is None or reply.action == "cancel":
+            return reply
+        replies.append(reply)
+    return UserReply(parts=tuple(replies))
 
 
 # -- the interactive prompt ---------------------------------------------------------------

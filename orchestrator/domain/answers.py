@@ -4,7 +4,7 @@ the terminal, the Python API, the web, MCP, scenarios), with one set of messages
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from orchestrator.domain import gate
 from orchestrator.errors import InvalidAnswer
@@ -20,6 +20,9 @@ class UserReply:
     text: str | None = None
     choices: tuple[str, ...] = ()
     note: str | None = None  # the user's remark, kept with the answer
+    # A multi-part question: one reply per part, in part order (each an answer, choices
+    # or a decline of that part); the whole reply's `note` is kept with the answer.
+    parts: tuple[UserReply, ...] = ()
 
 
 def from_scripted(answer: Any) -> UserReply:
@@ -27,6 +30,8 @@ def from_scripted(answer: Any) -> UserReply:
     if isinstance(answer, str):
         return UserReply(text=answer)
     note = answer.get("note")
+    if "parts" in answer:
+        return UserReply(parts=tuple(from_scripted(part) for part in answer["parts"]), note=note)
     if "choices" in answer:
         return UserReply(choices=tuple(answer["choices"]), note=note)
     if "answer" in answer:
@@ -39,6 +44,8 @@ def check_size(reply: UserReply) -> UserReply:
     limit: every door (the CLI, the Python API, the web, MCP, scenarios) has this one."""
     texts = [("the answer", "answer", reply.text), ("the note", "note", reply.note)]
     texts += [("a choice", "choices", choice) for choice in reply.choices]
+    for part in reply.parts:
+        check_size(part)
     for what, field_name, value in texts:
         if value is not None and len(value) > MAX_ANSWER_CHARS:
             raise InvalidAnswer(
@@ -59,6 +66,12 @@ def to_gate_event(
     when the question allows an answer of the user's own: that one comes as the `answer`
     text, so that a typo among the choices never becomes the final answer."""
     check_size(reply)
+    parts = question.get("parts")
+    if parts and reply.action == "answer":
+        return _parts_event(cast(list[PendingQuestion], parts), reply)
+    if reply.parts:
+        what = "a decline or cancel" if reply.action != "answer" else "this question"
+        raise InvalidAnswer(f"{what} takes no per-part answers", fields=("parts",))
     if reply.action == "decline":
         return gate.Decline(reply.note), None
     if reply.action == "cancel":
@@ -153,3 +166,53 @@ def _not_an_option(pick: str, labels: list[str], allow_other: bool) -> InvalidAn
 
 def _numbered(labels: list[str]) -> str:
     return "; ".join(f"{n}. {label}" for n, label in enumerate(labels, start=1))
+
+
+def _parts_event(
+    parts: list[PendingQuestion], reply: UserReply
+) -> tuple[gate.Answer | gate.Decline | gate.Cancel, list[str] | None]:
+    """A multi-part question's reply: each part validated by that part's own rules
+    (`to_gate_event` on the part's question). A part may be declined (its askers take
+    their defaults); cancel is for the whole session. All parts declined is a decline."""
+    replies = reply.parts
+    if not replies:
+        # A reply without parts (a door or scenario that predates them) answers the ask
+        # that was surfaced first, by part 1's rules; the other asks are held (hard cap).
+        return to_gate_event(cast(PendingQuestion, {**parts[0], "parts": []}), reply)
+    if len(replies) != len(parts):
+        raise InvalidAnswer(
+            f"this question has {len(parts)} parts; got answers for {len(replies)}",
+            fields=("parts",),
+        )
+    responses: list[str | None] = []
+    chosen: list[str] | None = None
+    selected = True
+    for number, (part, part_reply) in enumerate(zip(parts, replies, strict=True), start=1):
+        if part_reply.action == "cancel" or part_reply.parts:
+            raise InvalidAnswer(
+                f"part {number}: a part takes an answer, choices or a decline "
+                "(cancel stops the whole session)",
+                fields=("parts",),
+            )
+        if part_reply.action == "decline":
+            responses.append(None)
+            continue
+        try:
+            event, chosen = to_gate_event(part, part_reply)
+        except InvalidAnswer as exc:
+            raise InvalidAnswer(f"part {number}: {exc.message}", fields=exc.fields) from None
+        assert isinstance(event, gate.Answer)
+        responses.append(event.response)
+        selected = selected and event.kind == "selected"
+    if all(response is None for response in responses):
+        return gate.Decline(reply.note, parts=len(responses)), None
+    if len(parts) == 1:
+        assert responses[0] is not None
+        text = responses[0]
+    else:
+        text = "\n".join(
+            f"{n}. {r if r is not None else '(declined)'}" for n, r in enumerate(responses, 1)
+        )
+        chosen = None
+    kind: Literal["answered", "selected"] = "selected" if selected else "answered"
+    return gate.Answer(text, kind=kind, note=reply.note, parts=tuple(responses)), chosen

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orchestrator.domain.part import Part
+
 __all__ = [
     "FALLBACK_MESSAGE",
     "GateState",
@@ -69,11 +71,16 @@ class GateState:
     default: str | None = None  # the surfaced question's safe default
     timed_out: bool = False
     note: str | None = None  # the user's remark kept with the answer
+    parts: tuple[Part, ...] = ()  # a multi-part question's parts (empty: one part)
 
     @property
     def waiting(self) -> bool:
         """A question is open: surfaced, not yet answered, declined or cancelled."""
         return self.used and not self.resolved and self.resolution != "cancelled"
+
+    def part_of(self, key: str) -> Part | None:
+        """The part that the reply `key` asked, if the question has parts."""
+        return next((part for part in self.parts if key in part.keys), None)
 
 
 class _Unset(enum.Enum):
@@ -101,6 +108,7 @@ class GateUpdate:
     fallback_counts: Mapping[str, int] | _Unset = UNSET
     timed_out: bool | _Unset = UNSET
     note: str | None | _Unset = UNSET
+    parts: tuple[Part, ...] | _Unset = UNSET  # kept in question_object, not a column
 
     def named(self) -> dict[str, Any]:
         """The fields this update sets, by GateState name."""
@@ -133,22 +141,30 @@ class Ask:
     question: str
     uncertainty: int | None = None
     default: str | None = None
+    kind: str = "free_text"
+    options: tuple[str, ...] = ()  # option labels: with kind and question, what makes a duplicate
 
 
 @dataclass(frozen=True)
 class Answer:
-    """The user answered; `response` is the text stored as user_clarification_response."""
+    """The user answered; `response` is the text stored as user_clarification_response.
+
+    `parts`: a multi-part question's responses, one per part in order (None: that part
+    declined); empty for a one-part question."""
 
     response: str
     kind: Literal["answered", "selected"] = "answered"
     note: str | None = None
+    parts: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
 class Decline:
-    """The user resolved the question without an answer."""
+    """The user resolved the question without an answer (`parts`: declined part by part,
+    every one of a multi-part question's parts; 0 for a plain decline)."""
 
     note: str | None = None
+    parts: int = 0
 
 
 @dataclass(frozen=True)
@@ -177,6 +193,7 @@ class Surface:
     question: str
     update: GateUpdate
     final: bool = False
+    parts: tuple[Part, ...] = ()  # a multi-part question (orchestrator.domain.gate_round)
 
 
 @dataclass(frozen=True)
@@ -204,10 +221,11 @@ class Fallback:
     """Case D (and decline, timeout): run the agent again with FALLBACK_MESSAGE."""
 
     agent: str
-    why: Literal["hard_cap", "declined", "timeout"]
+    why: Literal["hard_cap", "declined", "timeout", "part_cap"]
     update: GateUpdate
     message: str = FALLBACK_MESSAGE
     final: bool = True
+    assumption: str | None = None  # what the ledger records, when the store cannot tell
 
 
 @dataclass(frozen=True)
@@ -275,6 +293,19 @@ def decide(
     # A note is named only when given: an update never erases what it does not name.
     given_note = None if isinstance(event, Timeout) else event.note
     note: dict[str, Any] = {"note": given_note} if given_note is not None else {}
+    if isinstance(event, Answer | Decline):
+        # A reply part by part settles each part; a reply without parts settles only the
+        # surfaced ask, as before questions had parts (the others are held: hard cap).
+        given = event.parts if isinstance(event, Answer) else (None,) * event.parts
+        if given and len(given) != len(state.parts):
+            return Reject(
+                f"the question has {len(state.parts) or 1} part(s); the answer has {len(given)}"
+            )
+        if given:
+            note["parts"] = tuple(
+                dataclasses.replace(part, response=response, declined=response is None)
+                for part, response in zip(state.parts, given, strict=True)
+            )
     if isinstance(event, Answer):
         return Resolve(
             GateUpdate(resolved=True, response=event.response, resolution=event.kind, **note)
@@ -304,7 +335,10 @@ def _decide_ask(
 ) -> Decision:
     given = state.fallback_counts.get(ask.agent, 0)
     bump = GateUpdate(fallback_counts={**state.fallback_counts, ask.agent: given + 1})
-    same_ask = state.used and ask.key == state.request_key
+    part = state.part_of(ask.key) if state.used else None
+    if part is not None and not (part.declined or part.response is not None):
+        part = None  # not settled part by part: the surfaced ask is answered as always
+    same_ask = state.used and (ask.key == state.request_key or part is not None)
     if ask.uncertainty is not None and ask.uncertainty < uncertainty_threshold and not same_ask:
         if given >= max_fallbacks:
             return _fail(ask.agent, given, max_fallbacks)
@@ -332,15 +366,27 @@ def _decide_ask(
     if not state.resolved:
         return Wait(state.question)
     if same_ask:
-        if state.resolution in ("declined", "timeout"):
+        question = part.question if part else state.question
+        safe = part.default if part else state.default
+        if (part is None and state.resolution in ("declined", "timeout")) or (
+            part is not None and part.declined
+        ):
             # The user's decline (or the deadline) answers this very ask: it always gets
             # the fallback, even with max_fallbacks=0; the cap is for agents that ask *again*.
+            why: Literal["declined", "timeout"] = (
+                "timeout" if state.resolution == "timeout" and part is None else "declined"
+            )
             message = FALLBACK_MESSAGE
-            if state.default:
-                message += f"\nFor the open question, take the safe default: {state.default}"
-            return Fallback(ask.agent, state.resolution, bump, message)
-        assert state.response is not None, "an answered clarification has its response"
-        return Rerun(ask.agent, state.question, state.response)
+            if safe:
+                message += f"\nFor the open question, take the safe default: {safe}"
+            assumption = None
+            if part is not None:
+                shown = f" (safe default: {safe})" if safe else ""
+                assumption = f"proceeds without an answer to: {question}{shown}"
+            return Fallback(ask.agent, why, bump, message, assumption=assumption)
+        response = part.response if part is not None else state.response
+        assert response is not None, "an answered clarification has its response"
+        return Rerun(ask.agent, question, response)
     if given >= max_fallbacks:
         return _fail(ask.agent, given, max_fallbacks)
     return Fallback(ask.agent, "hard_cap", bump)

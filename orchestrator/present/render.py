@@ -97,6 +97,17 @@ def list_table(views: Sequence[Mapping[str, Any]], now: datetime | None = None) 
 
 
 def question_text(question: Mapping[str, Any]) -> str:
+    parts = question.get("parts") or []
+    if len(parts) > 1:
+        lines = [f"a question in {len(parts)} parts (answer each one):"]
+        for part in parts:
+            shown = question_text({**part, "asked_by": ", ".join(part["askers"]), "parts": []})
+            lines.append(f"part {part['part']}: " + shown.replace("\n", "\n  "))
+        if question.get("timed_out") or question.get("deadline"):
+            lines += question_text({**question, "parts": []}).split("\n")[-1:]
+        return "\n".join(lines)
+    if parts and len(parts[0].get("askers", [])) > 1:
+        question = {**question, "asked_by": ", ".join(parts[0]["askers"])}
     urgency = question.get("urgency", "medium")
     flag = f" [{urgency} urgency]" if urgency != "medium" else ""
     asker = question.get("asked_by", "an agent")
@@ -128,15 +139,24 @@ def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) ->
     base = ["orchestrator", "resume", session_id]
     if db:
         base += ["--db", mask_url(db)]
+    parts = question.get("parts") or []
+    if len(parts) > 1:
+        how = base + [
+            arg for part in parts for arg in ["--part", str(part["part"]), *_answer_args(part)]
+        ]
+    else:
+        how = base + _answer_args(question)
+    return " ".join(shlex.quote(part) for part in how)
+
+
+def _answer_args(question: Mapping[str, Any]) -> list[str]:
     kind = question.get("kind", "free_text")
     labels = [o["label"] for o in question.get("options") or []]
     if kind == "free_text":
-        how = base + ["--answer", "YOUR ANSWER"]
-    elif kind == "single_select":
-        how = base + ["--choice", labels[0] if labels else "LABEL"]
-    else:
-        how = base + [arg for label in labels[:2] for arg in ("--choice", label)]
-    return " ".join(shlex.quote(part) for part in how)
+        return ["--answer", "YOUR ANSWER"]
+    if kind == "single_select":
+        return ["--choice", labels[0] if labels else "LABEL"]
+    return [arg for label in labels[:2] for arg in ("--choice", label)]
 
 
 def run_here_hint(session_id: str, db: str | None) -> str:
@@ -178,9 +198,11 @@ def event_line(event: Mapping[str, Any]) -> str:
     if kind == "answer_delivered":
         return f"{agent} runs again with the answer"
     if kind == "fallback":
-        why = {"declined": "question declined", "timeout": "no answer in time"}.get(
-            event.get("why", ""), "hard cap"
-        )
+        why = {
+            "declined": "question declined",
+            "timeout": "no answer in time",
+            "part_cap": "over the question's max_question_parts: takes its default",
+        }.get(event.get("why", ""), "hard cap")
         return f"{agent}: auto-fallback sent ({why})"
     if kind == "gate_failed":
         return f"{agent} kept asking: {event['reason']}"

@@ -240,6 +240,7 @@ class Engine:
                         max_fallbacks=settings["max_fallbacks"],
                         uncertainty_threshold=settings["uncertainty_threshold"],
                         timeout=settings["timeout"],
+                        max_question_parts=question_parts(settings),
                         before_call=before_call,
                         activity=self.activity,
                         recorded={} if fresh else self.store.recorded_turns(session_id),
@@ -372,3 +373,9 @@ class Engine:
             or (None if outcome else "the graph ended without an outcome"),
             checkpoints=checkpoints,
         )
+
+
+def question_parts(settings: Mapping[str, Any]) -> int:
+    """The session's max_question_parts (a session stored before it existed: the default)."""
+    found = settings.get("max_question_parts")
+    return int(found if found is not None else Settings.model_fields["max_question_parts"].default)

@@ -147,24 +147,31 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
     ctx = runtime.context
     sid, store = ctx.session_id, ctx.store
     asks = sorted(state.get("asks", {}).values(), key=lambda a: gate.ask_order(a["agent"]))
-    decisions = [
-        store.gate_ask(
+    events = [_gate_ask(a) for a in asks]
+    decisions: list[gate.Decision]
+    if len(asks) > 1 and ctx.max_question_parts > 1:
+        # One round's asks, decided together: they may become one multi-part question.
+        decisions = store.gate_round(
             ctx.claim,
-            gate.Ask(
-                a["agent"],
-                a["key"],
-                a["question"]["question"],
-                uncertainty=a.get("uncertainty"),
-                default=a["question"].get("default"),
-            ),
-            a["question"],
+            [(e, a["question"], a.get("repaired")) for e, a in zip(events, asks, strict=True)],
             max_fallbacks=ctx.max_fallbacks,
             uncertainty_threshold=ctx.uncertainty_threshold,
+            max_parts=ctx.max_question_parts,
             timeout=ctx.timeout,
-            repaired=a.get("repaired"),
         )
-        for a in asks
-    ]
+    else:
+        decisions = [
+            store.gate_ask(
+                ctx.claim,
+                event,
+                a["question"],
+                max_fallbacks=ctx.max_fallbacks,
+                uncertainty_threshold=ctx.uncertainty_threshold,
+                timeout=ctx.timeout,
+                repaired=a.get("repaired"),
+            )
+            for event, a in zip(events, asks, strict=True)
+        ]
     crash_point("gate_decided")
     waiting = [a["agent"] for a, d in zip(asks, decisions, strict=True) if _waits(d)]
     if waiting:
@@ -190,6 +197,19 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
         elif isinstance(decision, gate.Fallback | gate.Proceed):
             update["instructions"][decision.agent] = decision.message
     return update
+
+
+def _gate_ask(ask: dict[str, Any]) -> gate.Ask:
+    question = ask["question"]
+    return gate.Ask(
+        ask["agent"],
+        ask["key"],
+        question["question"],
+        uncertainty=ask.get("uncertainty"),
+        default=question.get("default"),
+        kind=question.get("kind", "free_text"),
+        options=tuple(str(o["label"]) for o in question.get("options") or ()),
+    )
 
 
 def _waits(decision: gate.Decision) -> bool:

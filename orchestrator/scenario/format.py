@@ -60,7 +60,19 @@ class ActionAnswer(_Model):
     note: str | None = None
 
 
-ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer
+class PartDecline(_Model):
+    action: Literal["decline"]
+
+
+class PartsAnswer(_Model):
+    """A multi-part question's answer: one entry per part, in part order (each validated
+    at run time by its own part's rules)."""
+
+    parts: Annotated[list[str | TextAnswer | ChoicesAnswer | PartDecline], Field(min_length=1)]
+    note: str | None = None
+
+
+ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer | PartsAnswer
 
 
 class Scenario(_Model):
@@ -217,28 +229,34 @@ def _check_sizes(path: Path, scenario: Scenario) -> None:
         raise ScenarioError(
             f"{path}: task: {len(scenario.task):,} characters; at most {MAX_TASK_CHARS:,}"
         )
-    for index, answer in enumerate(scenario.answers):
-        texts = (
-            [answer]
-            if isinstance(answer, str)
-            else [answer.answer]
-            if isinstance(answer, TextAnswer)
-            else list(answer.choices)
-            if isinstance(answer, ChoicesAnswer)
-            else []
-        )
-        note = None if isinstance(answer, str) else answer.note
-        for text in [*texts, *([note] if note else [])]:
-            if len(text) > MAX_ANSWER_CHARS:
-                raise ScenarioError(
-                    f"{path}: answers[{index}]: {len(text):,} characters; "
-                    f"at most {MAX_ANSWER_CHARS:,}"
-                )
-        if any(not text.strip() for text in texts):
+    for index, whole in enumerate(scenario.answers):
+        for answer in whole.parts if isinstance(whole, PartsAnswer) else [whole]:
+            _check_size(path, index, answer)
+
+
+def _check_size(
+    path: Path, index: int, answer: str | TextAnswer | ChoicesAnswer | ActionAnswer | PartDecline
+) -> None:
+    texts = (
+        [answer]
+        if isinstance(answer, str)
+        else [answer.answer]
+        if isinstance(answer, TextAnswer)
+        else list(answer.choices)
+        if isinstance(answer, ChoicesAnswer)
+        else []
+    )
+    note = None if isinstance(answer, str | PartDecline) else answer.note
+    for text in [*texts, *([note] if note else [])]:
+        if len(text) > MAX_ANSWER_CHARS:
             raise ScenarioError(
-                f"{path}: answers[{index}]: the answer is empty; expected the answer text, "
-                "an option's label, {choices: [label, ...]} or {action: decline}"
+                f"{path}: answers[{index}]: {len(text):,} characters; at most {MAX_ANSWER_CHARS:,}"
             )
+    if any(not text.strip() for text in texts):
+        raise ScenarioError(
+            f"{path}: answers[{index}]: the answer is empty; expected the answer text, "
+            "an option's label, {choices: [label, ...]} or {action: decline}"
+        )
 
 
 def _check_answers(path: Path, scenario: Scenario) -> None:
@@ -255,8 +273,8 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             _check_step_choices(f"{path}: steps[{index}].choices", step.choices, questions)
     for place, answer in given:
         where = f"{path}: {place}"
-        if isinstance(answer, ActionAnswer):
-            continue
+        if isinstance(answer, ActionAnswer | PartsAnswer):
+            continue  # a part's answer is checked against its part when it is asked
         if isinstance(answer, TextAnswer):
             answer = answer.answer
         if not questions:

@@ -51,6 +51,9 @@ GATE_COLUMNS = {
     "fallback_counts": "fallback_counts",
     "timed_out": "timed_out",
     "note": "answer_note",
+    # The parts' answers are merged into the question_object JSON (write_gate_update), not
+    # written as a column value.
+    "parts": "question_object",
 }
 
 SESSION_SQL = "SELECT * FROM sessions WHERE id = :id"
@@ -204,13 +207,28 @@ def update_sql(table: str, columns: list[str], where: str, *, also: str = "") ->
 
 def gate_columns(update_: gate.GateUpdate) -> dict[str, Any]:
     """The columns an update names: the store's half of `GateUpdate.apply`."""
-    return {GATE_COLUMNS[name]: value for name, value in update_.named().items()}
+    return {GATE_COLUMNS[name]: value for name, value in update_.named().items() if name != "parts"}
 
 
 def write_gate_update(tx: Tx, session_id: str, update_: gate.GateUpdate, **extra: Any) -> None:
     """Write only the fields the gate named (plus `extra` columns): a merge, never an
     overwrite of the whole state."""
     values = gate_columns(update_) | extra
+    parts = update_.named().get("parts")
+    if parts:
+        # A multi-part question's answers live with its parts, inside question_object.
+        stored = tx.first(
+            "SELECT question_object FROM orchestrator_state WHERE session_id = :sid",
+            {"sid": session_id},
+        )
+        question = dict(json_value(stored.question_object) or {}) if stored else {}
+        by_number = {part.number: part for part in parts}
+        question["parts"] = [
+            {**entry, "response": by_number[entry["part"]].response}
+            | ({"declined": True} if by_number[entry["part"]].declined else {})
+            for entry in question.get("parts", [])
+        ]
+        values["question_object"] = question
     if values:
         tx.run(
             update_sql("orchestrator_state", list(values), "session_id = :sid"),

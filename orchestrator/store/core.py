@@ -307,6 +307,43 @@ class Store:
                 repaired=repaired,
             )
 
+    def gate_round(
+        self,
+        claim: Claim,
+        asks: list[tuple[gate.Ask, dict[str, Any], list[str] | None]],
+        *,
+        max_fallbacks: int,
+        uncertainty_threshold: int,
+        max_parts: int,
+        timeout: float | None = None,
+    ) -> list[gate.Decision]:
+        """One round's NEEDS_CLARIFICATION replies (ask, question, repairs), decided together
+        in one transaction: asks of the same round merge into one multi-part question."""
+        with self._write() as tx:
+            row = fence(tx, claim, joined=True)
+            keys = {f"gate:{ask.key}": ask for ask, _, _ in asks}
+            stored = {
+                found.key: found.payload
+                for found in tx.rows(
+                    'SELECT e."key" AS key, e.payload FROM events AS e'
+                    " WHERE e.session_id = :sid AND e.\"key\" LIKE 'gate:%'",
+                    {"sid": claim.session_id},
+                )
+                if found.key in keys
+            }
+            return gate_tx.ask_round(
+                tx,
+                row,
+                [ask for ask, _, _ in asks],
+                {ask.key: question for ask, question, _ in asks},
+                stored,
+                max_fallbacks=max_fallbacks,
+                uncertainty_threshold=uncertainty_threshold,
+                max_parts=max_parts,
+                timeout=timeout,
+                repaired={ask.key: r for ask, _, r in asks if r},
+            )
+
     def resolve(
         self,
         session_id: str,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator.domain import clock, gate
+from orchestrator.domain import clock, gate, gate_round
 from orchestrator.errors import SessionNotFound, SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,
@@ -31,6 +31,7 @@ from orchestrator.store.views import deadline_due, state_from_row
 
 __all__ = [
     "ask",
+    "ask_round",
     "resolve_answer",
     "cancel_question",
     "deadline_passed",
@@ -88,19 +89,78 @@ def ask(
         deadline = None if timeout is None else clock.now() + timeout
         _surface(tx, session_id, event, question, decision, deadline, repaired)
     elif isinstance(decision, gate.Wait):
-        if event.key != state.request_key:
-            add_event(
-                tx,
-                session_id,
-                "question_held",
-                agent=event.agent,
-                key=f"held:{event.key}",
-                question=event.question,
-                note="the session's one question is already open; this one waits",
-            )
+        _held(tx, session_id, event, state)
     else:
         _apply_final(tx, session_id, f"gate:{event.key}", decision, state)
     return decision
+
+
+def _held(tx: Tx, session_id: str, event: gate.Ask, state: gate.GateState) -> None:
+    """An ask that waits: recorded unless it is the question's own ask or one of its parts."""
+    if event.key == state.request_key or state.part_of(event.key) is not None:
+        return
+    add_event(
+        tx,
+        session_id,
+        "question_held",
+        agent=event.agent,
+        key=f"held:{event.key}",
+        question=event.question,
+        note="the session's one question is already open; this one waits",
+    )
+
+
+def ask_round(
+    tx: Tx,
+    row: Any,
+    asks: list[gate.Ask],
+    questions: Mapping[str, dict[str, Any]],
+    stored: Mapping[str, Any],
+    *,
+    max_fallbacks: int,
+    uncertainty_threshold: int,
+    max_parts: int,
+    timeout: float | None,
+    repaired: Mapping[str, list[str]],
+) -> list[gate.Decision]:
+    """One round's asks (`gate_round.decide_round`), written in ask order in one
+    transaction. `stored`: the final decisions already stored for some of these replies
+    (by `gate:<key>`), returned as stored; the others are decided on the state."""
+    session_id = row.id
+    state = state_from_row(row)
+    fresh = [a for a in asks if f"gate:{a.key}" not in stored]
+    decided = dict(
+        zip(
+            (a.key for a in fresh),
+            gate_round.decide_round(
+                state,
+                fresh,
+                max_fallbacks=max_fallbacks,
+                uncertainty_threshold=uncertainty_threshold,
+                max_parts=max_parts,
+            ),  # fmt: skip
+            strict=True,
+        )
+    )
+    for event in sorted(fresh, key=lambda a: gate.ask_order(a.agent)):
+        decision = decided[event.key]
+        if isinstance(decision, gate.Surface):
+            question = questions[event.key]
+            if decision.parts:
+                question = gate_round.question_object(decision.parts, questions)
+            deadline = None if timeout is None else clock.now() + timeout
+            _surface(tx, session_id, event, question, decision, deadline, repaired.get(event.key))
+        elif isinstance(decision, gate.Wait):
+            _held(tx, session_id, event, state)
+        else:
+            _apply_final(tx, session_id, f"gate:{event.key}", decision, state)
+        state = gate_round.advance(state, decision)
+    return [
+        _decision_from_payload(json_value(stored[f"gate:{a.key}"]))
+        if f"gate:{a.key}" in stored
+        else decided[a.key]
+        for a in asks
+    ]
 
 
 def _surface(
@@ -161,7 +221,8 @@ def _apply_final(
         )
         kind = "fallback"
         details = {"decision": "fallback", "why": decision.why, "message": decision.message}
-        ledger = (_fallback_assumption(decision, before), _WHY[decision.why], decision.why)
+        assumption = decision.assumption or _fallback_assumption(decision, before)
+        ledger = (assumption, _WHY[decision.why], decision.why)
     elif isinstance(decision, gate.Proceed):
         kind = "proceed"
         details = {"decision": "proceed", "message": decision.message, "default": decision.default}
@@ -296,6 +357,7 @@ _WHY = {
     "hard_cap": "the session's one question was already used",
     "declined": "the user declined the question",
     "timeout": "no answer before the question's deadline",
+    "part_cap": "the question already had its max_question_parts parts",
 }
 
 

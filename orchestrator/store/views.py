@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.domain import gate
+from orchestrator.domain.part import parts_from_object
 from orchestrator.records import OwnerRecord, PendingQuestion
 from orchestrator.store.owner import is_dead, lease_left
 
@@ -59,6 +60,7 @@ def state_from_row(row: Any) -> gate.GateState:
         default=(row.question_object or {}).get("default"),
         timed_out=bool(row.timed_out),
         note=row.answer_note,
+        parts=parts_from_object(row.question_object),
     )
 
 
