@@ -53,10 +53,11 @@ class Settings(BaseModel):
             ge=1,
             le=12,
             description="Parts one question may have: asks raised in the same round are "
-            "merged into one multi-part question; further asks take their defaults "
-            "(1: only the first ask is surfaced).",
+            "merged into one multi-part question; further asks take their defaults. "
+            "1 (the default, as the contract's section 1 says): only the first ask is "
+            "surfaced, the others get the fallback once it is resolved.",
         ),
-    ] = 4
+    ] = 1
     timeout: Annotated[
         float | None,
         Field(

@@ -244,7 +244,7 @@ def three_asks(answers: list[Any], **settings_: Any) -> dict[str, Any]:
             "developer-3": [CACHE, DONE],  # the same question as developer-1
         },
         "answers": answers,
-        "settings": settings_,
+        "settings": {"max_question_parts": 4, **settings_},  # merging is opt-in (default 1)
     }
 
 

@@ -249,7 +249,8 @@ def session_text(view: Mapping[str, Any]) -> str:
         answer = state["user_clarification_response"]
         status = state.get("answer_status")
         if answer is not None:
-            lines.append(f"  answer: {clip(answer)}")
+            # A multi-part answer is one line per part: shown on one line, "1. …; 2. …".
+            lines.append(f"  answer: {clip('; '.join(answer.splitlines()))}")
         elif status:
             lines.append(f"  answer: ({status})")
         if state.get("answer_note"):
