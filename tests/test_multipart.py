@@ -409,19 +409,18 @@ def test_the_terminal_asks_one_part_after_another(db_url: str, tmp_path: Any) ->
     import subprocess
     import sys
 
-    from tests.conftest import EXAMPLES, ROOT
+    import forkserver
+    from conftest import EXAMPLES, ROOT
 
     text = (EXAMPLES / "multi-part-question.yaml").read_text()
     script = tmp_path / "paused.yaml"
     script.write_text(text.split("answers:")[0])
 
     def run(typed: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return forkserver.run(
             [sys.executable, "-m", "orchestrator", "run", "--script", str(script)]
             + ["--ui", "terminal", "--json", "--db", db_url],
             input=typed,
-            capture_output=True,
-            text=True,
             timeout=60,
             cwd=ROOT,
         )
