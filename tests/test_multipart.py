@@ -9,15 +9,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from orchestrator.agents.scripted import ScriptedBackend
 
 from orchestrator.domain import gate
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.domain.gate_round import decide_round, plan_parts
 from orchestrator.errors import InvalidAnswer
 from orchestrator.runtime.engine import Engine
-from orchestrator.scenario import Scenario
 from orchestrator.store import Store
+from tests.test_sessions import start
 
 LIMITS = {"max_fallbacks": 2, "uncertainty_threshold": 70}
 
@@ -210,29 +209,6 @@ CACHE = {
     "default": "Redis",
 }
 REGION = {"status": "NEEDS_CLARIFICATION", "question": "Which region?", "default": "eu"}
-
-
-class Recorder:
-    def __init__(self, inner: ScriptedBackend) -> None:
-        self.inner, self.requests = inner, []  # type: ignore[var-annotated]
-        self.sequential = True
-
-    def respond(self, request: Any) -> Any:
-        self.requests.append(request)
-        return self.inner.respond(request)
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
-
-
-def start(db_url: str, scenario: dict[str, Any], **overrides: Any) -> tuple[Store, str, Recorder]:
-    parsed = Scenario.model_validate({"task": "t", **scenario})
-    store = Store.open(db_url)
-    backend = Recorder(ScriptedBackend(parsed.agents, replies_so_far={}))
-    session_id = Engine(store, db_url).start(
-        parsed.task, backend, parsed.session_settings(**overrides)
-    )
-    return store, session_id, backend
 
 
 def three_asks(answers: list[Any], **settings_: Any) -> dict[str, Any]:
