@@ -88,6 +88,23 @@ def test_the_cli_refuses_the_typo_with_the_core_message_and_its_flags(
     unchanged(sessions, sid, before)
 
 
+@pytest.mark.backends("sqlite")
+def test_the_cli_flags_follow_a_core_message_as_a_sentence_of_their_own(
+    db_url: str, sessions: Sessions
+) -> None:
+    """A core message without a full stop ("… takes no per-part answers") still reads as
+    two sentences once the CLI adds its flags."""
+    sid = paused(sessions)
+    before = sessions.log(sid)
+    result = invoke("resume", sid, "--part", "1", "--answer", "x", "--json", "--db", db_url)
+    assert result.code == 2
+    assert (
+        "takes no per-part answers. On the command line, `parts` is --part N"
+        in (result.document()["error"])
+    )
+    unchanged(sessions, sid, before)
+
+
 def test_the_web_api_refuses_the_typo_with_422_and_the_core_message(
     db_url: str, sessions: Sessions
 ) -> None:

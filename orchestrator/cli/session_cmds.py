@@ -488,4 +488,5 @@ def cli_flags() -> Iterator[None]:
         if not exc.fields:
             raise
         flags = ", ".join(f"`{field}` is {_FLAGS[field]}" for field in exc.fields)
-        raise InvalidAnswer(f"{exc.message} On the command line, {flags}.") from None
+        said = exc.message if exc.message.endswith((".", "?", "!")) else f"{exc.message}."
+        raise InvalidAnswer(f"{said} On the command line, {flags}.") from None
