@@ -1,6 +1,6 @@
 """The `orchestrator` command line: an edge over the session API (`orchestrator.api`).
 
-`commands` registers every command on the Typer app: `session_cmds` (run, resume),
+`commands` registers every command on the Typer app: `session_cmds` (run), `resume_cmd`,
 `read_cmds` (status, list, log, db upgrade), `cancel`, `worker`, `serve`, `mcp`, `suites`
 (test) and `diagram` (graph), with the options they share declared once in `options`.
 `entry` is the process entry point (usage errors, exit codes), `runs` builds the session

@@ -18,6 +18,7 @@ from orchestrator.cli import (
     eval_cmd,
     mcp,
     read_cmds,
+    resume_cmd,
     serve,
     session_cmds,
     suites,
@@ -64,7 +65,7 @@ def _root(
 
 
 app.command()(session_cmds.run)
-app.command(cls=PartsCommand)(session_cmds.resume)
+app.command(cls=PartsCommand)(resume_cmd.resume)
 app.command()(read_cmds.status)
 app.command("list")(read_cmds.list_)
 app.command()(read_cmds.log)

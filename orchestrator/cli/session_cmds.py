@@ -1,9 +1,8 @@
-"""`orchestrator run` and `orchestrator resume`: start a session, continue a paused one."""
+"""`orchestrator run`: start a session (from a task or a scenario file)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +19,7 @@ from orchestrator.cli.options import (
     default_text,
     shown_default,
 )
-from orchestrator.cli.output import emit, finish, user_errors
+from orchestrator.cli.output import finish, user_errors
 from orchestrator.cli.runs import (
     NO_AGENTS,
     OnTimeout,
@@ -30,7 +29,6 @@ from orchestrator.cli.runs import (
     sessions_for,
 )
 from orchestrator.model_options import ENV_BASE_URL, ModelOptions
-from orchestrator.present.readout import handed_off_text
 
 MODELS = "Chat models"
 
@@ -40,7 +38,7 @@ def model_default(name: str) -> str:
     return default_text(ModelOptions.model_fields[name].default)
 
 
-__all__ = ["run", "resume", "checked_settings", "cli_flags"]
+__all__ = ["run", "checked_settings"]
 
 
 def run(
@@ -355,138 +353,3 @@ def _run_script(
         db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True, **how
     )
     return dict(sessions.start_scenario(scenario, settings=limits, source=str(script)))
-
-
-def resume(
-    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to continue.")],
-    answer: Annotated[
-        str | None, typer.Option("--answer", metavar="TEXT", help="Answer the open question.")
-    ] = None,
-    choice: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--choice",
-            metavar="LABEL|N",
-            help="Choose an option by its label or its number from 1 (repeat for a "
-            "multi_select question). An answer of your own goes with --answer.",
-        ),
-    ] = None,
-    decline: Annotated[
-        bool, typer.Option("--decline", help="Resolve the question without an answer.")
-    ] = False,
-    part: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--part",
-            metavar="N",
-            help="Answer part N of a multi-part question: the --answer, --choice or "
-            "--decline after it are that part's (repeat: --part 1 --choice A --part 2 "
-            "--answer TEXT).",
-        ),
-    ] = None,
-    cancel: Annotated[bool, typer.Option("--cancel", help="Stop the session.")] = False,
-    note: Annotated[
-        str | None,
-        typer.Option("--note", metavar="TEXT", help="A remark kept with your answer."),
-    ] = None,
-    no_run: Annotated[
-        bool,
-        typer.Option(
-            "--no-run",
-            help="Commit the answer (or decline) and run nothing: `orchestrator worker` or "
-            "`orchestrator serve` runs the session on. Exit 0 once the answer is committed.",
-        ),
-    ] = False,
-    ui: UiOption = None,
-    no_browser: NoBrowserOption = False,
-    notify: NotifyOption = None,
-    public_url: PublicUrlOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Continue a paused session: answer, decline or cancel its question, or see it again."""
-    with user_errors(as_json):
-        from orchestrator.domain.answers import UserReply
-        from orchestrator.errors import ConfigError
-
-        if not no_run:  # --no-run runs no graph: no LangGraph to load
-            from orchestrator.api.running import load_runtime
-
-            load_runtime()  # LangGraph, before unfreezing gc
-            collect_from_here_on()
-
-        given = [
-            name
-            for name, on in (
-                ("--answer", answer is not None),
-                ("--choice", bool(choice)),
-                ("--decline", decline),
-                ("--cancel", cancel),
-            )
-            if on
-        ]
-        if part:
-            given = ["--part"] if not cancel else ["--part", "--cancel"]
-        if len(given) > 1:
-            raise ConfigError(f"give at most one of {', '.join(given)}")
-        if no_run and not (answer is not None or choice or decline or part):
-            raise ConfigError(
-                "--no-run goes with --answer, --choice or --decline (the answer to commit)"
-            )
-        sessions = sessions_for(
-            db,
-            progress=not no_run,
-            ui=ui,
-            session_id=session_id,
-            **asking(no_browser, notify, public_url),
-        )
-        reply = None
-        if part:
-            from orchestrator.cli.part_args import part_replies
-
-            reply = UserReply(parts=part_replies(), note=note)
-        elif answer is not None:
-            reply = UserReply(text=answer, note=note)
-        elif choice:
-            reply = UserReply(choices=tuple(choice), note=note)
-        elif decline:
-            reply = UserReply(action="decline", note=note)
-        elif cancel:
-            reply = UserReply(action="cancel", note=note)
-        elif note is not None:
-            raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
-        with cli_flags():
-            if no_run:
-                assert reply is not None
-                view = dict(sessions.answer(session_id, reply))
-            else:
-                view = sessions.resume(session_id, reply)
-    if no_run:
-        emit(as_json, view, handed_off_text(view, db))
-        raise typer.Exit(0)
-    finish(as_json, view, db, question_shown=question_shown(session_id))
-
-
-# What the session API's answer fields are called on the command line.
-_FLAGS = {
-    "answer": "--answer TEXT",
-    "choices": "--choice LABEL|N",
-    "note": "--note TEXT",
-    "parts": "--part N followed by that part's --answer, --choice or --decline",
-}
-
-
-@contextmanager
-def cli_flags() -> Iterator[None]:
-    """An invalid answer's message (worded for the session API) with the flags that give
-    those fields here."""
-    from orchestrator.errors import InvalidAnswer
-
-    try:
-        yield
-    except InvalidAnswer as exc:
-        if not exc.fields:
-            raise
-        flags = ", ".join(f"`{field}` is {_FLAGS[field]}" for field in exc.fields)
-        said = exc.message if exc.message.endswith((".", "?", "!")) else f"{exc.message}."
-        raise InvalidAnswer(f"{said} On the command line, {flags}.") from None
