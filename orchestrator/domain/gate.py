@@ -19,17 +19,17 @@ passes is handled by the session's on-timeout policy (Timeout: wait, proceed, ca
 from __future__ import annotations
 
 import dataclasses
-import enum
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.domain.part import Part
+from orchestrator.domain.gate_state import NO_UPDATE, GateState, GateUpdate, Part
 
 __all__ = [
     "FALLBACK_MESSAGE",
     "GateState",
     "GateUpdate",
+    "NO_UPDATE",
+    "Part",
     "Ask",
     "Answer",
     "Decline",
@@ -52,82 +52,6 @@ FALLBACK_MESSAGE = (
     "Previous clarification was already provided. You MUST proceed with available information.\n"
     "Make reasonable assumptions and document them. Do not request further clarification."
 )
-
-Resolution = Literal["answered", "selected", "declined", "timeout", "cancelled"]
-
-
-@dataclass(frozen=True)
-class GateState:
-    """The persisted orchestrator state the gate decides on."""
-
-    used: bool = False
-    resolved: bool = False
-    question: str | None = None
-    response: str | None = None
-    asked_by: str | None = None
-    request_key: str | None = None
-    resolution: Resolution | None = None
-    fallback_counts: Mapping[str, int] = field(default_factory=dict)
-    default: str | None = None  # the surfaced question's safe default
-    timed_out: bool = False
-    note: str | None = None  # the user's remark kept with the answer
-    parts: tuple[Part, ...] = ()  # a multi-part question's parts (empty: one part)
-
-    @property
-    def waiting(self) -> bool:
-        """A question is open: surfaced, not yet answered, declined or cancelled."""
-        return self.used and not self.resolved and self.resolution != "cancelled"
-
-    def part_of(self, key: str) -> Part | None:
-        """The part that the reply `key` asked, if the question has parts."""
-        return next((part for part in self.parts if key in part.keys), None)
-
-
-class _Unset(enum.Enum):
-    UNSET = "UNSET"
-
-
-UNSET = _Unset.UNSET
-
-
-@dataclass(frozen=True)
-class GateUpdate:
-    """What a decision writes: only the fields it names (the others stay UNSET).
-
-    An update never erases a field it does not name: `apply` (and the store, which writes
-    `named()` column by column) merge, they never overwrite the whole state.
-    """
-
-    used: bool | _Unset = UNSET
-    resolved: bool | _Unset = UNSET
-    question: str | None | _Unset = UNSET
-    response: str | None | _Unset = UNSET
-    asked_by: str | None | _Unset = UNSET
-    request_key: str | None | _Unset = UNSET
-    resolution: Resolution | None | _Unset = UNSET
-    fallback_counts: Mapping[str, int] | _Unset = UNSET
-    timed_out: bool | _Unset = UNSET
-    note: str | None | _Unset = UNSET
-    parts: tuple[Part, ...] | _Unset = UNSET  # kept in question_object, not a column
-
-    def named(self) -> dict[str, Any]:
-        """The fields this update sets, by GateState name."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not UNSET
-        }
-
-    def apply(self, state: GateState) -> GateState:
-        """`state` with the named fields replaced (what the store persists)."""
-        return dataclasses.replace(state, **self.named())
-
-    def __bool__(self) -> bool:
-        return bool(self.named())
-
-
-NO_UPDATE = GateUpdate()
-
 
 # -- events -------------------------------------------------------------------------------
 

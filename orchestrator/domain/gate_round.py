@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.part import Part
+from orchestrator.domain.gate_state import Part
 
 __all__ = ["Plan", "plan_parts", "decide_round", "advance", "question_object", "combined_text"]
 

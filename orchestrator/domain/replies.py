@@ -2,7 +2,11 @@
 
 Replies arrive from outside (scenario files, LLM structured output), so they are
 validated here; the graph keeps them as plain JSON (`model_dump`) and rebuilds them at
-the edges.
+the edges. An agent's question is taken leniently and `repair` turns it into one fit for
+the user (the ask-specify fallback): a malformed question (blank, a select without
+options, repeated or over-long labels, several recommended options) is rebuilt from what
+the agent did give (ambiguity type, reason, options), and the problems found are returned
+to be recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ __all__ = [
     "PM_REPLY",
     "DEVELOPER_REPLY",
     "parse_reply",
+    "repair",
 ]
 
 QuestionKind = Literal["free_text", "single_select", "multi_select"]
@@ -63,7 +68,7 @@ class Question(_QuestionFields):
     """One question for the user, with what it takes to answer it well.
 
     Validated strictly: this is what reaches the user. What agents send is the lenient
-    NeedsClarification (below); orchestrator.domain.questions.repair turns one into a Question.
+    NeedsClarification (below); `repair` (below) turns one into a Question.
     """
 
     question: Annotated[str, Field(min_length=1)]
@@ -102,7 +107,7 @@ class NeedsClarification(_QuestionFields):
 
     Lenient on purpose: an agent's malformed question (blank, a select without options,
     repeated or over-long labels) is not the user's problem; the gate repairs it
-    (orchestrator.domain.questions.repair) and records that it did.
+    (`repair`, below) and records that it did.
     """
 
     status: Literal["NEEDS_CLARIFICATION"]
@@ -146,3 +151,66 @@ def parse_reply(agent: str, data: Any) -> AgentReply:
     adapter = PM_REPLY if agent == "pm" else DEVELOPER_REPLY
     reply: AgentReply = adapter.validate_python(data)
     return reply
+
+
+# -- repairing an agent's question ------------------------------------------------------
+
+_MAX_LABEL = 80
+_MAX_OPTIONS = 12
+
+_FALLBACK_TEXT = {
+    "target": "Which one should {asker} work on?",
+    "action": "What should {asker} do here?",
+    "parameter": "{asker} is missing a required value: what should it be?",
+    "intent": "What outcome do you want here?",
+    None: "{asker} needs a decision to continue: how should it proceed?",
+}
+
+
+def repair(ask: NeedsClarification, asker: str) -> tuple[Question, list[str]]:
+    """A valid Question for `ask`, and the problems that had to be fixed (empty if none)."""
+    problems: list[str] = []
+    options = _clean_options(ask.options, problems)
+    kind = ask.kind
+    if kind != "free_text" and not options:
+        problems.append(f"a {kind} question came without options")
+        kind = "free_text"
+    text = ask.question.strip()
+    if not text:
+        problems.append("the question was blank")
+        text = _FALLBACK_TEXT[ask.ambiguity].format(asker=asker)
+        if ask.reason:
+            text += f" ({ask.reason.strip()})"
+    fields: dict[str, Any] = ask.model_dump(
+        exclude={"status", "uncertainty", "question", "kind", "options"}
+    )
+    question = Question(question=text, kind=kind, options=options, **fields)
+    return question, problems
+
+
+def _clean_options(options: list[Option], problems: list[str]) -> list[Option]:
+    kept: list[Option] = []
+    seen: set[str] = set()
+    for option in options:
+        label = " ".join(option.label.split())
+        description = option.description
+        if not label:
+            problems.append("an option had an empty label")
+            continue
+        if len(label) > _MAX_LABEL:
+            problems.append(f"an option label was over {_MAX_LABEL} characters")
+            description = option.label if not description else f"{option.label}: {description}"
+            label = label[: _MAX_LABEL - 1].rstrip() + "…"
+        if label in seen:
+            problems.append(f"the option {label!r} was repeated")
+            continue
+        seen.add(label)
+        kept.append(Option(label=label, description=description, recommended=option.recommended))
+    if len(kept) > _MAX_OPTIONS:
+        problems.append(f"more than {_MAX_OPTIONS} options; the first {_MAX_OPTIONS} are kept")
+        kept = kept[:_MAX_OPTIONS]
+    if sum(o.recommended for o in kept) > 1:
+        problems.append("several options were marked recommended; the first one is kept")
+        first = next(i for i, o in enumerate(kept) if o.recommended)
+        kept = [o.model_copy(update={"recommended": i == first}) for i, o in enumerate(kept)]
+    return kept

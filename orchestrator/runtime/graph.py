@@ -18,7 +18,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send, interrupt
 
 from orchestrator.domain import gate
-from orchestrator.domain.questions import repair
 from orchestrator.domain.replies import (
     AgentReply,
     Blocked,
@@ -26,6 +25,7 @@ from orchestrator.domain.replies import (
     Done,
     NeedsClarification,
     Planned,
+    repair,
 )
 from orchestrator.faults import crash_point
 from orchestrator.runtime.graph_state import (

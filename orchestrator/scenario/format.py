@@ -13,8 +13,13 @@ from pydantic import (
     field_validator,
 )
 
-from orchestrator.domain.questions import repair
-from orchestrator.domain.replies import DEVELOPER_REPLY, PM_REPLY, NeedsClarification, Question
+from orchestrator.domain.replies import (
+    DEVELOPER_REPLY,
+    PM_REPLY,
+    NeedsClarification,
+    Question,
+    repair,
+)
 from orchestrator.errors import ScenarioError
 from orchestrator.limits import (
     MAX_ANSWER_CHARS,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.part import parts_from_object
+from orchestrator.domain.gate_state import parts_from_object
 from orchestrator.records import OwnerRecord, PendingQuestion
 from orchestrator.store.owner import is_dead, lease_left
 
