@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.answers import UserReply, from_scripted, to_gate_event
+from orchestrator.domain.answers import UserReply, from_scripted
 from orchestrator.errors import (
     AgentCallError,
     CancelRequested,
@@ -90,20 +90,7 @@ class Engine:
         deadline that passed is applied first (its policy may have ended the session).
         """
         self.store.expire(session_id, owner=self.owner)
-        snap = self.store.snapshot(session_id)
-        if snap.question is None:
-            why = (
-                "its question was already answered"
-                if snap.state.resolved
-                else "it has no open question"
-            )
-            raise SessionNotWaiting(
-                f"session {session_id} is {snap.row.status}, not waiting for an answer: {why}"
-            )
-        event, choices = to_gate_event(snap.question, reply)  # validated before any write
-        decision, _ = self.store.resolve(
-            session_id, self.owner, event, choices=choices, hand_off=hand_off
-        )
+        decision, _ = self.store.resolve(session_id, self.owner, reply, hand_off=hand_off)
         crash_point("answer_committed")
         return decision
 
@@ -352,9 +339,8 @@ class Engine:
                 crash_point("before_pause")
                 self.store.release(claim, "paused")
             return None
-        event, choices = to_gate_event(question, reply)
         decision, claim = self.store.resolve(
-            session_id, self.owner, event, source=origin, choices=choices, claim=claim
+            session_id, self.owner, reply, source=origin, claim=claim
         )
         crash_point("answer_committed")
         return None if decision.cancel else claim

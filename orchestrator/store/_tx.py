@@ -4,9 +4,11 @@ same text for SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +23,7 @@ __all__ = [
     "FINAL_STATUSES",
     "Listener",
     "utcnow",
+    "heard",
     "add_event",
     "add_fenced_event",
     "add_assumption",
@@ -101,8 +104,27 @@ def _event_values(
     }
 
 
+@contextmanager
+def heard(opened: Any, listener: Listener | None) -> Iterator[Tx]:
+    """The transaction `opened`; once it has committed, tell `listener` its new events."""
+    new_events: list[tuple[str, dict[str, Any]]] = []
+    with opened as tx:
+        tx.info["new_events"] = new_events
+        try:
+            yield tx
+        except BaseException:
+            # On a broken connection tidying must not replace the error that says why.
+            with contextlib.suppress(Exception):
+                tx.info.pop("new_events", None)
+            raise
+        tx.info.pop("new_events", None)
+    if listener is not None:
+        for session_id, event in new_events:
+            listener(session_id, event)
+
+
 def _heard(tx: Tx, values: dict[str, Any]) -> None:
-    """Keep a committed-to-be event for the store's listener."""
+    """Keep a committed-to-be event for the transaction's listener (`heard`)."""
     new_events = tx.info.get("new_events")
     if new_events is not None:
         new_events.append((values["session_id"], event_view(values)))

@@ -1,6 +1,6 @@
 """The Store: one short transaction per method, over the functions of the store modules.
 
-    gate_tx    the gate's read-decide-write transactions (the only callers of gate.decide)
+    gate_tx    the gate's read-decide-write transactions (round_tx: one round's asks)
     lifecycle  create, claim, heartbeat, release, abandon, cancel, the fence
     turns      recorded agent turns
     reads      the session object, the open question, listings, the log
@@ -20,15 +20,13 @@ Ordering rules the engine relies on:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.errors import SessionBusy
+from orchestrator.domain.answers import UserReply
 from orchestrator.records import PendingQuestion
-from orchestrator.store import gate_tx, lifecycle, reads, turns
+from orchestrator.store import gate_tx, lifecycle, reads, round_tx, turns
 from orchestrator.store._tx import (
     FINAL_STATUSES,
     STATUSES,
@@ -36,6 +34,7 @@ from orchestrator.store._tx import (
     add_fenced_event,
     fence,
     gate_state,
+    heard,
     joined_row,
     session_row,
 )
@@ -56,17 +55,10 @@ class Store:
     def __init__(self, db: Any, listener: Listener | None = None, *, url: str | None = None):
         self._engine: Any = None
         if not hasattr(db, "write"):  # a SQLAlchemy Engine
-            from orchestrator.store.connect import sqlite_path
+            from orchestrator.store.opener import db_of_engine
 
-            self._engine = db
-            url = url or db.url.render_as_string(hide_password=False)
-            path = sqlite_path(url)
-            if path is not None:
-                db = SqliteDb(path)
-            else:
-                from orchestrator.store._sa import SaDb
-
-                db = SaDb(self._engine)
+            self._engine, url = db, url or db.url.render_as_string(hide_password=False)
+            db = db_of_engine(db, url)
         self.db: Db = db
         self.url = url
         self.listener = listener
@@ -83,36 +75,14 @@ class Store:
         if self._engine is not None:
             self._engine.dispose()
 
-    @contextmanager
-    def _write(self, *, durable: bool = False) -> Iterator[Tx]:
-        with self._heard(self.db.write(durable=durable)) as tx:
-            yield tx
+    def _write(self, *, durable: bool = False) -> AbstractContextManager[Tx]:
+        return heard(self.db.write(durable=durable), self.listener)
 
-    @contextmanager
-    def _statement(self) -> Iterator[Tx]:
+    def _statement(self) -> AbstractContextManager[Tx]:
         """One writing statement, atomic on its own: on SQLite without a transaction around
         it (one statement less on each side), elsewhere in a write transaction."""
         opened = self.db.read() if isinstance(self.db, SqliteDb) else self.db.write()
-        with self._heard(opened) as tx:
-            yield tx
-
-    @contextmanager
-    def _heard(self, opened: Any) -> Iterator[Tx]:
-        """Tell the listener about the new events once the transaction has committed."""
-        new_events: list[tuple[str, dict[str, Any]]] = []
-        with opened as tx:
-            tx.info["new_events"] = new_events
-            try:
-                yield tx
-            except BaseException:
-                # On a broken connection tidying must not replace the error that says why.
-                with contextlib.suppress(Exception):
-                    tx.info.pop("new_events", None)
-                raise
-            tx.info.pop("new_events", None)
-        if self.listener is not None:
-            for session_id, event in new_events:
-                self.listener(session_id, event)
+        return heard(opened, self.listener)
 
     def _read(self) -> Any:
         return self.db.read()
@@ -320,77 +290,58 @@ class Store:
         """One round's NEEDS_CLARIFICATION replies (ask, question, repairs), decided together
         in one transaction: asks of the same round merge into one multi-part question."""
         with self._write() as tx:
-            row = fence(tx, claim, joined=True)
-            keys = {f"gate:{ask.key}": ask for ask, _, _ in asks}
-            stored = {
-                found.key: found.payload
-                for found in tx.rows(
-                    'SELECT e."key" AS key, e.payload FROM events AS e'
-                    " WHERE e.session_id = :sid AND e.\"key\" LIKE 'gate:%'",
-                    {"sid": claim.session_id},
-                )
-                if found.key in keys
-            }
-            return gate_tx.ask_round(
+            return round_tx.ask_round(
                 tx,
-                row,
-                [ask for ask, _, _ in asks],
-                {ask.key: question for ask, question, _ in asks},
-                stored,
+                fence(tx, claim, joined=True),
+                asks,
                 max_fallbacks=max_fallbacks,
                 uncertainty_threshold=uncertainty_threshold,
                 max_parts=max_parts,
                 timeout=timeout,
-                repaired={ask.key: r for ask, _, r in asks if r},
             )
 
     def resolve(
         self,
         session_id: str,
         owner: Owner,
-        event: gate.Answer | gate.Decline | gate.Cancel,
+        event: gate.Answer | gate.Decline | gate.Cancel | UserReply,
         *,
         source: str = "user",
         choices: list[str] | None = None,
         claim: Claim | None = None,
         hand_off: bool = False,
     ) -> tuple[gate.Resolve, Claim]:
-        """Accept the user's answer, decline or cancel, and claim the session for `owner`,
-        in one transaction. A person's answer is durable (fsynced: it survives a power
-        loss); a scripted one is not, since the scenario file replays it. A driver passes
+        """Accept the user's answer, decline or cancel (a `UserReply` is validated against
+        the open question first), and claim the session for `owner`, in one transaction.
+        A person's answer is durable (fsynced: it survives a power loss); a scripted one
+        is not, since the scenario file replays it. A driver passes
         its `claim` (an answer from its prompt or script): fenced like its other writes.
         With `hand_off` nobody claims it: answered, it waits for a driver. (After a cancel
         or a hand-off the claim returned holds nothing: its fence refuses every write.)"""
-        claimed: list[Claim] = []
-        for_asker: list[bool] = []
+        taken: list[Claim] = []
         with self._write(durable=source != "script") as tx:
             if claim is not None:
-                row = fence(tx, claim, joined=True)
-                claimed.append(claim)  # the driver's own claim: it goes on with it
+                row = fence(tx, claim, joined=True)  # the driver's own claim: it goes on
             else:
                 row = joined_row(tx, session_id, lock=True)
+            if isinstance(event, UserReply):  # validated against the question read here
+                event, choices = gate_tx.reply_event(row, event)
+            cancel = isinstance(event, gate.Cancel)
+            # An MCP client's question whose server lives: that server returns the answer
+            # to its waiting tool call, and nobody else claims the session.
+            asker = claim is None and not cancel and lifecycle.held_by_asker(row, owner)
 
             def take() -> None:
-                if claim is not None:
-                    return
-                if not isinstance(event, gate.Cancel) and lifecycle.held_by_asker(row, owner):
-                    for_asker.append(True)  # its MCP server returns it to the waiting call
-                    return
-                if isinstance(event, gate.Cancel) or hand_off:
-                    # Nobody's claim (a cancel ends it in this transaction; a hand-off
-                    # leaves it below): no "running: resumed" first, but never from under
-                    # a live driver.
-                    if row.status == "running" and row.owner != owner.id and owner_alive(row):
-                        raise SessionBusy(lifecycle.busy_message(row))
-                    return
-                claimed.append(lifecycle.take(tx, row, owner))
+                if claim is None and not asker:
+                    got = lifecycle.take_answered(tx, row, owner, nobody=cancel or hand_off)
+                    taken.extend([got] if got is not None else [])
 
             decision = gate_tx.resolve_answer(
                 tx, row, event, source=source, choices=choices, take=take
             )
-            if hand_off and not decision.cancel and not for_asker:
+            if hand_off and not decision.cancel and not asker:
                 lifecycle.hand_off(tx, row, owner)
-            return decision, claimed[0] if claimed else Claim(session_id, owner, -1)
+            return decision, claim or (taken[0] if taken else Claim(session_id, owner, -1))
 
     def expire(
         self, session_id: str, *, owner: Owner | None = None, claim: Claim | None = None

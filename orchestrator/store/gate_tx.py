@@ -3,7 +3,8 @@
 The only callers of `gate.decide` are here, one function per kind of event, each run by
 the Store inside one write transaction:
 
-- `ask`: an agent replied NEEDS_CLARIFICATION (cases A, B, D; C's rerun);
+- `ask`: an agent replied NEEDS_CLARIFICATION (cases A, B, D; C's rerun); one round's
+  asks decided together are store.round_tx's;
 - `resolve_answer`: the user answered, declined or cancelled;
 - `expire_deadline`: the open question's deadline passed (the on-timeout policy).
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator.domain import clock, gate, gate_round
+from orchestrator.domain import clock, gate
+from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import SessionNotFound, SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,
@@ -27,11 +29,12 @@ from orchestrator.store._tx import (
     write_gate_update,
 )
 from orchestrator.store.sql import Tx
-from orchestrator.store.views import deadline_due, state_from_row
+from orchestrator.store.views import deadline_due, pending_question, state_from_row
 
 __all__ = [
     "ask",
-    "ask_round",
+    "write_decision",
+    "decision_from_payload",
     "resolve_answer",
     "cancel_question",
     "deadline_passed",
@@ -80,11 +83,27 @@ def ask(
     session_id = row.id
     stored = json_value(row.stored_decision)
     if stored is not None:
-        return _decision_from_payload(stored)
+        return decision_from_payload(stored)
     state = state_from_row(row)
     decision = gate.decide(
         state, event, max_fallbacks=max_fallbacks, uncertainty_threshold=uncertainty_threshold
     )
+    write_decision(tx, session_id, event, decision, state, question, timeout, repaired)
+    return decision
+
+
+def write_decision(
+    tx: Tx,
+    session_id: str,
+    event: gate.Ask,
+    decision: gate.Decision,
+    state: gate.GateState,
+    question: dict[str, Any],
+    timeout: float | None,
+    repaired: list[str] | None,
+) -> None:
+    """Write what the gate decided for one ask: the question surfaced, the ask held, or a
+    final decision stored (with its event and, for a fallback, the ledger's assumption)."""
     if isinstance(decision, gate.Surface):
         deadline = None if timeout is None else clock.now() + timeout
         _surface(tx, session_id, event, question, decision, deadline, repaired)
@@ -92,7 +111,6 @@ def ask(
         _held(tx, session_id, event, state)
     else:
         _apply_final(tx, session_id, f"gate:{event.key}", decision, state)
-    return decision
 
 
 def _held(tx: Tx, session_id: str, event: gate.Ask, state: gate.GateState) -> None:
@@ -108,59 +126,6 @@ def _held(tx: Tx, session_id: str, event: gate.Ask, state: gate.GateState) -> No
         question=event.question,
         note="the session's one question is already open; this one waits",
     )
-
-
-def ask_round(
-    tx: Tx,
-    row: Any,
-    asks: list[gate.Ask],
-    questions: Mapping[str, dict[str, Any]],
-    stored: Mapping[str, Any],
-    *,
-    max_fallbacks: int,
-    uncertainty_threshold: int,
-    max_parts: int,
-    timeout: float | None,
-    repaired: Mapping[str, list[str]],
-) -> list[gate.Decision]:
-    """One round's asks (`gate_round.decide_round`), written in ask order in one
-    transaction. `stored`: the final decisions already stored for some of these replies
-    (by `gate:<key>`), returned as stored; the others are decided on the state."""
-    session_id = row.id
-    state = state_from_row(row)
-    fresh = [a for a in asks if f"gate:{a.key}" not in stored]
-    decided = dict(
-        zip(
-            (a.key for a in fresh),
-            gate_round.decide_round(
-                state,
-                fresh,
-                max_fallbacks=max_fallbacks,
-                uncertainty_threshold=uncertainty_threshold,
-                max_parts=max_parts,
-            ),  # fmt: skip
-            strict=True,
-        )
-    )
-    for event in sorted(fresh, key=lambda a: gate.ask_order(a.agent)):
-        decision = decided[event.key]
-        if isinstance(decision, gate.Surface):
-            question = questions[event.key]
-            if decision.parts:
-                question = gate_round.question_object(decision.parts, questions)
-            deadline = None if timeout is None else clock.now() + timeout
-            _surface(tx, session_id, event, question, decision, deadline, repaired.get(event.key))
-        elif isinstance(decision, gate.Wait):
-            _held(tx, session_id, event, state)
-        else:
-            _apply_final(tx, session_id, f"gate:{event.key}", decision, state)
-        state = gate_round.advance(state, decision)
-    return [
-        _decision_from_payload(json_value(stored[f"gate:{a.key}"]))
-        if f"gate:{a.key}" in stored
-        else decided[a.key]
-        for a in asks
-    ]
 
 
 def _surface(
@@ -247,8 +212,25 @@ def _apply_final(
             tx, session_id, key, agent=decision.agent, assumption=assumption, why=why,
             source=source,
         )  # fmt: skip
-    # `asker` lets a re-run rebuild this decision (_decision_from_payload).
+    # `asker` lets a re-run rebuild this decision (decision_from_payload).
     add_event(tx, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details)
+
+
+def reply_event(row: Any, reply: UserReply) -> tuple[gate.Answer | gate.Decline | gate.Cancel, Any]:
+    """(the gate's event, the choices) for a person's `reply`, validated against the open
+    question of the session `row` as this transaction reads it (the answer rule,
+    orchestrator.domain.answers). Raises SessionNotWaiting, or InvalidAnswer."""
+    question = pending_question(row, row)
+    if question is None:
+        why = (
+            "its question was already answered"
+            if state_from_row(row).resolved
+            else "it has no open question"
+        )
+        raise SessionNotWaiting(
+            f"session {row.id} is {row.status}, not waiting for an answer: {why}"
+        )
+    return to_gate_event(question, reply)
 
 
 def resolve_answer(
@@ -361,7 +343,7 @@ _WHY = {
 }
 
 
-def _decision_from_payload(payload: Mapping[str, Any]) -> gate.Decision:
+def decision_from_payload(payload: Mapping[str, Any]) -> gate.Decision:
     kind = payload["decision"]
     if kind == "proceed":
         return gate.Proceed(

@@ -172,6 +172,18 @@ HANDED_OFF = "answered, waiting for a driver"  # the log's word for it (cli.rend
 _HOLDS = "id = :sid AND owner = :owner AND claim_generation = :generation"
 
 
+def take_answered(tx: Tx, row: Any, owner: Owner, *, nobody: bool) -> Claim | None:
+    """Who drives a session once `owner`'s answer commits: `owner` (its claim), or with
+    `nobody` no one (a cancel ends the session in the same transaction; a hand-off leaves
+    it to a driver), but never from under another live driver (SessionBusy). No "running:
+    resumed" is written for nobody."""
+    if not nobody:
+        return take(tx, row, owner)
+    if row.status == "running" and row.owner != owner.id and owner_alive(row):
+        raise SessionBusy(busy_message(row))
+    return None
+
+
 def _claim_params(claim: Claim) -> dict[str, Any]:
     return {"sid": claim.session_id, "owner": claim.owner.id, "generation": claim.generation}
 

@@ -10,7 +10,7 @@ from orchestrator.redact import mask_url
 from orchestrator.store.connect import HEAD_REVISION, create_private, sqlite_path
 from orchestrator.store.sql import SqliteDb
 
-__all__ = ["open_db"]
+__all__ = ["open_db", "db_of_engine"]
 
 
 def open_db(url: str) -> Any:
@@ -48,3 +48,14 @@ def open_db(url: str) -> Any:
         return SaDb(engine)
     engine.dispose()
     return SqliteDb(path)
+
+
+def db_of_engine(engine: Any, url: str) -> Any:
+    """The `Db` for a SQLAlchemy engine made elsewhere (tests, older callers): on a SQLite
+    file the store's own connection, elsewhere the engine's pool."""
+    path = sqlite_path(url)
+    if path is not None:
+        return SqliteDb(path)
+    from orchestrator.store._sa import SaDb
+
+    return SaDb(engine)
