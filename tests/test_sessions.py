@@ -337,6 +337,39 @@ def test_shared_developer_list_is_consumed_in_task_order(db_url: str) -> None:
     assert [t["summary"] for t in store.view(sid)["tasks"]] == ["s1", "s2", "s3"]
 
 
+def test_each_developers_result_is_merged_into_its_own_task_on_the_board(db_url: str) -> None:
+    # The board is merged in place task by task (on SQLite by the database itself): each
+    # result lands on its task, the plan's fields stay, other text survives as written.
+    store, sid, _ = start(
+        db_url,
+        {
+            "agents": {
+                "pm": [
+                    {
+                        "status": "PLANNED",
+                        "tasks": [
+                            {"title": "a", "description": "first"},
+                            {"title": "b"},
+                            {"title": "c – ünïcode ✓"},
+                        ],
+                    },
+                    COMPLETE,
+                ],
+                "developer": [
+                    {"status": "DONE", "summary": "s1"},
+                    {"status": "BLOCKED", "reason": 'needs a key: "x"'},
+                    {"status": "DONE", "summary": "naïve ✓"},
+                ],
+            }
+        },
+    )
+    assert store.view(sid)["tasks"] == [
+        {"number": 1, "title": "a", "description": "first", "status": "done", "summary": "s1"},
+        {"number": 2, "title": "b", "status": "blocked", "reason": 'needs a key: "x"'},
+        {"number": 3, "title": "c – ünïcode ✓", "status": "done", "summary": "naïve ✓"},
+    ]
+
+
 # -- fenced claims: a driver that lost its claim writes nothing and calls no agent --------
 
 

@@ -266,6 +266,12 @@ def holds(row: Any, claim: Claim) -> bool:
     )
 
 
+_FENCE_SQL = (
+    "SELECT id, status, owner, owner_pid, owner_host, claim_generation, round, usage"
+    " FROM sessions WHERE id = :id"
+)
+
+
 def fence(
     tx: Tx,
     claim: Claim,
@@ -275,7 +281,9 @@ def fence(
     params: dict[str, Any] | None = None,
 ) -> Row:
     """Raise ClaimLost unless `claim` still holds its session; return the session row
-    (`joined`: with its gate state's columns, and `extra` select items).
+    (`joined`: with its gate state's columns, and `extra` select items; otherwise only
+    the claim's columns, the round and the usage: never the script or the task board, which
+    grow with the session and would make every write of a long session cost more).
 
     Called first in every transaction a driver writes in (and when an agent call starts):
     the row is locked (FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE already holds the
@@ -284,7 +292,10 @@ def fence(
     if joined or extra:
         row = joined_row(tx, claim.session_id, lock=True, extra=extra, params=params)
     else:
-        row = session_row(tx, claim.session_id, lock=True)
+        found = tx.first(_FENCE_SQL + tx.lock_rows, {"id": claim.session_id})
+        if found is None:
+            raise SessionNotFound(claim.session_id)
+        row = found
     check_holds(row, claim)
     return row
 

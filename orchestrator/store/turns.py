@@ -77,12 +77,35 @@ def record_reply(
     elif task is not None:
         round_, number, fields = task
         if row.round == round_:
-            tasks = [{**t, **fields} if t["number"] == number else t for t in row.tasks]
-            values = (values or {}) | {"tasks": tasks}
+            _merge_task(tx, session_id, number, fields)
     if values is not None:
         values["updated_at"] = utcnow()
         tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
     return turn
+
+
+# Task `number` is at index number - 1 of the board (the plan numbers its tasks from 1).
+_MERGE_TASK_SQLITE = (
+    "UPDATE sessions SET tasks ="
+    " json_set(tasks, :path, json_patch(json_extract(tasks, :path), :fields))"
+    " WHERE id = :sid AND json_extract(tasks, :path || '.number') = :number"
+)
+
+
+def _merge_task(tx: Tx, session_id: str, number: int, fields: dict[str, Any]) -> None:
+    """Merge a developer's result into its task on the session's board. On SQLite the
+    database merges it in place: the board is neither read nor rewritten whole by Python,
+    so the cost of a call does not grow with the number of tasks; elsewhere the board is
+    read, merged and written back."""
+    if tx.dialect == "sqlite":
+        params = {"path": f"$[{number - 1}]", "fields": fields, "sid": session_id}
+        if tx.run(_MERGE_TASK_SQLITE, params | {"number": number}) == 1:
+            return
+    tasks = tx.scalar("SELECT tasks FROM sessions WHERE id = :sid", {"sid": session_id})
+    tasks = [{**t, **fields} if t["number"] == number else t for t in tasks]
+    tx.run(
+        "UPDATE sessions SET tasks = :tasks WHERE id = :sid", {"tasks": tasks, "sid": session_id}
+    )
 
 
 def add_usage(
