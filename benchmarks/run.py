@@ -7,9 +7,9 @@
 Figures (see benchmarks/README.md): reads (status/list/log whole process), biglist
 (`list --json` on 100,000 sessions), inprocess (sessions/s against bare LangGraph),
 resume (`resume --answer` process against a bare one), bytes (per completed session),
-statements (SQL per session). No pass/fail: each row prints its target and whether this
-run met it. Wall time is what a user waits; CPU time is printed beside it because other
-load on the machine disturbs it much less.
+statements (SQL per session), long (CPU per agent call as plans grow). No pass/fail: each
+row prints its target and whether this run met it. Wall time is what a user waits; CPU
+time is printed beside it because other load on the machine disturbs it much less.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import long  # noqa: E402
 import reads  # noqa: E402
 import resume  # noqa: E402
 import sessions  # noqa: E402
 from proc import Proc, Row, load  # noqa: E402
 
-FIGURES = ("reads", "biglist", "inprocess", "resume", "bytes", "statements")
+FIGURES = ("reads", "biglist", "inprocess", "resume", "bytes", "statements", "long")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -62,6 +63,7 @@ def main(argv: Sequence[str]) -> int:
             "resume": lambda: resume.figure_resume(tmp, proc, runs=2 if quick else 7),
             "bytes": lambda: sessions.figure_bytes(tmp, n=10 if quick else 40),
             "statements": lambda: sessions.figure_statements(tmp, n=3 if quick else 10),
+            "long": lambda: long.figure_long(tmp, runs=1 if quick else 3),
         }
         for figure in FIGURES:
             if figure in only:
