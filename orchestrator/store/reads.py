@@ -15,7 +15,13 @@ from orchestrator.records import PendingQuestion
 from orchestrator.store._tx import joined_row
 from orchestrator.store.listing import CURSOR_SQL, page_sql
 from orchestrator.store.sql import Row, Tx
-from orchestrator.store.views import event_view, pending_question, session_view, state_from_row
+from orchestrator.store.views import (
+    deadline_due,
+    event_view,
+    pending_question,
+    session_view,
+    state_from_row,
+)
 
 __all__ = ["Snapshot", "snapshot", "view", "status", "list_views", "events", "pending"]
 
@@ -50,7 +56,7 @@ def status(tx: Tx, session_id: str) -> tuple[dict[str, Any], Any, bool]:
     deadline has passed unapplied): what `status` needs, in one read of the session."""
     row = joined_row(tx, session_id)
     doc = _view(tx, row)
-    due = row.deadline is not None and not row.timed_out and row.deadline <= clock.now()
+    due = deadline_due(row, clock.now())  # an open question's, not yet applied
     return doc, row, due
 
 
