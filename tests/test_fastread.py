@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -262,6 +263,9 @@ def test_text_output_shows_terminal_codes_as_text(zoo: dict[str, str], tmp_path:
 
 
 def test_a_database_that_does_not_exist_is_empty_and_not_created(tmp_path: Path) -> None:
+    fast_db = tmp_path / "missing" / "fast.db"
+    fast_cases: list[list[str]] = []
+    full_cases: list[list[str]] = []
     for args in (
         ["list", "--json"],
         ["list"],
@@ -271,13 +275,15 @@ def test_a_database_that_does_not_exist_is_empty_and_not_created(tmp_path: Path)
         ["log", "abc"],
         ["list", "--after", "abc", "--json"],
     ):
-        fast_db = tmp_path / "missing" / "fast.db"
-        *fast, imported = _run(ENTRY, [*args, "--db", str(fast_db)], tmp_path)
-        *full, _ = _run(FULL, [*args, "--db", str(tmp_path / "full.db")], tmp_path)
-        assert fast == full, args
-        assert imported == ""
-        assert not fast_db.parent.exists()
-    assert _run(ENTRY, ["list", "--json", "--db", str(fast_db)], tmp_path)[0] == "[]\n"
+        fast_cases.append([*args, "--db", str(fast_db)])
+        full_cases.append([*args, "--db", str(tmp_path / "full.db")])
+    fast = _batch("entry", fast_cases, tmp_path)  # one interpreter per path
+    full = _batch("full", full_cases, tmp_path)
+    for args, (*fast_said, imported), (*full_said, _) in zip(fast_cases, fast, full, strict=True):
+        assert fast_said == full_said, args
+        assert imported == "", args
+    assert not fast_db.parent.exists()
+    assert fast[0][0] == "[]\n"
 
 
 def test_the_default_database_and_the_environment_variable(
@@ -355,19 +361,28 @@ def test_pages_walk_every_session_once_in_order_ties_included(tmp_path: Path) ->
         )
     expected = [s["session_id"] for s in Sessions(str(db)).list()]
     assert sorted(expected) == sorted(every)
-    for limit in ("1", "2", "3"):
-        seen: list[str] = []
-        args = ["list", "--limit", limit, "--json", "--db", str(db)]
-        while True:
-            (out, err, code), imported = both(args, tmp_path)
-            assert code == 0 and imported == ""
-            seen += [s["session_id"] for s in json.loads(out)]
-            if not err:
-                break
-            hint = err.strip().removeprefix("more sessions: ").split()
-            assert hint[:3] == ["orchestrator", "list", "--after"]
-            args = [*hint[1:], "--json"]
-        assert seen == expected, limit
+    # Every page of every walk, the first after none and each next after the last session
+    # of the one before: run together (two interpreters), each page must hold the next
+    # sessions in order and its hint must name exactly the next page's command.
+    walks = {limit: [expected[i : i + limit] for i in range(0, 7, limit)] for limit in (1, 2, 3)}
+    cases, pages = [], []
+    for limit, walk in walks.items():
+        for number, page in enumerate(walk):
+            after = ["--after", walk[number - 1][-1]] if number else []
+            cases.append(["list", "--limit", str(limit), *after, "--json", "--db", str(db)])
+            pages.append((page, number == len(walk) - 1))
+    results = {
+        tuple(args): (got, imported) for args, got, imported in both_batched(cases, tmp_path)
+    }
+    for args, (page, last) in zip(cases, pages, strict=True):
+        (out, err, code), imported = results[tuple(args)]
+        assert code == 0 and imported == "", args
+        assert [s["session_id"] for s in json.loads(out)] == page, args
+        if last:
+            assert err == "", args
+        else:  # the next page's command line, as the walk above runs it
+            more = ["--after", page[-1], "--limit", args[2], "--db", shlex.quote(str(db))]
+            assert err == f"more sessions: orchestrator list {' '.join(more)}\n", args
 
 
 def test_parse_reads_the_simple_forms_only() -> None:
