@@ -197,10 +197,14 @@ def test_the_fork_server_path_used_off_linux_gives_the_same_results(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """macOS and others start scenario children from a fork server (no plain fork)."""
+    from orchestrator.api.running import load_runtime
     from orchestrator.suite import collect
     from orchestrator.suite.parallel import run_suite
 
     items, malformed = collect([EXAMPLES / "hard-cap.yaml", EXAMPLES / "pause-and-resume.yaml"])
+    # Imported before the platform is faked, as a real macOS process imports them for its
+    # own platform (urllib, imported on the way, reads sys.platform at import).
+    load_runtime()
     monkeypatch.setattr("sys.platform", "darwin")
     report = run_suite(items, jobs=2, malformed=malformed)
     assert [(r.outcome, r.status) for r in report.results] == [("passed", "completed")] * 2
