@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from orchestrator.api.part_answers import PartAnswer
 from orchestrator.limits import MAX_ANSWER_CHARS, MAX_LABEL_CHARS, MAX_OPTIONS, MAX_TASK_CHARS
 
 __all__ = [
@@ -145,7 +146,8 @@ class ListSessionsInput(_Input):
 
 
 class AnswerSessionInput(_Input):
-    """Answer a paused session's question: exactly one of `answer`, `choices`, `action`."""
+    """Answer a paused session's question: exactly one of `answer`, `choices`, `action`,
+    `parts`."""
 
     session_id: Text = Field(description="The paused session's id.")
     answer: Text | None = Field(None, description="A free-text answer (or an option's label).")
@@ -157,14 +159,22 @@ class AnswerSessionInput(_Input):
         description="decline: resolve without an answer (the agent proceeds on its own "
         "assumptions); cancel: stop the session.",
     )
+    parts: list[PartAnswer] | None = Field(
+        None,
+        min_length=1,
+        description="A multi-part question's answers (the session's pending_question has "
+        "`parts`), one per part in part order, each exactly one of answer, choices, action "
+        '("decline").',
+    )
     note: str | None = Field(None, description="A remark kept with the answer.")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> AnswerSessionInput:
-        given = [n for n in ("answer", "choices", "action") if getattr(self, n) is not None]
+        names = ("answer", "choices", "action", "parts")
+        given = [n for n in names if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of `answer`, `choices` or `action`"
+                "give exactly one of `answer`, `choices`, `action` or `parts`"
                 + (f" (got {', '.join(given)})" if given else "")
             )
         return self

@@ -109,7 +109,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "answer_session",
         "Answer a paused session",
         "Answer the question a paused session waits on (exactly one of `answer`, `choices`, "
-        "`action`), then run the session on until it ends or pauses. data: the session "
+        "`action`, or `parts` for a multi-part question), then run the session on until it "
+        "ends or pauses. data: the session "
         "object. Refused with not_waiting when the session has no open question, conflict "
         "when another command is answering it.",
         AnswerSessionInput,
@@ -173,8 +174,11 @@ class Tools:
 
     async def answer_session(self, ctx: Any, args: AnswerSessionInput, call: Any) -> Any:
         from orchestrator.api import Reply
+        from orchestrator.api.part_answers import parts_reply
 
-        if args.action is not None:
+        if args.parts is not None:
+            reply = parts_reply(args.parts, args.note)
+        elif args.action is not None:
             reply = Reply(action=args.action, note=args.note)
         elif args.choices is not None:
             reply = Reply(choices=tuple(args.choices), note=args.note)

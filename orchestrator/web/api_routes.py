@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
 from orchestrator.api import Reply
+from orchestrator.api.part_answers import PartAnswer, parts_reply
 from orchestrator.web.http_errors import ApiError
 from orchestrator.web.security import bearer_or_cookie, csrf_ok
 
@@ -38,7 +39,8 @@ router = APIRouter(prefix="/api", dependencies=[Depends(api_auth)], tags=["sessi
 
 
 class AnswerBody(BaseModel):
-    """Exactly one of `answer`, `choices`, `action`; `note` is kept with it."""
+    """Exactly one of `answer`, `choices`, `action`, `parts` (a multi-part question's
+    answers, one per part in part order); `note` is kept with it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +48,11 @@ class AnswerBody(BaseModel):
     choices: list[str] | None = Field(None, description="Option labels (multi_select).")
     action: Literal["decline", "cancel"] | None = Field(
         None, description="decline: resolve without an answer; cancel: stop the session."
+    )
+    parts: list[PartAnswer] | None = Field(
+        None,
+        description="A multi-part question's answers, one per part in part order, each "
+        'exactly one of answer, choices, action ("decline").',
     )
     note: str | None = Field(None, description="A remark kept with the answer.")
 
@@ -57,12 +64,15 @@ def reply_of(body: AnswerBody) -> Any:
             ("answer", body.answer),
             ("choices", body.choices),
             ("action", body.action),
+            ("parts", body.parts),
         )
         if value is not None
     ]
     if len(given) != 1:
         what = ", ".join(given) if given else "none"
-        raise ApiError(422, f"give exactly one of answer, choices, action (got {what})")
+        raise ApiError(422, f"give exactly one of answer, choices, action, parts (got {what})")
+    if body.parts is not None:
+        return parts_reply(body.parts, body.note)
     if body.answer is not None:
         return Reply(text=body.answer, note=body.note)
     if body.choices is not None:
