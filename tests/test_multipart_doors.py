@@ -86,3 +86,56 @@ def test_mcp_answer_session_takes_one_answer_per_part(tmp_path: Path) -> None:
     assert good["ok"] is True, good
     assert good["data"]["status"] == "completed"
     assert delivered(str(db), sid)["developer-2"] == "us-east"
+
+
+# -- the web page and answer links: one form, a fieldset per part --------------------------
+
+
+def test_the_session_page_shows_each_part_and_its_form_answers_them_all(
+    db_url: str, tmp_path: Path
+) -> None:
+    from tests.test_web_pages import browser, csrf_of
+
+    sid = paused_with_parts(db_url, tmp_path)
+    page = browser(db_url)
+    try:
+        assert '<span class="badge parts">2 parts</span>' in page.get("/").text  # the inbox
+        html = page.get(f"/sessions/{sid}").text
+        assert "Part 1 of 2 — developer-1, developer-3" in html
+        assert "Part 2 of 2 — developer-2" in html
+        assert 'name="p1-choice" value="Memcached"' in html and 'name="p2-text"' in html
+        form = {"csrf": csrf_of(html), "action": "answer", "p1-choice": "Mongo", "p2-text": "x"}
+        refused = page.post(f"/sessions/{sid}/answer", data=form)
+        assert refused.status_code == 422
+        assert "part 1: &#39;Mongo&#39; is not one of the options" in refused.text
+        assert page.get(f"/api/sessions/{sid}").json()["status"] == "paused"
+        form |= {"p1-choice": "Memcached", "p2-text": "", "p2-decline": "1", "note": "web"}
+        posted = page.post(f"/sessions/{sid}/answer", data=form, follow_redirects=False)
+        assert posted.status_code == 303, posted.text
+        done = wait_for(page, sid, "completed")
+    finally:
+        page.__exit__(None, None, None)
+    state = done["orchestrator_state"]
+    assert state["user_clarification_response"] == "1. Memcached\n2. (declined)"
+    assert state["answer_note"] == "web"
+    assert delivered(db_url, sid) == {"developer-1": "Memcached", "developer-3": "Memcached"}
+
+
+def test_an_answer_link_takes_every_part(db_url: str, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from orchestrator.web import WebConfig, create_app
+    from tests.test_web_pages import csrf_of, wait_status
+    from tests.web_support import BASE, TOKEN
+
+    sid = paused_with_parts(db_url, tmp_path)
+    with Sessions(db_url) as sessions:
+        token = sessions.inbox.new_link(sid)
+    with TestClient(create_app(WebConfig(db=db_url, token=TOKEN)), base_url=BASE) as anon:
+        html = anon.get(f"/q/{token}").text
+        assert "Part 2 of 2" in html
+        form = {"csrf": csrf_of(html), "p1-choice": "Redis", "p2-text": "us-east"}
+        assert "your answer is recorded" in anon.post(f"/q/{token}", data=form).text
+        with Sessions(db_url) as sessions:  # the server runs it on
+            done = wait_status(sessions, sid, "completed")
+    assert done["orchestrator_state"]["user_clarification_response"] == "1. Redis\n2. us-east"

@@ -14,18 +14,37 @@ OTHER = "__other__"  # the "an answer of my own" option's value
 
 
 def reply_from_form(question: Mapping[str, Any], form: Any) -> Any:
-    """Read `action` (answer | decline), `text`, `choice` (repeated), `other`, `note`."""
+    """Read `action` (answer | decline), `text`, `choice` (repeated), `other`, `note`; for a
+    multi-part question each part's fields carry its prefix `pN-` (`p2-text`, `p2-choice`,
+    `p2-other`) and `pN-decline` declines that part."""
     note = (form.get("note") or "").strip() or None
     action = form.get("action") or "answer"
     if action == "decline":
         return Reply(action="decline", note=note)
     if action != "answer":
         raise InvalidAnswer(f"unknown action {action!r}; expected answer or decline")
+    parts = question.get("parts") or []
+    if not parts:
+        return _answer(question, form, "", note)
+    replies = []
+    for part in parts:
+        prefix = f"p{part['part']}-"
+        if form.get(f"{prefix}decline"):
+            replies.append(Reply(action="decline"))
+            continue
+        try:
+            replies.append(_answer(part, form, prefix, None))
+        except InvalidAnswer as exc:
+            raise InvalidAnswer(f"part {part['part']}: {exc.message}") from None
+    return Reply(parts=tuple(replies), note=note)
+
+
+def _answer(question: Mapping[str, Any], form: Any, prefix: str, note: str | None) -> Any:
     kind = question.get("kind", "free_text")
     if kind == "free_text":
-        return Reply(text=form.get("text") or "", note=note)
-    picks = [c for c in form.getlist("choice") if c]
-    other = (form.get("other") or "").strip()
+        return Reply(text=form.get(f"{prefix}text") or "", note=note)
+    picks = [c for c in form.getlist(f"{prefix}choice") if c]
+    other = (form.get(f"{prefix}other") or "").strip()
     own: str | None = None  # an answer of one's own is the answer text, never a choice
     if OTHER in picks:
         picks.remove(OTHER)
