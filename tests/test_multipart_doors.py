@@ -139,3 +139,16 @@ def test_an_answer_link_takes_every_part(db_url: str, tmp_path: Path) -> None:
         with Sessions(db_url) as sessions:  # the server runs it on
             done = wait_status(sessions, sid, "completed")
     assert done["orchestrator_state"]["user_clarification_response"] == "1. Redis\n2. us-east"
+
+
+def test_a_notification_lists_every_part(db_url: str, tmp_path: Path) -> None:
+    from orchestrator.web.notify import message_for
+
+    sid = paused_with_parts(db_url, tmp_path)
+    with Sessions(db_url) as sessions:
+        doc = dict(sessions.status(sid))
+    title, body = message_for(doc, "question", answer_link="https://x/q/t", db=db_url)
+    assert title.startswith("2-part question: Which cache should we use?")
+    assert "Part 1 (developer-1, developer-3):\nWhich cache should we use?\n  1. Redis" in body
+    assert "Part 2 (developer-2):\nWhich region do we deploy to?" in body
+    assert "Or: orchestrator resume" in body and "--part 1" in body

@@ -37,24 +37,34 @@ def message_for(
     question = doc["pending_question"] or {}
     asker = question.get("asked_by", "an agent")
     prefix = "Deadline near: " if about == "deadline" else ""
-    title = f"{prefix}{asker} asks: {_short(question.get('question', ''), 80)}"
-    lines = [
-        f"Session {doc['session_id']}: {doc['task']}",
-        "",
-        f"{asker} asks ({question.get('urgency', 'medium')} urgency):",
-        question.get("question", ""),
-    ]
-    for number, option in enumerate(question.get("options") or [], start=1):
-        described = f" - {option['description']}" if option.get("description") else ""
-        lines.append(f"  {number}. {option['label']}{described}")
-    if question.get("reason"):
-        lines.append(f"Why: {question['reason']}")
+    parts = question.get("parts") or []
+    lines = [f"Session {doc['session_id']}: {doc['task']}", ""]
+    if len(parts) > 1:
+        title = f"{prefix}{len(parts)}-part question: {_short(question.get('question', ''), 70)}"
+        lines.append(f"A question in {len(parts)} parts (answer each one):")
+        for part in parts:
+            lines += ["", f"Part {part['part']} ({', '.join(part.get('askers') or [])}):"]
+            lines += _question_lines(part)
+    else:
+        title = f"{prefix}{asker} asks: {_short(question.get('question', ''), 80)}"
+        lines.append(f"{asker} asks ({question.get('urgency', 'medium')} urgency):")
+        lines += _question_lines(question)
     if question.get("deadline"):
         lines.append(f"Answer by: {question['deadline']}")
     if answer_link:
         lines.append(f"Answer here: {answer_link}")
     lines.append(f"Or: {resume_hint(doc['session_id'], question, db)}")
     return title, "\n".join(lines)
+
+
+def _question_lines(question: dict[str, Any]) -> list[str]:
+    lines = [question.get("question", "")]
+    for number, option in enumerate(question.get("options") or [], start=1):
+        described = f" - {option['description']}" if option.get("description") else ""
+        lines.append(f"  {number}. {option['label']}{described}")
+    if question.get("reason"):
+        lines.append(f"Why: {question['reason']}")
+    return lines
 
 
 def _short(text: str, size: int) -> str:
