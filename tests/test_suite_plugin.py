@@ -1,14 +1,51 @@
 """The pytest plugin, run through pytester: scenario files as test items (when enabled)
-and the `orchestrator_session` fixture. Each inner pytest runs in its own process, as a
-user's would (the plugin is found through its `pytest11` entry point)."""
+and the `orchestrator_session` fixture. Every inner pytest finds the plugin through its
+`pytest11` entry point, as a user's does. One runs in a process of its own, as a user's
+would; the others run in this process (`runpytest_inprocess`: a new pytest session, its
+own config and plugin manager, without starting and importing everything again).
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+
+import _pytest.pytester
 import pytest
 
 from tests.conftest import EXAMPLES
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def pytester(keep_imports: None, pytester: pytest.Pytester) -> pytest.Pytester:
+    return pytester
+
+
+@pytest.fixture
+def keep_imports(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """After an inner run in this process, pytester drops every module it imported; for the
+    package and its dependencies that would leave two copies of them in this test process
+    (classes that no longer match). Drop only what was imported from the inner runs' own
+    files (their test modules and conftest)."""
+    inner = str(tmp_path_factory.getbasetemp())
+
+    class KeepImports(_pytest.pytester.SysModulesSnapshot):
+        def restore(self) -> None:
+            kept = {
+                name: module
+                for name, module in sys.modules.items()
+                if not str(getattr(module, "__file__", None) or "").startswith(inner)
+            }
+            super().restore()
+            sys.modules.update(kept)
+
+    monkeypatch.setattr(_pytest.pytester, "SysModulesSnapshot", KeepImports)
+    yield
+
 
 PAUSING = (EXAMPLES / "pause-and-resume.yaml").read_text()
 FAILING = (
@@ -26,7 +63,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def test_scenario_files_are_not_collected_unless_enabled(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result = project.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes()  # nothing collected
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
@@ -49,18 +86,18 @@ def test_scenario_files_become_test_items_with_the_ini_option(
 def test_the_shipped_suite_examples_pass_as_pytest_items(pytester: pytest.Pytester) -> None:
     for path in sorted((EXAMPLES / "suite").glob("*.scenario.yaml")):
         (pytester.path / path.name).write_text(path.read_text())
-    result = pytester.runpytest_subprocess("--orchestrator-scenarios")
+    result = pytester.runpytest_inprocess("--orchestrator-scenarios")
     result.assert_outcomes(passed=4)
 
 
 def test_the_command_line_flag_enables_collection_too(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess("--orchestrator-scenarios", "-k", "digest")
+    result = project.runpytest_inprocess("--orchestrator-scenarios", "-k", "digest")
     result.assert_outcomes(passed=1, deselected=1)
 
 
 def test_a_malformed_scenario_file_fails_with_its_path(pytester: pytest.Pytester) -> None:
     pytester.makefile(".scenario.yaml", broken="task: x\nagents:\n  pm: []\nbogus: 1\n")
-    result = pytester.runpytest_subprocess("--orchestrator-scenarios")
+    result = pytester.runpytest_inprocess("--orchestrator-scenarios")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["malformed scenario:", "*broken.scenario.yaml: bogus: unknown key*"]
@@ -122,5 +159,5 @@ def test_the_fixture_plays_files_text_and_sessions_built_in_python(
             assert caught.value.lines == ("expect.questions_surfaced: expected 2, got 1",)
         """
     )
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=4)
