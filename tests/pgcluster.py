@@ -2,7 +2,10 @@
 
 One cluster per test process (under pytest-xdist: one per worker), started on first use in
 a temp dir: a unix socket in that dir plus a free loopback port, fsync off (a crashed
-*server* is never part of a test; killed clients are). Every test that asks gets its own
+*server* is never part of a test; killed clients are). The temp dir is in /dev/shm when
+that is a tmpfs with room (else the usual temp dir): a database per test is a copy of
+about 8 MB, which costs about 0.2 CPU-seconds on a disk-backed file system and about
+0.02 s in memory. Every test that asks gets its own
 database, copied from a template (CREATE DATABASE ... TEMPLATE: a file copy, fast) and
 dropped afterwards; the cluster is stopped and its dir removed at the end of the session.
 
@@ -68,6 +71,23 @@ def find_bin() -> Path | None:
     return None
 
 
+def scratch_parent() -> str | None:
+    """/dev/shm when it is a writable tmpfs with at least 1 GiB free, else None (the usual
+    temp dir). The server's files are thrown away at the end of the run either way."""
+    shm = "/dev/shm"
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            tmpfs = any(
+                line.split()[1:3] == [shm, "tmpfs"] for line in mounts if line.count(" ") >= 2
+            )
+        room = os.statvfs(shm)
+    except OSError:
+        return None
+    if tmpfs and os.access(shm, os.W_OK) and room.f_bavail * room.f_frsize >= 1 << 30:
+        return shm
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -90,7 +110,7 @@ class Cluster:
 
     @classmethod
     def start(cls, bin_dir: Path) -> Cluster:
-        root = Path(tempfile.mkdtemp(prefix="orch-pg-"))
+        root = Path(tempfile.mkdtemp(prefix="orch-pg-", dir=scratch_parent()))
         as_user: list[str] = []
         if os.geteuid() == 0:
             # initdb and postgres refuse to run as root: run them as the `postgres` user
