@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import forkserver
+
 from tests.conftest import ROOT
 
 HARNESS = """
@@ -53,10 +55,9 @@ def run(tmp_path: Path, script: dict[str, Any], *args: str) -> subprocess.Comple
         "FAKE_SCRIPT": str(tmp_path / "script.json"),
         "FAKE_SEEN": str(tmp_path / "seen.jsonl"),
     }
-    return subprocess.run(
-        [sys.executable, str(tmp_path / "harness.py"), *args], capture_output=True, text=True,
-        env=env, cwd=ROOT, stdin=subprocess.DEVNULL, timeout=120,
-    )  # fmt: skip
+    return forkserver.run(
+        [sys.executable, str(tmp_path / "harness.py"), *args], env=env, cwd=ROOT, timeout=120
+    )
 
 
 def seen(tmp_path: Path) -> list[list[dict[str, Any]]]:

@@ -552,7 +552,7 @@ def test_kill_in_the_exit_checkpoint_then_resume_replays_every_turn(
     assert checkpoints_at_question > 0
     harness = tmp_path / "kill_in_exit_checkpoint.py"
     harness.write_text(KILL_IN_EXIT_CHECKPOINT, encoding="utf-8")
-    killed = subprocess.run(
+    killed = forkserver.run(
         [
             sys.executable,
             str(harness),
@@ -564,10 +564,7 @@ def test_kill_in_the_exit_checkpoint_then_resume_replays_every_turn(
             "--db",
             db_url,
         ],
-        capture_output=True,
-        text=True,
         timeout=120,
-        stdin=subprocess.DEVNULL,
         cwd=ROOT,
         env={**os.environ, "KILL_HARNESS_DB": db_url, "KILL_HARNESS_ROOT": str(ROOT)},
     )

@@ -455,12 +455,10 @@ def test_piped_stdin_is_asked_line_by_line_and_stdout_is_one_json_document(
     tmp_path: Path, db_url: str, question: dict[str, Any], typed: str, stored: str | None
 ) -> None:
     script = scenario(tmp_path, **question)
-    done = subprocess.run(
+    done = forkserver.run(
         [sys.executable, "-m", "orchestrator", "run", "--script", str(script)]
         + ["--ui", "terminal", "--json", "--db", db_url],
         input=typed,
-        capture_output=True,
-        text=True,
         timeout=60,
         cwd=ROOT,
     )
