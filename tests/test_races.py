@@ -1,15 +1,17 @@
-"""Twenty concurrent-resume races per backend, cheaply: one harness process imports the
-orchestrator once, then per round forks four racers that wait on one pipe and all answer
-the same paused session at the same moment (each in its own process, with its own
-connections, as four `orchestrator resume --answer` commands would). Exactly one wins."""
+"""Twenty concurrent-resume races per backend, cheaply: one harness process (forked from
+the test fork server, tests/forkserver.py) has the orchestrator imported once, then per
+round forks four racers that wait on one pipe and all answer the same paused session at
+the same moment (each in its own process, with its own connections, as four
+`orchestrator resume --answer` commands would). Exactly one wins."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
+import forkserver
 import pytest
 from conftest import EXAMPLES, ROOT
 from dbcheck import payload, query
@@ -55,11 +57,15 @@ print(json.dumps(results))
 """
 
 
-def test_twenty_rounds_of_four_racing_answers_exactly_one_wins_each(db_url: str) -> None:
-    ran = subprocess.run(
-        [sys.executable, "-c", HARNESS, db_url, str(EXAMPLES / "pause-and-resume.yaml"),
+def test_twenty_rounds_of_four_racing_answers_exactly_one_wins_each(
+    db_url: str, tmp_path: Path
+) -> None:
+    harness = tmp_path / "races.py"  # a script, so the harness is forked from the fork server
+    harness.write_text(HARNESS, encoding="utf-8")
+    ran = forkserver.run(
+        [sys.executable, str(harness), db_url, str(EXAMPLES / "pause-and-resume.yaml"),
          str(ROUNDS), str(RACERS)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, stdin=subprocess.DEVNULL,
+        timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     rounds = json.loads(ran.stdout)
