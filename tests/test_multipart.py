@@ -250,6 +250,40 @@ def test_three_asks_one_question_two_parts_each_asker_rerun_with_its_part(db_url
 
 
 @pytest.mark.backends()
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [({"choices": ["Memcached"]}, "answer_delivered"), ({"action": "decline"}, "fallback")],
+)
+def test_a_plain_reply_to_one_part_asked_twice_reaches_both_askers(
+    db_url: str, answer: dict[str, Any], expected: str
+) -> None:
+    # Two developers ask the same question: one part with two askers. A reply without
+    # parts (as every door sent before parts) is that part's, for both askers; neither
+    # gets the hard-cap fallback.
+    scenario = {
+        "agents": {
+            "pm": [{"status": "PLANNED", "tasks": [{"title": "a"}, {"title": "b"}]}, COMPLETE],
+            "developer-1": [CACHE, DONE],
+            "developer-2": [CACHE, DONE],
+        },
+        "answers": [answer],
+        "settings": {"max_question_parts": 4},
+    }
+    store, sid, backend = start(db_url, scenario)
+    view = store.view(sid)
+    assert view["status"] == "completed", view
+    events = store.events(sid)
+    (surfaced,) = [e for e in events if e["kind"] == "question_surfaced"]
+    assert [p["askers"] for p in surfaced["question"]["parts"]] == [["developer-1", "developer-2"]]
+    reached = {e["agent"]: e.get("why") for e in events if e["kind"] == expected}
+    assert set(reached) == {"developer-1", "developer-2"}
+    if expected == "fallback":
+        assert set(reached.values()) == {"declined"}
+        second = {r.agent: r.instruction for r in backend.requests if r.call == 2}
+        assert all("safe default: Redis" in second[a] for a in ("developer-1", "developer-2"))
+
+
+@pytest.mark.backends()
 def test_the_cap_sends_the_extra_ask_to_its_default_recorded_as_an_assumption(
     db_url: str,
 ) -> None:

@@ -66,9 +66,14 @@ def to_gate_event(
     when the question allows an answer of the user's own: that one comes as the `answer`
     text, so that a typo among the choices never becomes the final answer."""
     check_size(reply)
-    parts = question.get("parts")
+    parts = cast("list[PendingQuestion] | None", question.get("parts"))
+    if parts and len(parts) == 1 and not reply.parts and reply.action != "cancel":
+        # One part asked by several agents (the same question, merged): a plain answer
+        # or decline is that part's, for every one of its askers.
+        part = UserReply(action=reply.action, text=reply.text, choices=reply.choices)
+        reply = UserReply(parts=(part,), note=reply.note)
     if parts and reply.action == "answer":
-        return _parts_event(cast(list[PendingQuestion], parts), reply)
+        return _parts_event(parts, reply)
     if reply.parts:
         what = "a decline or cancel" if reply.action != "answer" else "this question"
         raise InvalidAnswer(f"{what} takes no per-part answers", fields=("parts",))
