@@ -152,3 +152,26 @@ def test_a_notification_lists_every_part(db_url: str, tmp_path: Path) -> None:
     assert "Part 1 (developer-1, developer-3):\nWhich cache should we use?\n  1. Redis" in body
     assert "Part 2 (developer-2):\nWhich region do we deploy to?" in body
     assert "Or: orchestrator resume" in body and "--part 1" in body
+
+
+def test_the_forms_decline_declines_every_part(db_url: str, tmp_path: Path) -> None:
+    from tests.test_web_pages import browser, csrf_of
+
+    sid = paused_with_parts(db_url, tmp_path)
+    page = browser(db_url)
+    try:
+        csrf = csrf_of(page.get(f"/sessions/{sid}").text)
+        page.post(f"/sessions/{sid}/answer", data={"csrf": csrf, "action": "decline"})
+        wait_for(page, sid, "completed")
+    finally:
+        page.__exit__(None, None, None)
+    with Sessions(db_url) as sessions:
+        log = sessions.log(sid)
+    whys = {e["agent"]: e["why"] for e in log if e["kind"] == "fallback"}
+    # every asker of both parts takes its default; developer-4's ask was over the cap
+    assert whys == {
+        "developer-1": "declined",
+        "developer-2": "declined",
+        "developer-3": "declined",
+        "developer-4": "part_cap",
+    }

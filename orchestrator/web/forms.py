@@ -19,11 +19,13 @@ def reply_from_form(question: Mapping[str, Any], form: Any) -> Any:
     `p2-other`) and `pN-decline` declines that part."""
     note = (form.get("note") or "").strip() or None
     action = form.get("action") or "answer"
-    if action == "decline":
+    parts = question.get("parts") or []
+    if action == "decline":  # the whole question: every part of it
+        if parts:
+            return Reply(parts=tuple(Reply(action="decline") for _ in parts), note=note)
         return Reply(action="decline", note=note)
     if action != "answer":
         raise InvalidAnswer(f"unknown action {action!r}; expected answer or decline")
-    parts = question.get("parts") or []
     if not parts:
         return _answer(question, form, "", note)
     replies = []
