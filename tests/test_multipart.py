@@ -16,7 +16,7 @@ from orchestrator.domain.gate_round import decide_round, plan_parts
 from orchestrator.errors import InvalidAnswer
 from orchestrator.runtime.engine import Engine
 from orchestrator.store import Store
-from tests.test_sessions import start
+from tests.test_sessions import COMPLETE, DONE, PLAN2, start
 
 LIMITS = {"max_fallbacks": 2, "uncertainty_threshold": 70}
 
@@ -199,8 +199,6 @@ def test_every_part_declined_is_a_decline_of_each_part() -> None:
 # -- end to end -----------------------------------------------------------------------------
 
 PLAN3 = {"status": "PLANNED", "tasks": [{"title": "a"}, {"title": "b"}, {"title": "c"}]}
-COMPLETE = {"status": "COMPLETE", "summary": "shipped"}
-DONE = {"status": "DONE", "summary": "done"}
 CACHE = {
     "status": "NEEDS_CLARIFICATION",
     "question": "Which cache?",
@@ -262,7 +260,7 @@ def test_a_plain_reply_to_one_part_asked_twice_reaches_both_askers(
     # gets the hard-cap fallback.
     scenario = {
         "agents": {
-            "pm": [{"status": "PLANNED", "tasks": [{"title": "a"}, {"title": "b"}]}, COMPLETE],
+            "pm": [PLAN2, COMPLETE],
             "developer-1": [CACHE, DONE],
             "developer-2": [CACHE, DONE],
         },

@@ -78,6 +78,7 @@ def record_reply(
         round_, number, fields = task
         if row.round == round_:
             _merge_task(tx, session_id, number, fields)
+            values = values or {}  # the row changed: updated_at moves on
     if values is not None:
         values["updated_at"] = utcnow()
         tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
