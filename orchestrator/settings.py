@@ -17,6 +17,7 @@ __all__ = ["Settings", "MAX_TIMEOUT_SECONDS", "default_of"]
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600.0
 
 OnTimeout = Literal["wait", "proceed", "cancel"]
+OnLateAnswer = Literal["reconcile", "record"]
 
 
 class Settings(BaseModel):
@@ -71,6 +72,15 @@ class Settings(BaseModel):
             "proceed (the asker takes its default), cancel.",
         ),
     ] = "wait"
+    on_late_answer: Annotated[
+        OnLateAnswer,
+        Field(
+            description="An answer that comes after the question was declined or timed "
+            "out: reconcile (the PM gets it with the assumptions it contradicts and "
+            "re-plans; an ended session waits for `resume --reconcile`), record (only "
+            "recorded and compared).",
+        ),
+    ] = "reconcile"
 
     @field_validator("timeout", mode="before")
     @classmethod

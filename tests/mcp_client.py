@@ -64,7 +64,8 @@ class Session(ClientSession):
         return caps.model_copy(update={"elicitation": elicitation})
 
 
-# The seven tools of contract section 6, in the order the server lists them.
+# The seven tools of contract section 6, in the order the server lists them, and after
+# them the late answer's reconcile_session (docs/late-answers.md).
 TOOLS = [
     "provide_choice",
     "ask_user",
@@ -73,6 +74,7 @@ TOOLS = [
     "list_sessions",
     "answer_session",
     "session_log",
+    "reconcile_session",
 ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from orchestrator.domain import gate
@@ -15,6 +17,7 @@ from orchestrator.domain.gate import (
     Fallback,
     GateState,
     GateUpdate,
+    Late,
     Reject,
     Rerun,
     Resolve,
@@ -123,9 +126,15 @@ def test_cancel_is_accepted_only_while_waiting() -> None:
 
 
 @pytest.mark.parametrize("event", [Answer("x"), Decline()])
-@pytest.mark.parametrize("state", [GateState(), ANSWERED, DECLINED])
+@pytest.mark.parametrize(
+    "state", [GateState(), ANSWERED, DECLINED, dataclasses.replace(DECLINED, late=True)]
+)
 def test_user_events_are_rejected_when_no_question_waits(event: object, state: GateState) -> None:
     decision = decide(state, event)  # type: ignore[arg-type]
+    if state is DECLINED and isinstance(event, Answer):
+        # the one exception: an answer to a declined question is taken as late, once
+        assert decision == Late("x")
+        return
     assert isinstance(decision, Reject)
     assert ("already" in decision.reason) == state.resolved
 

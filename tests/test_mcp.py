@@ -90,6 +90,7 @@ def test_tool_list_and_schemas(db: Path) -> None:
         "list_sessions": ListSessionsInput,
         "answer_session": AnswerSessionInput,
         "session_log": SessionIdInput,
+        "reconcile_session": SessionIdInput,
     }
     for name, model in models.items():
         assert tools[name].input_schema == model.model_json_schema()

@@ -118,6 +118,7 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
     declined = False
     fresh = Counter[str]()
     finished: set[str] = set()  # ask keys with a final decision
+    lates = 0  # late answers taken
 
     for step, spec in enumerate(specs):
         before = state
@@ -165,7 +166,16 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
             if isinstance(decision, gate.Proceed):  # below the threshold: nothing surfaced
                 assert event.uncertainty is not None and event.uncertainty < 70
         else:
-            assert isinstance(decision, gate.Resolve | gate.Reject)
+            assert isinstance(decision, gate.Resolve | gate.Reject | gate.Late)
+
+        # A late answer: an Answer after a decline or a deadline that proceeded, taken once,
+        # recorded beside the gate's state (the store's late record), never reopening it.
+        defaulted = before.resolved and before.resolution in ("declined", "timeout")
+        late_due = isinstance(event, gate.Answer) and defaulted and not before.late
+        assert isinstance(decision, gate.Late) == late_due, "a late answer taken wrongly"
+        if isinstance(decision, gate.Late):
+            lates += 1
+            assert lates == 1 and not decision.update and not decision.cancel
 
         update = getattr(decision, "update", gate.NO_UPDATE)
         named = update.named()
@@ -175,6 +185,8 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
         state = merge(before, update)
         # Merge, not overwrite: only named fields may change.
         assert changed_fields(before, state) <= set(named)
+        if isinstance(decision, gate.Late):
+            state = dataclasses.replace(state, late=True)  # what the store records
 
         # -- state invariants --
         assert state.used or not before.used, "used went back to False"
@@ -281,7 +293,8 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
                     assert named == {"resolution": "cancelled", **with_note}
                 assert state.note == (given if given is not None else before.note)
             else:
-                assert isinstance(decision, gate.Reject) and decision.reason
+                assert isinstance(decision, gate.Reject | gate.Late)
+                assert isinstance(decision, gate.Late) or decision.reason
             assert state.question == before.question  # the question is never erased
 
     assert surfaced <= 1
@@ -523,11 +536,31 @@ def run_scenario(
             finally:
                 engine.dispose()
 
-        # Once it has ended, a session takes no answer and no resume; nothing changes.
+        # Once it has ended, a session takes no resume and no decline, and no answer but
+        # one late answer when its question was declined or timed out: recorded, the
+        # gate's state and the session's status unchanged (no second question).
         engine, store = _open(url)
         try:
             log = _event_rows(store, session_id)
-            if store.view(session_id)["status"] in ("completed", "failed", "cancelled"):
+            ended = store.view(session_id)
+            if ended["status"] in ("completed", "failed", "cancelled"):
+                for attempt in (None, _user_reply("decline")):
+                    with pytest.raises(SessionNotWaiting):
+                        Engine(store, url).resume(session_id, attempt)
+                assert _event_rows(store, session_id) == log
+                if ended["late_question"] is not None:
+                    options = ended["late_question"].get("options") or []
+                    late = (
+                        _user_reply("answer")
+                        if not options or ended["late_question"].get("parts")
+                        else type(_user_reply("answer"))(choices=(options[0]["label"],))
+                    )
+                    taken = Engine(store, url).resume(session_id, late)
+                    assert taken["status"] == ended["status"]
+                    assert taken["orchestrator_state"] == ended["orchestrator_state"]
+                    assert taken["late_answer"]["response"]
+                    log = _event_rows(store, session_id)
+                    assert [r["kind"] for r in log[-1:]] == ["late_answer"]
                 for attempt in (None, _user_reply("answer"), _user_reply("decline")):
                     with pytest.raises(SessionNotWaiting):
                         Engine(store, url).resume(session_id, attempt)

@@ -69,7 +69,7 @@ expect: {status: completed, answer: Weekly, answer_status: answered, events: [ti
     assert played.doc["status"] == "completed"
 
 
-def test_on_timeout_proceed_takes_the_default_and_refuses_a_late_answer(
+def test_on_timeout_proceed_takes_the_default_and_records_a_late_answer(
     sessions: Sessions,
 ) -> None:
     played = run(
@@ -80,13 +80,16 @@ settings: {timeout: 300, on_timeout: proceed}
 steps:
   - after: 400s
     answer: Weekly
-    refused: already answered
+    expect: {late_answer: Weekly, answer_status: timeout}
+  - answer: Monthly
+    refused: a late answer was already recorded
   - action: resume
-expect: {status: completed, answer_status: timeout, fallbacks_injected: 1}
+expect: {status: completed, answer_status: timeout, fallbacks_injected: 1, reconciled: true}
 """,
     )
     assert played.unmet == ()
     assert played.doc["orchestrator_state"]["answer_status"] == "timeout"
+    assert played.doc["late_answer"]["response"] == "Weekly"
 
 
 def test_on_timeout_cancel_cancels(sessions: Sessions) -> None:

@@ -201,6 +201,15 @@ class Sessions:
             raise _storage_failed(exc, session_id, reply, engine) from exc
         return self._ended_on(session_id, view)
 
+    def reconcile(self, session_id: str, *, run: bool = True) -> SessionDoc:
+        """Reconcile an ended session with its late answer (`resume ID --reconcile`): one
+        PM round told the answer and the assumptions it contradicts re-plans the affected
+        tasks, whose developers then run. With `run=False` the session is only reopened,
+        for a driver (a worker, `serve`, `resume`), as `answer` leaves an answer.
+        SessionNotWaiting when there is nothing to reconcile (docs/late-answers.md)."""
+        view = self._engine().reconcile(session_id, hand_off=not run)
+        return self._ended_on(session_id, view) if run else self.status(session_id)
+
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
         """The document the command ended on. Not a fresh read: another process may have
         moved the session on meanwhile (a plain resume that saw the question still open

@@ -33,6 +33,7 @@ DEFAULTS = {
     "max_question_parts": 1,
     "timeout": 300.0,
     "on_timeout": "wait",
+    "on_late_answer": "reconcile",
 }
 
 

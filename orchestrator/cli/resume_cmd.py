@@ -53,6 +53,15 @@ def resume(
         ),
     ] = None,
     cancel: Annotated[bool, typer.Option("--cancel", help="Stop the session.")] = False,
+    reconcile: Annotated[
+        bool,
+        typer.Option(
+            "--reconcile",
+            help="Reconcile an ended session with its late answer (one given after the "
+            "question was declined or timed out): the PM is told the answer and the "
+            "assumptions it contradicts and re-plans the affected tasks.",
+        ),
+    ] = False,
     note: Annotated[
         str | None,
         typer.Option("--note", metavar="TEXT", help="A remark kept with your answer."),
@@ -61,8 +70,9 @@ def resume(
         bool,
         typer.Option(
             "--no-run",
-            help="Commit the answer (or decline) and run nothing: `orchestrator worker` or "
-            "`orchestrator serve` runs the session on. Exit 0 once the answer is committed.",
+            help="Commit the answer (or decline, or --reconcile's reopening) and run nothing: "
+            "`orchestrator worker` or `orchestrator serve` runs the session on. Exit 0 once "
+            "it is committed.",
         ),
     ] = False,
     ui: UiOption = None,
@@ -95,9 +105,15 @@ def resume(
         ]
         if part:
             given = ["--part"] if not cancel else ["--part", "--cancel"]
+        if reconcile and (given or note is not None):
+            first = given[0] if given else "--note"
+            raise ConfigError(
+                f"--reconcile goes alone: give the late answer first ({first} without "
+                f"--reconcile), then `orchestrator resume {session_id} --reconcile`"
+            )
         if len(given) > 1:
             raise ConfigError(f"give at most one of {', '.join(given)}")
-        if no_run and not (answer is not None or choice or decline or part):
+        if no_run and not (answer is not None or choice or decline or part or reconcile):
             raise ConfigError(
                 "--no-run goes with --answer, --choice or --decline (the answer to commit)"
             )
@@ -124,7 +140,9 @@ def resume(
         elif note is not None:
             raise ConfigError("--note goes with --answer, --choice, --decline or --cancel")
         with cli_flags():
-            if no_run:
+            if reconcile:
+                view = dict(sessions.reconcile(session_id, run=not no_run))
+            elif no_run:
                 assert reply is not None
                 view = dict(sessions.answer(session_id, reply))
             else:

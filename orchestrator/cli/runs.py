@@ -16,6 +16,7 @@ from orchestrator.present.render import event_line
 __all__ = [
     "Ui",
     "OnTimeout",
+    "OnLateAnswer",
     "Status",
     "sessions_for",
     "read_sessions",
@@ -29,6 +30,11 @@ class Ui(StrEnum):
     terminal = "terminal"
     none = "none"
     web = "web"
+
+
+class OnLateAnswer(StrEnum):
+    reconcile = "reconcile"
+    record = "record"
 
 
 class OnTimeout(StrEnum):

@@ -22,6 +22,7 @@ from orchestrator.cli.options import (
 from orchestrator.cli.output import finish, user_errors
 from orchestrator.cli.runs import (
     NO_AGENTS,
+    OnLateAnswer,
     OnTimeout,
     Ui,
     collect_from_here_on,
@@ -209,6 +210,24 @@ def run(
             + shown_default("on_timeout"),
         ),
     ] = None,
+    on_late_answer: Annotated[
+        OnLateAnswer | None,
+        typer.Option(
+            "--on-late-answer",
+            help="An answer given after the question was declined or timed out: reconcile "
+            "(the PM re-plans what it contradicts), record (only recorded and compared)."
+            + shown_default("on_late_answer"),
+        ),
+    ] = None,
+    max_question_parts: Annotated[
+        int | None,
+        typer.Option(
+            "--max-question-parts",
+            metavar="1-12",
+            help="Asks raised in the same round merged into one multi-part question."
+            + shown_default("max_question_parts"),
+        ),
+    ] = None,
     uncertainty_threshold: Annotated[
         int | None,
         typer.Option(
@@ -236,6 +255,8 @@ def run(
                 "max_fallbacks": max_fallbacks,
                 "timeout": timeout,
                 "on_timeout": on_timeout.value if on_timeout else None,
+                "on_late_answer": on_late_answer.value if on_late_answer else None,
+                "max_question_parts": max_question_parts,
                 "uncertainty_threshold": uncertainty_threshold,
             }
         )

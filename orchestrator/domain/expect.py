@@ -64,6 +64,7 @@ def unmet_lines(
     if wanted is not None and (state.get("answer_status") or "none") != wanted:
         miss("answer_status", repr(wanted), repr(state.get("answer_status") or "none"))
 
+    _late(expect, doc, miss)
     if "assumptions" in expect:
         _assumptions(expect["assumptions"], doc.get("assumptions") or [], miss)
     if "tasks" in expect:
@@ -76,6 +77,22 @@ def unmet_lines(
 
 
 Miss = Callable[[str, Any, Any], None]
+
+
+def _late(expect: Mapping[str, Any], doc: Mapping[str, Any], miss: Miss) -> None:
+    late = doc.get("late_answer") or {}
+    needle = expect.get("late_answer")
+    if needle is not None and needle not in (late.get("response") or ""):
+        miss("late_answer", f"a late answer containing {needle!r}", repr(late.get("response")))
+    checks = late.get("checks") or []
+    for field, got in (
+        ("needs_review", bool(doc.get("needs_review"))),
+        ("reconciled", late.get("reconciled") is not None),
+        ("contradicted", sum(1 for c in checks if c.get("verdict") == "contradicted")),
+    ):
+        wanted = expect.get(field)
+        if wanted is not None and got != wanted:
+            miss(field, repr(wanted), repr(got))
 
 
 def _assumptions(wanted: Any, actual: list[Mapping[str, Any]], miss: Miss) -> None:

@@ -11,6 +11,10 @@ section 1:
                                           the asking agent's next ask-decision is Rerun
     D  used, resolved, an agent asks   -> Fallback (or Fail after max_fallbacks)
 
+After a decline or a deadline that proceeded, the person's answer may still come: it is
+Late (recorded once, held against the assumptions; it never reopens the gate, so no
+second question), and a further one is Rejected (docs/late-answers.md).
+
 Beside them: an ask whose `uncertainty` is below the threshold is not surfaced and spends
 nothing (Proceed: the agent goes on with its own default); a question whose deadline
 passes is handled by the session's on-timeout policy (Timeout: wait, proceed, cancel).
@@ -42,6 +46,7 @@ __all__ = [
     "Fallback",
     "Fail",
     "Resolve",
+    "Late",
     "Reject",
     "Decision",
     "decide",
@@ -183,13 +188,25 @@ class Resolve:
 
 
 @dataclass(frozen=True)
+class Late:
+    """The answer to a question already declined or timed out (the agents went on with
+    defaults): recorded as late and reconciled with the assumptions; the gate's state
+    stays resolved (no second question). `parts`: per part, as in Answer."""
+
+    response: str
+    parts: tuple[str | None, ...] = ()
+    update: GateUpdate = NO_UPDATE
+    cancel: bool = False
+
+
+@dataclass(frozen=True)
 class Reject:
     """A user event refused (no question is waiting); nothing changes."""
 
     reason: str
 
 
-Decision = Surface | Wait | Rerun | Fallback | Proceed | Fail | Resolve | Reject
+Decision = Surface | Wait | Rerun | Fallback | Proceed | Fail | Resolve | Late | Reject
 
 
 def decide(
@@ -207,6 +224,15 @@ def decide(
     """
     if isinstance(event, Ask):
         return _decide_ask(state, event, max_fallbacks, uncertainty_threshold)
+    if not state.waiting and isinstance(event, Answer) and _defaulted(state):
+        if state.late:
+            return Reject("the session's question was already answered late")
+        if event.parts and len(event.parts) != len(state.parts):
+            return Reject(
+                f"the question has {len(state.parts) or 1} part(s); the answer has "
+                f"{len(event.parts)}"
+            )
+        return Late(event.response, event.parts)
     if not state.waiting:
         reason = (
             f"the session's question was already {_PAST[state.resolution or 'answered']}"
@@ -243,6 +269,11 @@ def decide(
     if event.policy == "cancel":
         return Resolve(GateUpdate(resolution="cancelled", timed_out=True), cancel=True)
     return Resolve(GateUpdate(timed_out=True))
+
+
+def _defaulted(state: GateState) -> bool:
+    """The question was declined or timed out to proceed: its askers took defaults."""
+    return state.resolved and state.resolution in ("declined", "timeout")
 
 
 _PAST = {

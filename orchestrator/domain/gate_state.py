@@ -71,6 +71,7 @@ class GateState:
     timed_out: bool = False
     note: str | None = None  # the user's remark kept with the answer
     parts: tuple[Part, ...] = ()  # a multi-part question's parts (empty: one part)
+    late: bool = False  # an answer came after the question was declined or timed out
 
     @property
     def waiting(self) -> bool:

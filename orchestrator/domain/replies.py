@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 __all__ = [
     "Option",
     "Question",
+    "Assumption",
     "TaskSpec",
     "NeedsClarification",
     "Planned",
@@ -62,6 +63,9 @@ class _QuestionFields(_Model):
     default: str | None = None
     urgency: Urgency = "medium"
     ambiguity: Ambiguity | None = None
+    # A short name for what is asked (`cache`): an assumption given as {key, value} with
+    # this key is held against a late answer (orchestrator.domain.reconcile).
+    key: str | None = None
 
 
 class Question(_QuestionFields):
@@ -97,6 +101,18 @@ class Question(_QuestionFields):
         return [o.label for o in self.options]
 
 
+class Assumption(_Model):
+    """An assumption as a key/value (besides a plain sentence): `key` names what was
+    assumed (a question's `key`), `value` what was taken; held against a late answer."""
+
+    text: Annotated[str, Field(min_length=1)]
+    key: Annotated[str, Field(min_length=1)]
+    value: Annotated[str, Field(min_length=1)]
+
+
+Assumptions = list[str | Assumption]
+
+
 class TaskSpec(_Model):
     title: Annotated[str, Field(min_length=1)]
     description: str | None = None
@@ -117,25 +133,25 @@ class NeedsClarification(_QuestionFields):
 class Planned(_Model):
     status: Literal["PLANNED"]
     tasks: Annotated[list[TaskSpec], Field(min_length=1)]
-    assumptions: list[str] = Field(default_factory=list)
+    assumptions: Assumptions = Field(default_factory=list)
 
 
 class Complete(_Model):
     status: Literal["COMPLETE"]
     summary: str
-    assumptions: list[str] = Field(default_factory=list)
+    assumptions: Assumptions = Field(default_factory=list)
 
 
 class Done(_Model):
     status: Literal["DONE"]
     summary: str
-    assumptions: list[str] = Field(default_factory=list)
+    assumptions: Assumptions = Field(default_factory=list)
 
 
 class Blocked(_Model):
     status: Literal["BLOCKED"]
     reason: Annotated[str, Field(min_length=1)]
-    assumptions: list[str] = Field(default_factory=list)
+    assumptions: Assumptions = Field(default_factory=list)
 
 
 PmReply = Annotated[NeedsClarification | Planned | Complete, Field(discriminator="status")]

@@ -111,7 +111,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Answer the question a paused session waits on (exactly one of `answer`, `choices`, "
         "`action`, or `parts` for a multi-part question), then run the session on until it "
         "ends or pauses. data: the session "
-        "object. Refused with not_waiting when the session has no open question, conflict "
+        "object. A session whose question was declined or timed out (its `late_question` "
+        "is set) takes the answer as a late answer, reconciled with what the agents "
+        "assumed. Refused with not_waiting when the session takes no answer, conflict "
         "when another command is answering it.",
         AnswerSessionInput,
         False,
@@ -122,6 +124,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         "data: the session's events in order (questions, answers, fallbacks, agent replies).",
         SessionIdInput,
         True,
+    ),
+    ToolSpec(
+        "reconcile_session",
+        "Reconcile a late answer",
+        "For an ended session whose late answer contradicts what the agents assumed "
+        "(`needs_review`: true): run one PM round told the answer and the conflicts, which "
+        "re-plans the affected tasks, then the developers and the PM's review. data: the "
+        "session object. Refused with not_waiting when there is nothing to reconcile.",
+        SessionIdInput,
+        False,
     ),
 )
 
@@ -185,6 +197,9 @@ class Tools:
         else:
             reply = Reply(text=args.answer, note=args.note)
         return await self._in_thread(lambda s: s.resume(args.session_id, reply), ctx)
+
+    async def reconcile_session(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
+        return await self._in_thread(lambda s: s.reconcile(args.session_id), ctx)
 
     async def session_log(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
         return await self._in_thread(lambda s: s.log(args.session_id))

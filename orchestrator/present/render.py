@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.limits import clip
+from orchestrator.present.late_text import late_lines, late_tally
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -79,6 +80,8 @@ def list_table(views: Sequence[Mapping[str, Any]], now: datetime | None = None) 
             who, due = "", ""
             what = str(view.get("error") or view.get("summary") or view.get("task") or "")
             what = driver_note(view) or what
+            if view.get("needs_review"):
+                what = "NEEDS REVIEW (late answer): " + what
         rows.append(
             (
                 str(view["session_id"]),
@@ -206,6 +209,15 @@ def event_line(event: Mapping[str, Any]) -> str:
         return f"{agent}: auto-fallback sent ({why})"
     if kind == "gate_failed":
         return f"{agent} kept asking: {event['reason']}"
+    if kind == "late_answer":
+        return f"LATE ANSWER ({event.get('source', 'user')}): {clip(event['response'])}" + (
+            " (" + late_tally(event.get("checks") or []) + ")" if event.get("checks") else ""
+        )
+    if kind == "reconciled":
+        tasks = "; ".join(clip(t, 200) for t in event.get("tasks") or [])
+        return f"late answer reconciled by {event.get('by')}: {event['outcome']}" + (
+            f" ({tasks})" if tasks else ""
+        )
     if kind == "status":
         extra = event.get("summary") or event.get("error") or event.get("note") or ""
         return f"session {event['status']}" + (f": {clip(extra, 1000)}" if extra else "")
@@ -242,7 +254,8 @@ def _turn_detail(event: Mapping[str, Any]) -> str:
 def session_text(view: Mapping[str, Any]) -> str:
     """The session for people. A question still waiting is left out: the answer hint
     that follows shows it (see output.answer_hint), so that it is printed once."""
-    lines = [f"session {view['session_id']}: {view['status']}", f"  task: {clip(view['task'])}"]
+    shown = view["status"] + (" (needs review)" if view.get("needs_review") else "")
+    lines = [f"session {view['session_id']}: {shown}", f"  task: {clip(view['task'])}"]
     state = view["orchestrator_state"]
     if state["clarification_question"] and not view.get("pending_question"):
         lines.append(f"  question: {clip(state['clarification_question'])}")
@@ -274,6 +287,8 @@ def session_text(view: Mapping[str, Any]) -> str:
             f"    - {a['agent']}: {clip(a['assumption'])} ({clip(a['why'])})"
             for a in view["assumptions"]
         ]
+    if view.get("late_answer"):
+        lines += late_lines(view)
     if view.get("error"):
         lines.append(f"  error: {clip(view['error'], 1000)}")
     if view.get("stalled"):

@@ -13,7 +13,6 @@ called no agent and written nothing after the loss.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,19 +28,17 @@ from orchestrator.errors import (
 )
 from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
+from orchestrator.runtime import ask_only
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import load_backend
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
-from orchestrator.store import Claim, Owner, Store
+from orchestrator.store import Claim, Owner, Store, late_tx
 from orchestrator.store.core import FINAL_STATUSES
 from orchestrator.store.lifecycle import ASK_ONLY, held_by_asker
 
 __all__ = ["Engine", "AskUser"]
-
-# How long `resume --answer` waits for a live MCP server to end the question it answered.
-ASKER_GRACE_SECONDS = 15.0
 
 # Given the pending question (contract section 2 + asked_by), return the user's reply, or
 # None to leave the session paused (`--ui none`).
@@ -79,9 +76,12 @@ class Engine:
         )
         crash_point("session_created")
         self._drive(claim, backend, fresh=True, row=row)
+        self._scripted_late_at_end(claim.session_id)
         return claim.session_id
 
-    def answer(self, session_id: str, reply: UserReply, *, hand_off: bool = False) -> gate.Resolve:
+    def answer(
+        self, session_id: str, reply: UserReply, *, hand_off: bool = False
+    ) -> gate.Resolve | gate.Late:
         """Validate `reply` against the open question and commit it durably; no agent runs.
 
         The session is claimed for this engine's owner in the same transaction, so that
@@ -109,10 +109,12 @@ class Engine:
         if reply is not None:
             recorded = self.answer(session_id, reply)
             self.answered = session_id  # committed: a later fault must not say otherwise
-            if recorded.cancel:
+            if recorded.cancel or isinstance(recorded, gate.Late):
+                # A late answer runs nothing here: a live driver's PM gets it on its next
+                # turn; an ended session waits for `resume --reconcile`.
                 return self.store.view(session_id)
             if held_by_asker(self.store.session(session_id), self.owner):
-                return self._ended_by_asker(session_id)
+                return ask_only.ended_by_asker(self.store, session_id)
             claim = self.store.claim(session_id, self.owner)  # ours since the answer
         else:
             snap = self.store.snapshot(session_id)
@@ -135,36 +137,47 @@ class Engine:
                 claim = self.store.claim(session_id, self.owner)
         row = self.store.session(session_id)
         if (row.agents or {}).get("kind") == ASK_ONLY:
-            return self._end_ask_only(claim)
+            return ask_only.end(self.store, claim)
         counts = self.store.reply_counts(session_id)
         for agent, kept in KeptTurns(self.store.url or "", session_id).counts().items():
             counts[agent] = counts.get(agent, 0) + kept  # recorded, not asked, on the way
         backend = load_backend(row.agents, counts)
         self._drive(claim, backend, fresh=False, row=row)
+        self._scripted_late_at_end(session_id)
         return self.store.view(session_id)
 
-    # -- a question an MCP client asked ---------------------------------------------------
+    def reconcile(self, session_id: str, *, hand_off: bool = False) -> dict[str, Any]:
+        """Run the reconciliation round of an ended session whose late answer needs
+        review (`resume --reconcile`): one PM turn with the late answer and the assumptions
+        it contradicts, the developers of what it re-plans, the PM's review. With
+        `hand_off` the session is only reopened, for a driver (worker, serve, resume)."""
+        counts = self.store.reply_counts(session_id)
+        claim = late_tx.reopen(self.store, session_id, self.owner, counts, hand_off=hand_off)
+        if hand_off:
+            return self.store.view(session_id)
+        row = self.store.session(session_id)
+        self._drive(claim, load_backend(row.agents, counts), fresh=False, row=row)
+        return self.store.view(session_id)
 
-    def _ended_by_asker(self, session_id: str) -> dict[str, Any]:
-        """The answer went to an MCP client's question whose server lives: that server
-        returns it to the waiting tool call and ends the session; wait (briefly) for it."""
-        give_up = time.monotonic() + ASKER_GRACE_SECONDS
-        view = self.store.view(session_id)
-        while view["status"] == "running" and time.monotonic() < give_up:
-            time.sleep(0.1)
+    def _scripted_late_at_end(self, session_id: str) -> None:
+        """A scenario's late answer scripted to come once the session has ended: recorded
+        (as a person's would be), and with `reconcile: true` reconciled at once."""
+        row = self.store.session(session_id)
+        scripted = (row.settings or {}).get("late_answer") or {}
+        if not scripted or scripted.get("when", "ended") != "ended":
+            return
+        if row.status not in late_tx.ENDED:
+            return
+        if late_tx.late_of(self.store, session_id) is not None:
+            return
+        try:
+            self.store.resolve(session_id, self.owner, from_scripted(scripted), source="script")
+        except SessionNotWaiting:
+            return  # the question was answered in time (or never asked): nothing is late
+        if scripted.get("reconcile") and row.status == "completed":
             view = self.store.view(session_id)
-        return view
-
-    def _end_ask_only(self, claim: Claim) -> dict[str, Any]:
-        """An MCP client's question runs no agent: answered (or resolved by its deadline),
-        it is over. Its server, if it still waits, reads the answer from the session."""
-        state = self.store.gate_state(claim.session_id)
-        summary = {
-            "declined": "declined",
-            "timeout": "no answer before the deadline",
-        }.get(state.resolution or "", f"answered: {state.response}")
-        self.store.release(claim, "completed", summary=summary)
-        return self.store.view(claim.session_id)
+            if view["needs_review"]:
+                self.reconcile(session_id)
 
     def _still_waiting(self, session_id: str) -> dict[str, Any]:
         """Case B changed nothing: the session object, if it is still waiting. An answer
@@ -186,10 +199,14 @@ class Engine:
 
         from orchestrator.runtime.checkpoints import checkpointer, fenced
         from orchestrator.runtime.graph import RunContext, compiled, initial_state
+        from orchestrator.runtime.graph_state import reconciling_state
 
         session_id = claim.session_id
         row = row if row is not None else self.store.session(session_id)
         settings = {**Settings().model_dump(), **row.settings}  # older sessions too
+        late = late_tx.late_of(self.store, session_id) if not fresh else None
+        reopened = (late or {}).get("reopened")  # where a reconciliation round started
+        scripted_late = settings.get("late_answer") or {}
         config: Any = {
             "configurable": {"thread_id": session_id},
             "recursion_limit": RECURSION_LIMIT,
@@ -223,7 +240,10 @@ class Engine:
                         task=row.task,
                         store=self.store,
                         backend=backend,
-                        max_rounds=settings["max_rounds"],
+                        # A reconciliation round may plan once more than the run did.
+                        max_rounds=max(
+                            settings["max_rounds"], reopened["round"] + 1 if reopened else 0
+                        ),
                         max_fallbacks=settings["max_fallbacks"],
                         uncertainty_threshold=settings["uncertainty_threshold"],
                         timeout=settings["timeout"],
@@ -231,6 +251,9 @@ class Engine:
                         before_call=before_call,
                         activity=self.activity,
                         recorded={} if fresh else self.store.recorded_turns(session_id),
+                        scripted_late=dict(scripted_late)
+                        if scripted_late.get("when") == "running"
+                        else None,
                     )
                     graph = compiled(saver)
 
@@ -256,6 +279,10 @@ class Engine:
                         return
                     elif snapshot is not None and snapshot.values:
                         payload = None  # go on from the checkpoint
+                    elif reopened is not None:
+                        # An ended run reopened to reconcile its late answer (its
+                        # checkpoints went with its end): the round starts from the store.
+                        payload = reconciling_state(reopened, late or {})
                     while True:
                         # Checkpoints at interrupts and at the end only: a crash in between
                         # re-runs from the last one, and every agent turn, gate decision and
@@ -350,6 +377,7 @@ class Engine:
     ) -> None:
         outcome = values.get("outcome") or {}
         status = outcome.get("status", "failed")
+        late_tx.rejudge(self.store, claim)  # a late answer, against the whole ledger
         crash_point("before_finish")
         self.store.release(
             claim,

@@ -59,14 +59,21 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         planned = isinstance(reply, Planned) and round_ <= ctx.max_rounds
         return {"plan": (round_, _plan(reply))} if planned else {}
 
+    instruction = state.get("instructions", {}).get("pm")
+    late = ctx.late_instruction()  # a late answer to reconcile (docs/late-answers.md)
+    if late is not None:
+        instruction = late if instruction is None else f"{instruction}\n\n{late}"
+    told = late is not None and f"pm#{call}" not in ctx.recorded  # a re-run: told next turn
     key, reply, messages, _ = ctx.call(
         "pm",
         call,
         state,
         mirror=mirror,
-        instruction=state.get("instructions", {}).get("pm"),
+        instruction=instruction,
         history=tuple(state.get("histories", {}).get("pm", [])),
     )
+    if told:
+        ctx.late_delivered(key, reply)
     update: dict[str, Any] = {"calls": {"pm": call}, "instructions": {"pm": None}}
     if messages:
         update["histories"] = {"pm": messages}

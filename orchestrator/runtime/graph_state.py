@@ -21,7 +21,15 @@ from orchestrator.runtime.agent import AgentBackend, AgentRequest, Clarification
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.store import Claim, Store
 
-__all__ = ["GraphState", "DeveloperInput", "RunContext", "Call", "initial_state", "task_board"]
+__all__ = [
+    "GraphState",
+    "DeveloperInput",
+    "RunContext",
+    "Call",
+    "initial_state",
+    "reconciling_state",
+    "task_board",
+]
 
 
 def _merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
@@ -84,6 +92,20 @@ def initial_state() -> GraphState:
     }
 
 
+def reconciling_state(reopened: dict[str, Any], late: dict[str, Any]) -> GraphState:
+    """Where an ended session's reconciliation round starts (its checkpoints went with its
+    end): the board and round it ended on, each agent's calls so far (so a re-run of the
+    round replays its recorded turns), and the late answer as the clarification."""
+    state = initial_state()
+    state["round"] = int(reopened["round"])
+    state["tasks"] = list(reopened.get("tasks") or [])
+    state["calls"] = dict(reopened.get("calls") or {})
+    question = late.get("question")
+    if question:
+        state["clarification"] = {"question": question, "response": late["response"]}
+    return state
+
+
 class Call(NamedTuple):
     """One agent call as the graph sees it (rebuilt from the store on a re-run)."""
 
@@ -111,6 +133,8 @@ class RunContext:
     # Turns recorded so far, by key; loaded once per drive (only the claim holder records).
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)  # tokens_used(), kept up to date
+    # A scenario's late answer that comes while the agents run (docs/late-answers.md).
+    scripted_late: dict[str, Any] | None = None
 
     @property
     def session_id(self) -> str:
@@ -123,6 +147,30 @@ class RunContext:
             if "tokens" not in self.spent:
                 self.spent["tokens"] = sum(_tokens(turn) for turn in self.recorded.values())
             return self.spent["tokens"]
+
+    def late_instruction(self) -> str | None:
+        """The late answer the PM is to act on at its next turn, if any (a scenario's,
+        scripted to come while the agents run, is recorded first)."""
+        from orchestrator.store import late_tx
+
+        if self.scripted_late is not None:
+            state = self.store.gate_state(self.session_id)
+            if state.resolved and state.resolution in ("declined", "timeout") and not state.late:
+                from orchestrator.domain.answers import from_scripted
+
+                reply = from_scripted(self.scripted_late)
+                self.store.resolve(
+                    self.session_id, self.claim.owner, reply, source="script", claim=self.claim
+                )
+        late_tx.rejudge(self.store, self.claim)  # what the agents assumed since it came
+        return late_tx.for_pm(self.store, self.session_id)
+
+    def late_delivered(self, key: str, reply: AgentReply) -> None:
+        """The PM's turn `key` was told the late answer and replied `reply`."""
+        from orchestrator.store import late_tx
+
+        dumped = reply.model_dump(mode="json", exclude_none=True)
+        late_tx.delivered(self.store, self.claim, key, dumped)
 
     def call(
         self,

@@ -11,6 +11,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from orchestrator.domain.replies import (
@@ -80,6 +81,33 @@ class PartsAnswer(_Model):
 ScriptedAnswer = str | TextAnswer | ChoicesAnswer | ActionAnswer | PartsAnswer
 
 
+class LateAnswer(_Model):
+    """The person's answer coming after the question was declined or timed out
+    (docs/late-answers.md): `answer`, `choices` or `parts`, as an `answers` entry; `when`
+    it comes: while the agents run (the PM's next turn) or once the session has ended;
+    `reconcile`: an ended session is reconciled at once (`resume --reconcile`)."""
+
+    answer: Annotated[str, Field(min_length=1)] | None = None
+    choices: Annotated[list[str], Field(min_length=1)] | None = None
+    parts: (
+        Annotated[list[str | TextAnswer | ChoicesAnswer | PartDecline], Field(min_length=1)] | None
+    ) = None
+    when: Literal["running", "ended"] = "ended"
+    reconcile: bool = False
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> LateAnswer:
+        given = [name for name in ("answer", "choices", "parts") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of `answer` (text), `choices` (option labels) or `parts` "
+                f"(one entry per part); got {', '.join(given) or 'none'}"
+            )
+        if self.reconcile and self.when != "ended":
+            raise ValueError("`reconcile: true` is for `when: ended` (a running PM is told itself)")
+        return self
+
+
 class Scenario(_Model):
     task: Annotated[str, Field(min_length=1)]
 
@@ -95,6 +123,7 @@ class Scenario(_Model):
 
     agents: dict[str, list[dict[str, Any]]]
     answers: list[ScriptedAnswer] = Field(default_factory=list)
+    late_answer: LateAnswer | None = None
     expect: Expect | None = None
     settings: Settings = Field(default_factory=Settings)
     steps: list[Step] = Field(default_factory=list)
@@ -129,6 +158,8 @@ class Scenario(_Model):
         """What the store keeps for a scripted session (options given on the CLI win)."""
         settings: dict[str, Any] = self.settings.merged(**overrides).model_dump()
         settings["answers"] = [a if isinstance(a, str) else a.model_dump() for a in self.answers]
+        if self.late_answer is not None:
+            settings["late_answer"] = self.late_answer.model_dump(exclude_none=True)
         if self.expect is not None:
             settings["expect"] = self.expect.model_dump(exclude_none=True)
         if source is not None:

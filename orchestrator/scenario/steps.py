@@ -60,6 +60,13 @@ class Expect(_Model):
     tasks: Annotated[int, Field(ge=0)] | list[TaskExpect] | None = None
     events: list[EventMatch] | None = None
     no_events: list[EventMatch] | None = None
+    # A late answer (docs/late-answers.md): a text its response contains; whether the
+    # ended session needs review; whether the PM reconciled it; how many assumptions it
+    # contradicted.
+    late_answer: str | None = None
+    needs_review: bool | None = None
+    reconciled: bool | None = None
+    contradicted: Annotated[int, Field(ge=0)] | None = None
 
 
 STEP_ACTIONS = ("answer", "choices", "action")

@@ -170,8 +170,10 @@ def add_assumption(
     assumption: str,
     why: str,
     source: str,
+    **facts: Any,
 ) -> None:
-    """One entry of the assumptions ledger (keyed, so a re-run adds nothing)."""
+    """One entry of the assumptions ledger (keyed, so a re-run adds nothing). `facts`:
+    what a late answer is held against (`value`, `about`, `part`; None ones left out)."""
     add_event(
         tx,
         session_id,
@@ -181,6 +183,7 @@ def add_assumption(
         assumption=assumption,
         why=why,
         source=source,
+        **{name: value for name, value in facts.items() if value is not None},
     )
 
 

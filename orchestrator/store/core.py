@@ -310,7 +310,7 @@ class Store:
         choices: list[str] | None = None,
         claim: Claim | None = None,
         hand_off: bool = False,
-    ) -> tuple[gate.Resolve, Claim]:
+    ) -> tuple[gate.Resolve | gate.Late, Claim]:
         """Accept the user's answer, decline or cancel (a `UserReply` is validated against
         the open question first), and claim the session for `owner`, in one transaction.
         A person's answer is durable (fsynced: it survives a power loss); a scripted one
@@ -339,7 +339,8 @@ class Store:
             decision = gate_tx.resolve_answer(
                 tx, row, event, source=source, choices=choices, take=take
             )
-            if hand_off and not decision.cancel and not asker:
+            answered = isinstance(decision, gate.Resolve) and not decision.cancel  # not late
+            if hand_off and answered and not asker:
                 lifecycle.hand_off(tx, row, owner)
             return decision, claim or (taken[0] if taken else Claim(session_id, owner, -1))
 

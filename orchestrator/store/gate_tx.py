@@ -17,6 +17,7 @@ from typing import Any
 from orchestrator.domain import clock, gate
 from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.errors import SessionNotFound, SessionNotWaiting
+from orchestrator.store import late_tx
 from orchestrator.store._tx import (
     FINAL_STATUSES,
     add_assumption,
@@ -176,6 +177,7 @@ def _apply_final(
 ) -> None:
     details: dict[str, Any]
     ledger: tuple[str, str, str] | None = None  # assumption, why, source
+    facts: dict[str, Any] = {}  # the default taken, for a late answer to be held against
     if isinstance(decision, gate.Fallback | gate.Proceed):
         write_gate_update(tx, session_id, decision.update)
     if isinstance(decision, gate.Fallback):
@@ -188,6 +190,10 @@ def _apply_final(
         details = {"decision": "fallback", "why": decision.why, "message": decision.message}
         assumption = decision.assumption or _fallback_assumption(decision, before)
         ledger = (assumption, _WHY[decision.why], decision.why)
+        if decision.why in ("declined", "timeout"):
+            part = before.part_of(key)
+            facts = {"value": part.default if part else before.default}
+            facts |= {"part": part.number} if part else {}
     elif isinstance(decision, gate.Proceed):
         kind = "proceed"
         details = {"decision": "proceed", "message": decision.message, "default": decision.default}
@@ -210,7 +216,7 @@ def _apply_final(
         assumption, why, source = ledger
         add_assumption(
             tx, session_id, key, agent=decision.agent, assumption=assumption, why=why,
-            source=source,
+            source=source, **facts,
         )  # fmt: skip
     # `asker` lets a re-run rebuild this decision (decision_from_payload).
     add_event(tx, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details)
@@ -220,11 +226,14 @@ def reply_event(row: Any, reply: UserReply) -> tuple[gate.Answer | gate.Decline 
     """(the gate's event, the choices) for a person's `reply`, validated against the open
     question of the session `row` as this transaction reads it (the answer rule,
     orchestrator.domain.answers). Raises SessionNotWaiting, or InvalidAnswer."""
-    question = pending_question(row, row)
+    question = pending_question(row, row) or late_tx.late_question(row)
     if question is None:
+        state = state_from_row(row)
         why = (
-            "its question was already answered"
-            if state_from_row(row).resolved
+            "a late answer was already recorded"
+            if state.late
+            else "its question was already answered"
+            if state.resolved
             else "it has no open question"
         )
         raise SessionNotWaiting(
@@ -241,17 +250,22 @@ def resolve_answer(
     source: str,
     choices: list[str] | None,
     take: Callable[[], object],
-) -> gate.Resolve:
+) -> gate.Resolve | gate.Late:
     """Accept the user's answer, decline or cancel for the session `row` (with its gate
     state's columns, locked by the caller); raise SessionNotWaiting if no question waits.
     `take` claims the session in this transaction once the gate has accepted the event
     (it raises if a live process holds the session)."""
     session_id = row.id
+    decision = gate.decide(state_from_row(row), event, **limits(row.settings))
+    if isinstance(decision, gate.Late):
+        # After a decline or a deadline that proceeded: recorded and reconciled, never
+        # reopening the gate (the session may have ended meanwhile).
+        late_tx.record(tx, row, decision, source=source, choices=choices)
+        return decision
     if row.status in FINAL_STATUSES:
         raise SessionNotWaiting(
             f"session {session_id} is {row.status}; it is not waiting for an answer"
         )
-    decision = gate.decide(state_from_row(row), event, **limits(row.settings))
     if isinstance(decision, gate.Reject):
         raise SessionNotWaiting(
             f"session {session_id} is not waiting for an answer: {decision.reason}"

@@ -35,6 +35,7 @@ __all__ = [
     "release",
     "abandon",
     "hand_off",
+    "reopen",
     "record_failure",
     "check_call",
     "check_held",
@@ -165,6 +166,25 @@ def take(tx: Tx, row: Any, owner: Owner) -> Claim:
         note = "took over from a process that is gone"
     add_event(tx, row.id, "status", status="running", previous=row.status, note=note)
     return Claim(row.id, owner, generation)
+
+
+def reopen(tx: Tx, row: Any, owner: Owner, *, nobody: bool) -> Claim:
+    """Make the ended session `row` (read under lock) run again, for its late answer's
+    reconciliation round: claimed by `owner`, or with `nobody` left for a driver."""
+    generation = row.claim_generation + 1
+    values = {
+        "status": "running",
+        "claim_generation": generation,
+        **(RELEASED if nobody else _owner_columns(owner)),
+        "cancel_requested_at": None,
+        "last_error": None,
+        "error": None,
+        "updated_at": utcnow(),
+    }
+    _swap(tx, row, values)
+    note = "reopened to reconcile the late answer"
+    add_event(tx, row.id, "status", status="running", previous=row.status, note=note)
+    return Claim(row.id, owner, generation if not nobody else -1)
 
 
 HANDED_OFF = "answered, waiting for a driver"  # the log's word for it (cli.render's too)

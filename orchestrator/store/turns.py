@@ -59,15 +59,18 @@ def record_reply(
     session_id = row.id
     if not add_event(tx, session_id, "agent_reply", agent=agent, key=key, **turn):
         return stored_turn(tx, session_id, key)
-    for index, text in enumerate(turn["reply"].get("assumptions", [])):
+    for index, item in enumerate(turn["reply"].get("assumptions", [])):
+        given = item if isinstance(item, dict) else {"text": item}
         add_assumption(
             tx,
             session_id,
             f"{key}:{index}",
             agent=agent,
-            assumption=text,
+            assumption=given["text"],
             why="reported by the agent",
             source="agent",
+            about=given.get("key"),
+            value=given.get("value"),
         )
     values: dict[str, Any] | None = None
     if turn.get("usage"):

@@ -61,6 +61,7 @@ def state_from_row(row: Any) -> gate.GateState:
         timed_out=bool(row.timed_out),
         note=row.answer_note,
         parts=parts_from_object(row.question_object),
+        late=bool((row.question_object or {}).get("late")),
     )
 
 
@@ -79,6 +80,19 @@ def pending_question(session: Any, state: Any) -> PendingQuestion | None:
     return pending  # type: ignore[return-value]  # question_object is a Question dump
 
 
+def late_question(session: Any, state: Any) -> dict[str, Any] | None:
+    """The question a late answer is still taken for: declined or timed out (its askers
+    took their defaults), no late answer yet, the session not cancelled; None otherwise
+    (docs/late-answers.md)."""
+    stored = state.question_object
+    if stored is None or session.status == "cancelled" or stored.get("late"):
+        return None
+    if not (state.clarification_resolved and state.resolution in ("declined", "timeout")):
+        return None
+    question = {k: v for k, v in stored.items() if k != "late"}
+    return question | {"asked_by": state.asked_by, "deadline": None, "timed_out": False}
+
+
 def deadline_due(row: Any, now: float) -> bool:
     """Whether `row` (a session with its gate state's columns) has a question still open
     whose deadline passed and was not applied. An answered, cancelled or ended one has
@@ -89,6 +103,17 @@ def deadline_due(row: Any, now: float) -> bool:
         and row.deadline <= now
         and row.status in ("paused", "running")
         and state_from_row(row).waiting
+    )
+
+
+def needs_review(session: Any, late: Mapping[str, Any] | None) -> bool:
+    """An ended session whose late answer contradicts (or leaves for the PM to judge) an
+    assumption, not yet reconciled (`resume --reconcile`)."""
+    return (
+        late is not None
+        and bool(late.get("needs_review"))
+        and late.get("reconciled") is None
+        and session.status in ("completed", "failed")
     )
 
 
@@ -166,6 +191,9 @@ def session_view(
         "owner": owner,
         "cancel_requested": running and getattr(session, "cancel_requested_at", None) is not None,
         "usage": usage_view(getattr(session, "usage", None)),
+        "late_question": late_question(session, state),
+        "late_answer": (late := (state.question_object or {}).get("late")),
+        "needs_review": needs_review(session, late),
     } | (
         {}  # `list` leaves the ledger out; `status` has it
         if assumptions is None

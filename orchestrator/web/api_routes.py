@@ -129,11 +129,23 @@ def get_events(request: Request, session_id: str) -> Any:
 
 @router.post(
     "/sessions/{session_id}/answer",
-    summary="Answer, decline or cancel the open question; the server then runs the session on",
+    summary="Answer, decline or cancel the open question (or give a late answer to one "
+    "declined or timed out); the server then runs the session on",
 )
 def answer(request: Request, session_id: str, body: AnswerBody) -> Any:
     web = request.app.state.web
     doc = web.sessions.answer(session_id, reply_of(body))
+    return JSONResponse(doc, background=after_answer(request, doc))
+
+
+@router.post(
+    "/sessions/{session_id}/reconcile",
+    summary="Reconcile an ended session with its late answer (as `resume --reconcile`); "
+    "the server runs the PM's round",
+)
+def reconcile(request: Request, session_id: str) -> Any:
+    web = request.app.state.web
+    doc = web.sessions.reconcile(session_id, run=False)
     return JSONResponse(doc, background=after_answer(request, doc))
 
 

@@ -197,6 +197,7 @@ def _session_page(
         status=status,
         s=doc,
         q=doc["pending_question"],
+        late_q=doc.get("late_question"),
         events=events,
         last_event=events[-1][0] if events else 0,
         error=error,
@@ -216,11 +217,32 @@ async def answer_form(request: Request, session_id: str) -> Any:
 
     def commit() -> dict[str, Any]:
         doc = web.sessions.status(session_id)
-        question = doc["pending_question"] or {}
+        question = doc["pending_question"] or doc.get("late_question") or {}
         return web.sessions.answer(session_id, reply_from_form(question, form))  # type: ignore[no-any-return]
 
     try:
         doc = await run_in_threadpool(commit)
+    except OrchestratorError as exc:
+        if status_of(exc) == 404:
+            raise
+        return await run_in_threadpool(
+            _session_page, request, session_id, status=status_of(exc), error=exc.message
+        )
+    from orchestrator.web.api_routes import after_answer
+
+    return RedirectResponse(
+        f"/sessions/{session_id}", status_code=303, background=after_answer(request, doc)
+    )
+
+
+@router.post("/sessions/{session_id}/reconcile")
+async def reconcile_form(request: Request, session_id: str) -> Any:
+    """Reopen an ended session to reconcile its late answer; the server runs the round."""
+    web = request.app.state.web
+    form = await request.form()
+    _check_csrf(request, form)
+    try:
+        doc = await run_in_threadpool(lambda: web.sessions.reconcile(session_id, run=False))
     except OrchestratorError as exc:
         if status_of(exc) == 404:
             raise
