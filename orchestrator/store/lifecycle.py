@@ -146,18 +146,7 @@ def take(tx: Tx, row: Any, owner: Owner) -> Claim:
         raise SessionNotWaiting(f"session {row.id} is {row.status}; there is nothing to resume")
     if row.status == "running" and owner_alive(row):
         raise SessionBusy(busy_message(row))
-    # Compare-and-swap on what we read: exactly one of several racing commands wins, and
-    # the generation moves on, which fences out whoever held the claim before.
-    generation = row.claim_generation + 1
-    values = {
-        "status": "running",
-        "claim_generation": generation,
-        **_owner_columns(owner),
-        "cancel_requested_at": None,
-        "last_error": None,
-        "updated_at": utcnow(),
-    }
-    _swap(tx, row, values)
+    generation = _run_again(tx, row, _owner_columns(owner))
     if row.status != "running":
         note = "resumed"
     elif row.owner is None:
@@ -168,20 +157,29 @@ def take(tx: Tx, row: Any, owner: Owner) -> Claim:
     return Claim(row.id, owner, generation)
 
 
-def reopen(tx: Tx, row: Any, owner: Owner, *, nobody: bool) -> Claim:
-    """Make the ended session `row` (read under lock) run again, for its late answer's
-    reconciliation round: claimed by `owner`, or with `nobody` left for a driver."""
-    generation = row.claim_generation + 1
+def _run_again(tx: Tx, row: Any, holder: dict[str, Any], **also: Any) -> int:
+    """Set the session `row` running for `holder` (an owner's columns, or RELEASED), as a
+    compare-and-swap on what was read: exactly one of several racing commands wins, and
+    the generation moves on, which fences out whoever held the claim before. Returns the
+    new generation."""
+    generation = int(row.claim_generation) + 1
     values = {
         "status": "running",
         "claim_generation": generation,
-        **(RELEASED if nobody else _owner_columns(owner)),
+        **holder,
         "cancel_requested_at": None,
         "last_error": None,
-        "error": None,
         "updated_at": utcnow(),
+        **also,
     }
     _swap(tx, row, values)
+    return generation
+
+
+def reopen(tx: Tx, row: Any, owner: Owner, *, nobody: bool) -> Claim:
+    """Make the ended session `row` (read under lock) run again, for its late answer's
+    reconciliation round: claimed by `owner`, or with `nobody` left for a driver."""
+    generation = _run_again(tx, row, RELEASED if nobody else _owner_columns(owner), error=None)
     note = "reopened to reconcile the late answer"
     add_event(tx, row.id, "status", status="running", previous=row.status, note=note)
     return Claim(row.id, owner, generation if not nobody else -1)

@@ -220,19 +220,7 @@ async def answer_form(request: Request, session_id: str) -> Any:
         question = doc["pending_question"] or doc.get("late_question") or {}
         return web.sessions.answer(session_id, reply_from_form(question, form))  # type: ignore[no-any-return]
 
-    try:
-        doc = await run_in_threadpool(commit)
-    except OrchestratorError as exc:
-        if status_of(exc) == 404:
-            raise
-        return await run_in_threadpool(
-            _session_page, request, session_id, status=status_of(exc), error=exc.message
-        )
-    from orchestrator.web.api_routes import after_answer
-
-    return RedirectResponse(
-        f"/sessions/{session_id}", status_code=303, background=after_answer(request, doc)
-    )
+    return await _then_back(request, session_id, commit)
 
 
 @router.post("/sessions/{session_id}/reconcile")
@@ -241,8 +229,16 @@ async def reconcile_form(request: Request, session_id: str) -> Any:
     web = request.app.state.web
     form = await request.form()
     _check_csrf(request, form)
+    return await _then_back(
+        request, session_id, lambda: web.sessions.reconcile(session_id, run=False)
+    )
+
+
+async def _then_back(request: Request, session_id: str, work: Any) -> Any:
+    """Run `work` (a write through the session API), then back to the session's page (the
+    server runs the session on); a refusal shows the page with the message."""
     try:
-        doc = await run_in_threadpool(lambda: web.sessions.reconcile(session_id, run=False))
+        doc = await run_in_threadpool(work)
     except OrchestratorError as exc:
         if status_of(exc) == 404:
             raise
