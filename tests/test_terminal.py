@@ -25,7 +25,7 @@ from rich.console import Console
 from orchestrator.cli.progress import Activity
 from orchestrator.domain.answers import UserReply
 from orchestrator.present.render import summary_line
-from tests.conftest import ROOT, cli
+from tests.conftest import EXAMPLES, ROOT, cli
 
 DOWN, UP, ENTER, SPACE, ESC, CTRL_C = "\x1b[B", "\x1b[A", "\r", " ", "\x1b", "\x03"
 CTRL_X = "\x18"
@@ -603,3 +603,29 @@ def test_ctrl_c_at_a_line_by_line_prompt_leaves_the_question_open(
     assert proc.returncode == 3, seen + rest
     assert "left open, to answer later" in rest
     assert json.loads(out)["status"] == "paused"
+
+
+def test_a_three_part_question_is_answered_one_part_after_another(
+    tmp_path: Path, db_url: str
+) -> None:
+    """examples/multi-part-question.yaml with max_question_parts 3 and no scripted answer:
+    the terminal asks part 1 (a select), part 2 and part 3 (free text), one after another,
+    and commits one answer with a part per asker."""
+    document = yaml.safe_load((EXAMPLES / "multi-part-question.yaml").read_text())
+    document["settings"]["max_question_parts"] = 3
+    del document["answers"], document["expect"]
+    script = tmp_path / "three.yaml"
+    script.write_text(yaml.safe_dump(document))
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(SELECT_READY)  # part 1: Redis (the first option) or Memcached
+    child.send(DOWN + ENTER)
+    child.expect(TEXT_READY)  # part 2
+    child.send("us-east" + ENTER)
+    child.expect(TEXT_READY)  # part 3
+    child.send("5" + ENTER)
+    code, shown = finish(child)
+
+    assert code == 0, shown
+    assert "part 1" in shown and "part 3" in shown
+    state = the_session(db_url)["orchestrator_state"]
+    assert state["user_clarification_response"] == "1. Memcached\n2. us-east\n3. 5"
