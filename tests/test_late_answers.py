@@ -44,7 +44,7 @@ def test_the_default_taken_is_confirmed_or_contradicted_by_the_chosen_option() -
     assert (same.verdict, same.tasks, same.part) == ("confirmed", (1,), 1)
     (other,) = judge(CACHE, ["Redis"], [DEFAULT_TAKEN], [1, 2])
     assert other.verdict == "contradicted" and "Redis" in other.why
-    assert needs_review([other]) and not needs_review([same])
+    assert needs_review([other.as_dict()]) and not needs_review([same.as_dict()])
 
 
 def test_a_key_value_assumption_is_judged_by_its_key_and_a_sentence_is_left_to_the_pm() -> None:
@@ -395,3 +395,24 @@ def test_a_crash_in_the_reconciliation_round_is_resumed_without_calling_an_agent
     assert doc["late_answer"]["reconciled"]["by"] == "pm#3"
     keys = _reply_keys(db_url, sid)
     assert len(keys) == len(set(keys)) == 8
+
+
+def test_a_scenarios_late_answer_is_checked_when_the_file_is_read(tmp_path: Path) -> None:
+    """A late answer that is not one of the options, or gives two answers, is refused
+    before anything runs: exit 2, the file and the path named, no session written."""
+    from tests.conftest import invoke
+
+    db = str(tmp_path / "bad.db")
+    text = (EXAMPLES / "late-answer.yaml").read_text()
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(
+        text.replace("  choices: [Redis]\n  when: ended", "  choices: [Rediss]\n  when: ended")
+    )
+    two = tmp_path / "two.yaml"
+    two.write_text(text.replace("  choices: [Redis]\n", "  choices: [Redis]\n  answer: Redis\n"))
+    for script, said in ((typo, "late_answer.choices"), (two, "exactly one of `answer`")):
+        refused = invoke("run", "--script", str(script), db=db)
+        assert refused.returncode == 2, refused.stderr
+        assert said in refused.stderr and str(script) in refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert "no sessions" in invoke("list", db=db).stdout

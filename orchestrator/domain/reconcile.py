@@ -169,11 +169,10 @@ def _part_for(entry: Mapping[str, Any], parts: list[Mapping[str, Any]]) -> Mappi
     return None
 
 
-def needs_review(checks: Sequence[Check] | Sequence[Mapping[str, Any]]) -> bool:
-    """Whether anything is left to act on: a contradiction, or free text for the PM."""
-    return any(
-        (c.verdict if isinstance(c, Check) else c.get("verdict")) != "confirmed" for c in checks
-    )
+def needs_review(checks: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether anything is left to act on (`checks`: `Check.as_dict()`s): a
+    contradiction, or free text for the PM."""
+    return any(c.get("verdict") != "confirmed" for c in checks)
 
 
 def due(late: Mapping[str, Any]) -> bool:

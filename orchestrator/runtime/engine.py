@@ -174,10 +174,8 @@ class Engine:
             self.store.resolve(session_id, self.owner, from_scripted(scripted), source="script")
         except SessionNotWaiting:
             return  # the question was answered in time (or never asked): nothing is late
-        if scripted.get("reconcile") and row.status == "completed":
-            view = self.store.view(session_id)
-            if view["needs_review"]:
-                self.reconcile(session_id)
+        if scripted.get("reconcile") and self.store.view(session_id)["needs_review"]:
+            self.reconcile(session_id)
 
     def _still_waiting(self, session_id: str) -> dict[str, Any]:
         """Case B changed nothing: the session object, if it is still waiting. An answer

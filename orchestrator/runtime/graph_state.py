@@ -162,8 +162,7 @@ class RunContext:
                 self.store.resolve(
                     self.session_id, self.claim.owner, reply, source="script", claim=self.claim
                 )
-        late_tx.rejudge(self.store, self.claim)  # what the agents assumed since it came
-        return late_tx.for_pm(self.store, self.session_id)
+        return late_tx.for_pm(self.store, self.claim)
 
     def late_delivered(self, key: str, reply: AgentReply) -> None:
         """The PM's turn `key` was told the late answer and replied `reply`."""

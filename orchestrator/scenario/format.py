@@ -307,6 +307,11 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
             given.append((f"steps[{index}].answer", step.answer))
         elif step.choices is not None:
             _check_step_choices(f"{path}: steps[{index}].choices", step.choices, questions)
+    late = scenario.late_answer
+    if late is not None and late.answer is not None:
+        given.append(("late_answer.answer", late.answer))
+    elif late is not None and late.choices is not None:
+        _check_step_choices(f"{path}: late_answer.choices", late.choices, questions)
     for place, answer in given:
         where = f"{path}: {place}"
         if isinstance(answer, ActionAnswer | PartsAnswer):

@@ -30,7 +30,12 @@ from orchestrator.store._tx import (
     write_gate_update,
 )
 from orchestrator.store.sql import Tx
-from orchestrator.store.views import deadline_due, pending_question, state_from_row
+from orchestrator.store.views import (
+    deadline_due,
+    late_question,
+    pending_question,
+    state_from_row,
+)
 
 __all__ = [
     "ask",
@@ -226,7 +231,7 @@ def reply_event(row: Any, reply: UserReply) -> tuple[gate.Answer | gate.Decline 
     """(the gate's event, the choices) for a person's `reply`, validated against the open
     question of the session `row` as this transaction reads it (the answer rule,
     orchestrator.domain.answers). Raises SessionNotWaiting, or InvalidAnswer."""
-    question = pending_question(row, row) or late_tx.late_question(row)
+    question = pending_question(row, row) or late_question(row, row)  # a late answer's
     if question is None:
         state = state_from_row(row)
         why = (

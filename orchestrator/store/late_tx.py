@@ -14,15 +14,12 @@ from typing import Any
 
 from orchestrator.domain import gate, reconcile
 from orchestrator.errors import SessionNotWaiting
-from orchestrator.records import PendingQuestion
-from orchestrator.store import views
 from orchestrator.store._tx import add_event, fence, joined_row, json_value, utcnow
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Tx
 from orchestrator.store.views import iso
 
 __all__ = [
-    "late_question",
     "record",
     "update",
     "question_of",
@@ -47,11 +44,6 @@ def question_of(row: Any) -> dict[str, Any]:
     stored = dict(json_value(row.question_object) or {})
     stored.pop("late", None)
     return stored | {"asked_by": row.asked_by}
-
-
-def late_question(row: Any) -> PendingQuestion | None:
-    """The question a late answer would answer (store.views.late_question), or None."""
-    return views.late_question(row, row)  # type: ignore[return-value]  # a Question dump
 
 
 def record(
@@ -102,20 +94,22 @@ def _judged(tx: Tx, row: Any, responses: list[str | None]) -> list[dict[str, Any
     return [c.as_dict() for c in reconcile.judge(question_of(row), responses, ledger, plan)]
 
 
-def rejudge(store: Any, claim: Claim) -> None:
+def rejudge(store: Any, claim: Claim) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Hold a late answer not yet reconciled against the ledger again: assumptions the
     agents wrote after it came (an asker that took its default afterwards) are judged too.
-    Run by the driver before each PM turn and as the session ends."""
+    Run by the driver before each PM turn and as the session ends. Returns (the late
+    record as it now stands, the question), or None when there is nothing to reconcile."""
     if late_of(store, claim.session_id) is None:
-        return
+        return None  # the common case: one small read
     with store.writing() as tx:
         row = fence(tx, claim, joined=True)
         late = dict((json_value(row.question_object) or {}).get("late") or {})
         if not late or late.get("reconciled") is not None:
-            return
+            return None
         checks = _judged(tx, row, list(late.get("parts") or [late["response"]]))
         if checks != late.get("checks"):
-            update(tx, row, checks=checks, needs_review=reconcile.needs_review(checks))
+            late = update(tx, row, checks=checks, needs_review=reconcile.needs_review(checks))
+        return late, question_of(row)
 
 
 def _not_before(when: Any, asked_at: Any) -> bool:
@@ -176,19 +170,16 @@ def late_of(store: Any, session_id: str) -> dict[str, Any] | None:
     return dict(late) if late else None
 
 
-def for_pm(store: Any, session_id: str) -> str | None:
+def for_pm(store: Any, claim: Claim) -> str | None:
     """What the PM is told on its next turn: the late answer and the assumptions it
-    contradicts (or leaves to the PM), when the policy acts on it (`on_late_answer:
-    reconcile`, or the round `--reconcile` reopened) and it is not reconciled yet."""
-    late = late_of(store, session_id)
-    if late is None or not reconcile.due(late):
+    contradicts (or leaves to the PM), judged against the ledger as it now stands, when
+    the policy acts on it (`on_late_answer: reconcile`, or the round `--reconcile`
+    reopened) and it is not reconciled yet."""
+    found = rejudge(store, claim)
+    if found is None or not reconcile.due(found[0]):
         return None
-    with store.reading() as tx:
-        row = tx.first(
-            "SELECT question_object, asked_by FROM orchestrator_state WHERE session_id = :sid",
-            {"sid": session_id},
-        )
-    return reconcile.instruction(question_of(row), str(late["response"]), late["checks"])
+    late, question = found
+    return reconcile.instruction(question, str(late["response"]), late["checks"])
 
 
 def delivered(store: Any, claim: Claim, key: str, reply: Mapping[str, Any]) -> None:

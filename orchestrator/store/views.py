@@ -80,7 +80,7 @@ def pending_question(session: Any, state: Any) -> PendingQuestion | None:
     return pending  # type: ignore[return-value]  # question_object is a Question dump
 
 
-def late_question(session: Any, state: Any) -> dict[str, Any] | None:
+def late_question(session: Any, state: Any) -> PendingQuestion | None:
     """The question a late answer is still taken for: declined or timed out (its askers
     took their defaults), no late answer yet, the session not cancelled; None otherwise
     (docs/late-answers.md)."""
@@ -90,7 +90,8 @@ def late_question(session: Any, state: Any) -> dict[str, Any] | None:
     if not (state.clarification_resolved and state.resolution in ("declined", "timeout")):
         return None
     question = {k: v for k, v in stored.items() if k != "late"}
-    return question | {"asked_by": state.asked_by, "deadline": None, "timed_out": False}
+    found = question | {"asked_by": state.asked_by, "deadline": None, "timed_out": False}
+    return found  # type: ignore[return-value]  # question_object is a Question dump
 
 
 def deadline_due(row: Any, now: float) -> bool:
