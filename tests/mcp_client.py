@@ -65,7 +65,8 @@ class Session(ClientSession):
 
 
 # The seven tools of contract section 6, in the order the server lists them, and after
-# them the late answer's reconcile_session (docs/late-answers.md).
+# them ask_session (docs/mcp.md) and the late answer's reconcile_session
+# (docs/late-answers.md).
 TOOLS = [
     "provide_choice",
     "ask_user",
@@ -74,6 +75,7 @@ TOOLS = [
     "list_sessions",
     "answer_session",
     "session_log",
+    "ask_session",
     "reconcile_session",
 ]
 

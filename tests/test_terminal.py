@@ -390,10 +390,10 @@ def test_the_time_left_counts_down_under_the_prompt(tmp_path: Path) -> None:
 
 
 def test_with_on_timeout_wait_the_prompt_stays_open_after_the_deadline(tmp_path: Path) -> None:
-    child = spawn(["-c", ASK_UNTIL, "wait", "1.5"], tmp_path)
+    child = spawn(["-c", ASK_UNTIL, "wait", "1"], tmp_path)
     child.expect(SELECT_READY)
     child.expect(r"answer within \ds \(then the question stays open\)")
-    time.sleep(3)  # past the deadline: the prompt is still there
+    time.sleep(1.8)  # past the deadline: the prompt is still there
     assert child.isalive()
     child.send(DOWN + ENTER)  # and still answers
     child.expect(r"RESULT UserReply\(action='answer', text=None, choices=\('B',\)")
@@ -610,7 +610,8 @@ def test_a_three_part_question_is_answered_one_part_after_another(
 ) -> None:
     """examples/multi-part-question.yaml with max_question_parts 3 and no scripted answer:
     the terminal asks part 1 (a select), part 2 and part 3 (free text), one after another,
-    and commits one answer with a part per asker."""
+    then reviews the answers (part 2 changed there), and commits one answer with a part
+    per asker."""
     document = yaml.safe_load((EXAMPLES / "multi-part-question.yaml").read_text())
     document["settings"]["max_question_parts"] = 3
     del document["answers"], document["expect"]
@@ -623,9 +624,41 @@ def test_a_three_part_question_is_answered_one_part_after_another(
     child.send("us-east" + ENTER)
     child.expect(TEXT_READY)  # part 3
     child.send("5" + ENTER)
+    child.expect("Review your answers")  # Send, then "Change part N" for each part
+    child.expect(SELECT_READY)
+    child.send(DOWN + DOWN + ENTER)
+    child.expect(TEXT_READY)  # part 2 again
+    child.send("ap-south" + ENTER)
+    child.expect("Review your answers")
+    child.expect(SELECT_READY)
+    child.send(ENTER)  # "Send the 3 answers" is the first entry
     code, shown = finish(child)
 
     assert code == 0, shown
+    assert "Change part 2: Which region do we deploy to? → us-east" in shown
+    assert "Change part 2: Which region do we deploy to? → ap-south" in shown
     assert "part 1" in shown and "part 3" in shown
     state = the_session(db_url)["orchestrator_state"]
-    assert state["user_clarification_response"] == "1. Memcached\n2. us-east\n3. 5"
+    assert state["user_clarification_response"] == "1. Memcached\n2. ap-south\n3. 5"
+
+
+def test_esc_at_the_review_leaves_the_whole_question_open(tmp_path: Path) -> None:
+    document = yaml.safe_load((EXAMPLES / "multi-part-question.yaml").read_text())
+    del document["answers"], document["expect"]
+    script = tmp_path / "two.yaml"
+    script.write_text(yaml.safe_dump(document))
+    db = f"sqlite:///{tmp_path / 'review.db'}"
+    child = run_at_terminal(script, db, tmp_path)
+    child.expect(SELECT_READY)
+    child.send(ENTER)
+    child.expect(TEXT_READY)
+    child.send("us-east" + ENTER)
+    child.expect("Review your answers")
+    child.expect(SELECT_READY)
+    child.send(ESC)
+    code, shown = finish(child)
+    assert code == 3, shown  # paused
+    assert "the 2-part question: left open, to answer later (nothing was sent)" in shown
+    session = the_session(db)
+    assert session["status"] == "paused"
+    assert session["orchestrator_state"]["user_clarification_response"] is None

@@ -37,6 +37,7 @@ _CANCEL = object()  # the user chose to cancel the session
 _LEAVE = object()  # Esc or Ctrl+C: the question stays open
 _TIMEOUT = object()
 _OTHER = object()
+_SEND = object()  # the review's "send the answers"
 
 _HINTS = {
     "free_text": "(enter sends)",
@@ -51,6 +52,7 @@ _KEYS = {
     "single_select": _LATER,
     "multi_select": f"{_LATER} · ctrl+x: cancel the session",
     "other": "esc: back to the options",
+    "review": _LATER,
 }
 
 
@@ -96,19 +98,66 @@ def ask(
 def _ask_parts(
     question: Mapping[str, Any], *, deadline: float | None, keep_open: bool
 ) -> UserReply | None:
-    """A multi-part question, one part after another (each with its own prompt): the reply
-    with one entry per part; None as soon as a part is left open (the whole question stays
-    open: nothing is committed); the cancel of the session if one part cancels it."""
+    """A multi-part question, one part after another (each with its own prompt), then, at
+    a terminal, a review: send the answers, or change one part and review again. The reply
+    with one entry per part; None as soon as a part (or the review) is left open or the
+    deadline passes (the whole question stays open: nothing is committed); the cancel of
+    the session if one part cancels it. Line by line (a pipe) there is no review."""
     parts = list(question["parts"])
     replies: list[UserReply] = []
-    for part in parts:
-        askers = ", ".join(part.get("askers") or [part.get("asked_by", "an agent")])
-        shown = {**part, "parts": [], "asked_by": f"part {part['part']}/{len(parts)}: {askers}"}
-        reply = ask(shown, deadline=deadline, keep_open=keep_open)
-        if reply is None or reply.action == "cancel":
-            return reply
-        replies.append(reply)
+    todo = range(len(parts))
+    while True:
+        for index in todo:
+            askers = ", ".join(parts[index].get("askers") or [parts[index].get("asked_by", "")])
+            where = f"part {parts[index]['part']}/{len(parts)}: {askers or 'an agent'}"
+            shown = {**parts[index], "parts": [], "asked_by": where}
+            reply = ask(shown, deadline=deadline, keep_open=keep_open)
+            if reply is None or reply.action == "cancel":
+                return reply
+            replies[index : index + 1] = [reply]
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            break
+        change = _review(question, parts, replies, _Deadline(deadline, keep_open))
+        if change is _SEND:
+            break
+        if not isinstance(change, int):  # left open, or the deadline passed
+            return None
+        todo = range(change, change + 1)
     return UserReply(parts=tuple(replies))
+
+
+def _review(
+    question: Mapping[str, Any],
+    parts: list[Mapping[str, Any]],
+    replies: list[UserReply],
+    deadline: _Deadline,
+) -> Any:
+    """Send the answers (_SEND), change a part (its index), or neither (_LEAVE: Esc, Ctrl+C;
+    None: the deadline passed), saying so on a summary line."""
+    import questionary
+
+    choices = [questionary.Choice(f"✔ Send the {len(parts)} answers", value=_SEND)]
+    for index, (part, reply) in enumerate(zip(parts, replies, strict=True)):
+        answer = ", ".join([*reply.choices, *([reply.text] if reply.text is not None else [])])
+        title = f"Change part {part['part']}: {printable(str(part['question']))} → {answer}"
+        choices.append(questionary.Choice(printable(title), value=index))
+    prompt = questionary.select(
+        "Review your answers",
+        choices,
+        instruction=_HINTS["single_select"],
+        use_shortcuts=False,
+        output=_output(),
+        erase_when_done=True,
+    )
+    picked = _run(prompt, deadline, "review")
+    if picked is _SEND or isinstance(picked, int):
+        return picked
+    left = picked is _LEAVE
+    what = f"⏸ the {len(parts)}-part question: left open, to answer later (nothing was sent)"
+    if not left:
+        what = f"⌛ the {len(parts)}-part question: no answer before the deadline"
+    sys.stderr.write(what + "\n")
+    return _LEAVE if left else None
 
 
 # -- the interactive prompt ---------------------------------------------------------------

@@ -37,7 +37,7 @@ from orchestrator.mcp_server.rounds import Ended, Rounds
 from orchestrator.present.printable import printable
 from orchestrator.present.render import resume_hint
 
-__all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for"]
+__all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for", "terminal_hint"]
 
 log = logging.getLogger("orchestrator.mcp")
 
@@ -274,12 +274,7 @@ class Asker:
         return withdrawn[0] if withdrawn else reply
 
     def _resume_hint(self, asked: Asked) -> str:
-        """The command that answers this question from a terminal (any door answers it)."""
-        from orchestrator.api.database import locate
-
-        url = self.questions.url
-        default = locate(None).url
-        return resume_hint(asked.session_id, asked.question, None if url == default else url)
+        return terminal_hint(self.questions.url, asked.session_id, asked.question)
 
     async def _through(
         self,
@@ -315,6 +310,14 @@ class Asker:
             log.warning("%s", printable(note))  # stderr: some clients show only the log
             await ctx.session.report_progress(0, None, note)
             return await page.wait()
+
+
+def terminal_hint(url: str | None, session_id: str, question: dict[str, Any]) -> str:
+    """The command that answers a question from a terminal (any door answers it); `--db`
+    only when the database is not the default one."""
+    from orchestrator.api.database import locate
+
+    return resume_hint(session_id, question, None if url == locate(None).url else url)
 
 
 def choice_schema(args: ProvideChoiceInput) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from orchestrator.api.mcp_questions import Asked, QuestionLog, summary_of
 from orchestrator.domain.answers import UserReply
 from orchestrator.mcp_server.envelope import ToolFailure
 
-__all__ = ["Rounds", "Ended", "ANSWER_KEY"]
+__all__ = ["Rounds", "Ended", "ANSWER_KEY", "form_request", "response_of"]
 
 log = logging.getLogger("orchestrator.mcp")
 
@@ -45,6 +45,26 @@ class Ended:
 class _Open:
     asked: Asked
     deadline: float  # time.time()
+
+
+def form_request(message: str, schema: dict[str, Any], state: str) -> InputRequiredResult:
+    """The first call's result: the form for the client to show, and our `state`."""
+    form = ElicitRequestFormParams(message=message, requested_schema=schema)
+    return InputRequiredResult(
+        input_requests={ANSWER_KEY: ElicitRequest(params=form)}, request_state=state
+    )
+
+
+def response_of(responses: dict[str, Any] | None) -> ElicitResult:
+    """The second call's elicitation result (invalid_input when the client left it out)."""
+    response = (responses or {}).get(ANSWER_KEY)
+    if isinstance(response, dict):
+        response = ElicitResult.model_validate(response)
+    if not isinstance(response, ElicitResult):
+        raise ToolFailure(
+            "invalid_input", f"input_responses.{ANSWER_KEY}: the elicitation result is missing"
+        )
+    return response
 
 
 class Rounds:
@@ -69,10 +89,7 @@ class Rounds:
                 self._keeper = threading.Thread(target=self._keep, name="mcp-rounds", daemon=True)
                 self._keeper.start()
         self._wake.set()
-        form = ElicitRequestFormParams(message=message, requested_schema=schema)
-        return InputRequiredResult(
-            input_requests={ANSWER_KEY: ElicitRequest(params=form)}, request_state=token
-        )
+        return form_request(message, schema, token)
 
     def answered(
         self, token: str, responses: dict[str, Any] | None
@@ -92,16 +109,12 @@ class Rounds:
             )
         if time.time() >= opened.deadline:
             return self._end(token, opened)
-        response = (responses or {}).get(ANSWER_KEY)
-        if isinstance(response, dict):
-            response = ElicitResult.model_validate(response)
-        if not isinstance(response, ElicitResult):
+        try:
+            return opened.asked, response_of(responses)
+        except ToolFailure:
             with self._lock:  # still open: the client may try again
                 self._open[token] = opened
-            raise ToolFailure(
-                "invalid_input", f"input_responses.{ANSWER_KEY}: the elicitation result is missing"
-            )
-        return opened.asked, response
+            raise
 
     def _end(self, token: str, opened: _Open, *, settled: UserReply | None = None) -> Ended:
         """Record how a question ended between the calls (its token is no longer open):

@@ -1,4 +1,5 @@
-"""The MCP server: seven tools over the session API (contract section 6).
+"""The MCP server: the seven tools of contract section 6 over the session API, and after
+them `ask_session` (a paused question in the client's form) and `reconcile_session`.
 
 Built on the SDK's low-level `Server` rather than `MCPServer`: MCPServer validates tool
 arguments itself and answers a mismatch with a bare text error, while the contract wants
@@ -7,7 +8,9 @@ every input checked by our models and every answer, errors included, in one shap
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
+    ElicitResult,
     InputRequiredResult,
     ListToolsResult,
     PaginatedRequestParams,
@@ -30,9 +34,10 @@ from mcp_types import (
 from pydantic import BaseModel, ValidationError
 
 from orchestrator import __version__
+from orchestrator.api import Reply
 from orchestrator.api.mcp_questions import QuestionLog
-from orchestrator.mcp_server.asking import Asker, PageFactory
-from orchestrator.mcp_server.envelope import fail, from_exception, ok
+from orchestrator.mcp_server.asking import Asker, PageFactory, channel_for, terminal_hint
+from orchestrator.mcp_server.envelope import ToolFailure, fail, from_exception, ok
 from orchestrator.mcp_server.inputs import (
     RESULT_SCHEMA,
     AnswerSessionInput,
@@ -42,6 +47,8 @@ from orchestrator.mcp_server.inputs import (
     SessionIdInput,
     StartSessionInput,
 )
+from orchestrator.mcp_server.rounds import form_request, response_of
+from orchestrator.mcp_server.session_form import form_of, reply_of
 
 __all__ = ["build_server", "TOOLS", "Tools"]
 
@@ -50,7 +57,8 @@ log = logging.getLogger("orchestrator.mcp")
 INSTRUCTIONS = """\
 Ask the person a question when a decision is theirs: provide_choice for options, ask_user
 for free text (both wait for the answer, up to timeout_seconds). Run and inspect orchestrator
-sessions: start_session, session_status, list_sessions, answer_session, session_log.
+sessions: start_session, session_status, list_sessions, answer_session, session_log;
+ask_session shows the person a paused session's question in a form and answers it with theirs.
 Every tool answers {"ok": true, "data": ...} or {"ok": false, "error": {"code", "message"}}."""
 
 
@@ -126,6 +134,19 @@ TOOLS: tuple[ToolSpec, ...] = (
         True,
     ),
     ToolSpec(
+        "ask_session",
+        "Ask the person a paused session's question",
+        "Show the person, in this client's form, the question a paused session waits on "
+        "(one field per part of a multi-part question; an empty field lets that part's "
+        "askers proceed on their default), then answer the session with the form and run "
+        "it on until it ends or pauses. Declining the form declines the question; "
+        "cancelling it leaves the question open. data: the session object. Needs a client "
+        "with form elicitation (otherwise use answer_session); not_waiting when the "
+        "session has no open question.",
+        SessionIdInput,
+        False,
+    ),
+    ToolSpec(
         "reconcile_session",
         "Reconcile a late answer",
         "For an ended session whose late answer contradicts what the agents assumed "
@@ -185,7 +206,6 @@ class Tools:
         return await self._in_thread(lambda s: s.list(args.status))
 
     async def answer_session(self, ctx: Any, args: AnswerSessionInput, call: Any) -> Any:
-        from orchestrator.api import Reply
         from orchestrator.api.part_answers import parts_reply
 
         if args.parts is not None:
@@ -198,11 +218,63 @@ class Tools:
             reply = Reply(text=args.answer, note=args.note)
         return await self._in_thread(lambda s: s.resume(args.session_id, reply), ctx)
 
+    async def ask_session(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
+        """The paused question as one form (docs/mcp.md, "ask_session"): sent while the call
+        waits (handshake era) or returned for the client's second call (2026-07-28)."""
+        session_id = args.session_id
+        doc = await self._in_thread(lambda s: s.status(session_id))
+        question = doc.get("pending_question")
+        if doc.get("status") != "paused" or not question:
+            raise ToolFailure(
+                "not_waiting",
+                f"session {session_id} has no open question (it is {doc.get('status')})",
+            )
+        if call.request_state is not None:  # the second call, with the person's form
+            if call.request_state != _form_state(session_id, question):
+                raise ToolFailure(
+                    "invalid_input",
+                    "request_state is not this session's open question; call ask_session again",
+                )
+            return await self._answer_form(
+                ctx, session_id, question, response_of(call.input_responses)
+            )
+        message, schema = form_of(session_id, doc.get("task") or "", question)
+        channel = channel_for(ctx, None)
+        if channel == "rounds":
+            return form_request(message, schema, _form_state(session_id, question))
+        if channel != "form":
+            raise ToolFailure(
+                "invalid_input",
+                "this client cannot show a form (it declares no form elicitation); answer "
+                "with answer_session, or at a terminal: "
+                + terminal_hint(self.url, session_id, question),
+            )
+        result = await ctx.session.elicit_form(message, schema, ctx.request_id)
+        return await self._answer_form(ctx, session_id, question, result)
+
+    async def _answer_form(
+        self, ctx: Any, session_id: str, question: dict[str, Any], result: ElicitResult
+    ) -> Any:
+        if result.action == "cancel":  # dismissed: the question stays open
+            return await self._in_thread(lambda s: s.status(session_id))
+        if result.action == "decline":
+            reply = Reply(action="decline")
+        else:
+            reply = reply_of(question, result.content or {})
+        return await self._in_thread(lambda s: s.resume(session_id, reply), ctx)
+
     async def reconcile_session(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
         return await self._in_thread(lambda s: s.reconcile(args.session_id), ctx)
 
     async def session_log(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
         return await self._in_thread(lambda s: s.log(args.session_id))
+
+
+def _form_state(session_id: str, question: dict[str, Any]) -> str:
+    """ask_session's request_state: the session and its question, so that a second call
+    answers only the question its form showed."""
+    digest = hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{session_id}:{digest}"
 
 
 def _progress_reporter(ctx: Any) -> Callable[[str, dict[str, Any]], None]:
