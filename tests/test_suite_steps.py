@@ -166,6 +166,32 @@ expect:
     ]
 
 
+MULTI_PART = (EXAMPLES / "suite" / "multi-part.scenario.yaml").read_text().split("steps:")[0]
+
+
+def test_a_multi_part_step_and_the_parts_keys(sessions: Sessions) -> None:
+    """`parts` answers a multi-part question in a step; `question_parts` and `delivered`
+    say what was asked and what each asker got, and fail with what happened."""
+    played = run(
+        sessions,
+        MULTI_PART
+        + """
+steps:
+  - parts: [Redis, eu-central, "5"]
+expect:
+  question_parts: 2
+  delivered: {developer-1: Memcached, developer-3: "5", pm: x}
+""",
+    )
+    assert list(played.unmet) == [
+        "expect.question_parts: expected 2, got 3",
+        "expect.delivered.developer-1: expected an answer containing 'Memcached', got 'Redis'",
+        "expect.delivered.pm: expected an answer containing 'x', got no answer delivered",
+    ]
+    paused = run(sessions, MULTI_PART + "expect: {status: paused, question_parts: 3}\n")
+    assert paused.unmet == ()
+
+
 def test_assumptions_by_text_and_tasks_by_count(sessions: Sessions) -> None:
     text = (EXAMPLES / "choose-at-the-terminal.yaml").read_text()
     played = run(
@@ -221,12 +247,16 @@ def test_a_paused_scenario_without_expect_does_not_pass(sessions: Sessions) -> N
         ("  - {}\n", "steps[0]: an empty step"),
         (
             "  - {after: 1s, refused: x}\n",
-            "steps[0]: 'refused' goes with answer, choices or action",
+            "steps[0]: 'refused' goes with answer, choices, parts or action",
         ),
         ("  - {choices: [A]}\n", "steps[0].choices: 'choices' answers a select question"),
         ("  - {expect: {tasks: many}}\n", "steps[0].expect.tasks: expected a count"),
         ("  - {expect: {events: [{kind: x, who: y}]}}\n", "steps[0].expect.events[0].who"),
         ("  - {expect: {asked_by: boss}}\n", "steps[0].expect.asked_by"),
+        ("  - {expect: {delivered: {boss: x}}}\n", "steps[0].expect.delivered.boss"),
+        ("  - {expect: {question_parts: -1}}\n", "steps[0].expect.question_parts"),
+        ("  - {parts: []}\n", "steps[0].parts"),
+        ("  - {parts: [a], answer: b}\n", "steps[0]: give at most one of answer, choices, parts"),
     ],
 )
 def test_malformed_steps_name_the_path(steps: str, message: str) -> None:

@@ -20,7 +20,7 @@ __all__ = ["ENDED", "LOG_KEYS", "check_expect", "unmet_lines"]
 ENDED = ("completed", "failed")
 
 # Keys answered from the session's log rather than its session object.
-LOG_KEYS = ("asked_by", "question_kind", "events", "no_events")
+LOG_KEYS = ("asked_by", "question_kind", "question_parts", "delivered", "events", "no_events")
 
 Events = Sequence[Mapping[str, Any]]
 Log = Events | Callable[[], Events] | None
@@ -136,6 +136,18 @@ def _from_log(
         actual = question.get("kind") if question else None
         if actual != wanted:
             miss("question_kind", repr(wanted), repr(actual) if actual else "no question surfaced")
+    wanted = expect.get("question_parts")
+    if wanted is not None:
+        question = (surfaced or {}).get("question") or pending
+        actual = len(question.get("parts") or [question]) if question else 0
+        if actual != wanted:
+            miss("question_parts", repr(wanted), repr(actual))
+    given = {e.get("agent"): str(e.get("response")) for e in events
+             if e.get("kind") == "answer_delivered"}  # fmt: skip
+    for agent, needle in (expect.get("delivered") or {}).items():
+        if needle not in given.get(agent, ""):
+            got = repr(given[agent]) if agent in given else "no answer delivered"
+            miss(f"delivered.{agent}", f"an answer containing {needle!r}", got)
     for match in expect.get("events") or []:
         if not any(_matches(match, event) for event in events):
             kinds = list(dict.fromkeys(str(e.get("kind")) for e in events))

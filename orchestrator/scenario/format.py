@@ -31,7 +31,16 @@ from orchestrator.limits import (
 )
 from orchestrator.scenario.messages import format_validation_error
 from orchestrator.scenario.reading import parse_text
-from orchestrator.scenario.steps import AGENT_KEY, EventExpect, Expect, Step, TaskExpect
+from orchestrator.scenario.steps import (
+    AGENT_KEY,
+    ChoicesAnswer,
+    EventExpect,
+    Expect,
+    PartDecline,
+    Step,
+    TaskExpect,
+    TextAnswer,
+)
 from orchestrator.settings import Settings
 
 __all__ = [
@@ -51,23 +60,9 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TextAnswer(_Model):
-    answer: Annotated[str, Field(min_length=1)]
-    note: str | None = None
-
-
-class ChoicesAnswer(_Model):
-    choices: Annotated[list[str], Field(min_length=1)]
-    note: str | None = None
-
-
 class ActionAnswer(_Model):
     action: Literal["decline", "cancel"]
     note: str | None = None
-
-
-class PartDecline(_Model):
-    action: Literal["decline"]
 
 
 class PartsAnswer(_Model):

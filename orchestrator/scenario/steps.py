@@ -11,13 +11,41 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["AGENT_KEY", "Expect", "TaskExpect", "EventExpect", "Step"]
+__all__ = [
+    "AGENT_KEY",
+    "Expect",
+    "TaskExpect",
+    "EventExpect",
+    "Step",
+    "TextAnswer",
+    "ChoicesAnswer",
+    "PartDecline",
+    "PartEntry",
+]
 
 AGENT_KEY = re.compile(r"^(pm|developer|developer-[1-9][0-9]*)$")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TextAnswer(_Model):
+    answer: Annotated[str, Field(min_length=1)]
+    note: str | None = None
+
+
+class ChoicesAnswer(_Model):
+    choices: Annotated[list[str], Field(min_length=1)]
+    note: str | None = None
+
+
+class PartDecline(_Model):
+    action: Literal["decline"]
+
+
+# One part's answer in a multi-part reply: text, {answer}, {choices} or {action: decline}.
+PartEntry = str | TextAnswer | ChoicesAnswer | PartDecline
 
 
 class TaskExpect(_Model):
@@ -67,23 +95,29 @@ class Expect(_Model):
     needs_review: bool | None = None
     reconciled: bool | None = None
     contradicted: Annotated[int, Field(ge=0)] | None = None
+    # A multi-part question (docs/multi-part-questions.md): how many parts it had (1 for a
+    # question without parts, 0 for none); a text each named asker's delivered answer holds.
+    question_parts: Annotated[int, Field(ge=0)] | None = None
+    delivered: dict[Annotated[str, Field(pattern=AGENT_KEY.pattern)], str] | None = None
 
 
-STEP_ACTIONS = ("answer", "choices", "action")
+STEP_ACTIONS = ("answer", "choices", "parts", "action")
 
 
 class Step(_Model):
     """What happens next once a scenario's answers ran out (run by `orchestrator test`).
 
     In order: the virtual clock moves `after` on; the reply is given (`answer`, `choices`,
-    or `action`: decline, cancel, or resume with no answer; none of them: the status is
-    read, which applies a passed deadline); `refused` says the reply must be refused with
-    that text in the message; then `expect` is checked.
+    `parts`: one entry per part of a multi-part question, or `action`: decline, cancel, or
+    resume with no answer; none of them: the status is read, which applies a passed
+    deadline); `refused` says the reply must be refused with that text in the message;
+    then `expect` is checked.
     """
 
     after: float | None = None
     answer: Annotated[str, Field(min_length=1)] | None = None
     choices: Annotated[list[str], Field(min_length=1)] | None = None
+    parts: Annotated[list[PartEntry], Field(min_length=1)] | None = None
     action: Literal["decline", "cancel", "resume"] | None = None
     note: str | None = None
     refused: str | None = None
@@ -100,11 +134,11 @@ class Step(_Model):
     def _one_reply(self) -> Step:
         given = [name for name in STEP_ACTIONS if getattr(self, name) is not None]
         if len(given) > 1:
-            raise ValueError(f"give at most one of answer, choices, action; got {given}")
+            raise ValueError(f"give at most one of answer, choices, parts, action; got {given}")
         if not given and self.after is None and self.expect is None:
-            raise ValueError("an empty step; give after, answer, choices, action or expect")
+            raise ValueError("an empty step; give after, answer, choices, parts, action or expect")
         if self.refused is not None and not given:
-            raise ValueError("'refused' goes with answer, choices or action")
+            raise ValueError("'refused' goes with answer, choices, parts or action")
         if self.note is not None and (not given or self.action == "resume"):
-            raise ValueError("'note' goes with answer, choices, decline or cancel")
+            raise ValueError("'note' goes with answer, choices, parts, decline or cancel")
         return self

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain import clock
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.answers import UserReply, from_scripted
 from orchestrator.domain.expect import unmet_lines
 from orchestrator.errors import UserError
 
@@ -113,6 +113,9 @@ def _step(sessions: Sessions, session_id: str, step: Step, where: str) -> tuple[
 
 
 def _reply(step: Step) -> UserReply | None:
+    if step.parts is not None:
+        entries = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in step.parts]
+        return from_scripted({"parts": entries, "note": step.note})
     if step.answer is not None:
         return UserReply(text=step.answer, note=step.note)
     if step.choices is not None:
@@ -123,7 +126,7 @@ def _reply(step: Step) -> UserReply | None:
 
 
 def _verb(step: Step) -> str:
-    if step.answer is not None or step.choices is not None:
+    if step.answer is not None or step.choices is not None or step.parts is not None:
         return "answer"
     return step.action or "status"
 
