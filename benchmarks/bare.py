@@ -110,13 +110,32 @@ def initial() -> dict[str, Any]:
     return {"calls": 0, "tasks": [], "results": {}}
 
 
+def pg_saver(url: str) -> tuple[Any, Any]:
+    """PostgresSaver on `url` (a SQLAlchemy-style URL), set up as its documentation says:
+    an autocommit connection with dict rows."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    conn = psycopg.connect(
+        url.replace("+psycopg", "", 1), autocommit=True, prepare_threshold=0, row_factory=dict_row
+    )
+    made = PostgresSaver(conn)  # type: ignore[arg-type]
+    made.setup()
+    return made, conn
+
+
 def session_factory(
-    db: Path, synchronous: str | None = None
+    db: Path | str, synchronous: str | None = None
 ) -> tuple[Callable[[], dict[str, Any]], Any]:
-    """One whole bare session per call (ask, resume with the answer, run to the end)."""
+    """One whole bare session per call (ask, resume with the answer, run to the end), on
+    SqliteSaver (a file) or PostgresSaver (a postgresql URL)."""
     from langgraph.types import Command
 
-    made, conn = saver(db, synchronous)
+    if isinstance(db, str):
+        made, conn = pg_saver(db)
+    else:
+        made, conn = saver(db, synchronous)
     compiled = graph().compile(checkpointer=made)
     counter = iter(range(10**9))
 

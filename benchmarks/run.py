@@ -29,7 +29,7 @@ import resume  # noqa: E402
 import sessions  # noqa: E402
 from proc import Proc, Row, load  # noqa: E402
 
-FIGURES = ("reads", "biglist", "inprocess", "resume", "bytes", "statements", "long")
+FIGURES = ("reads", "biglist", "inprocess", "inprocess_pg", "resume", "bytes", "statements", "long")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -59,6 +59,9 @@ def main(argv: Sequence[str]) -> int:
                 sessions=8 if quick else 60,
                 warmup=1 if quick else 5,
                 batches=2 if quick else 6,
+            ),
+            "inprocess_pg": lambda: sessions.figure_inprocess_pg(
+                sessions=8 if quick else 40, warmup=1 if quick else 3, batches=2 if quick else 4
             ),
             "resume": lambda: resume.figure_resume(tmp, proc, runs=2 if quick else 7),
             "bytes": lambda: sessions.figure_bytes(tmp, n=10 if quick else 40),
