@@ -164,3 +164,30 @@ def test_a_session_without_an_open_question_and_a_forged_state(tmp_path: Path) -
     assert "request_state" in refused["error"]["message"]
     with Sessions(str(db)) as sessions:
         assert sessions.status(sid)["status"] == "paused"
+
+
+def test_the_form_of_a_choice_with_an_answer_of_ones_own_and_a_multi_select() -> None:
+    """form_of/reply_of alone: a one-part question is one field; `allow_other` adds a text
+    field whose answer is the answer text, never a choice; a multi select is an array."""
+    from orchestrator.api import Reply
+    from orchestrator.mcp_server.session_form import form_of, reply_of
+
+    question = {
+        "question": "Which columns?",
+        "kind": "multi_select",
+        "options": [{"label": "Date"}, {"label": "Amount", "description": "in cents"}],
+        "allow_other": True,
+        "asked_by": "pm",
+    }
+    message, schema = form_of("abc", "Export", question)
+    assert "asks you one question" in message
+    fields = schema["properties"]
+    assert list(fields) == ["part1", "part1_other", "note"]
+    assert fields["part1"]["type"] == "array"
+    assert fields["part1"]["items"]["anyOf"][1] == {"const": "Amount", "title": "Amount — in cents"}
+    assert "asked by pm" in fields["part1"]["description"]
+    assert reply_of(question, {"part1": ["Date"], "part1_other": " Status ", "note": " n "}) == (
+        Reply(choices=("Date",), text="Status", note="n")
+    )
+    assert reply_of(question, {"part1": []}) == Reply(action="decline")
+    assert reply_of(question, {"part1_other": "Status"}) == Reply(choices=(), text="Status")
