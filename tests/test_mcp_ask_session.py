@@ -19,12 +19,12 @@ from tests.test_multipart_doors import delivered
 THREE = {"part1": "Memcached", "part2": "us-east", "part3": "5", "note": "from the form"}
 
 
-def paused_three_parts(db: Path, tmp_path: Path) -> str:
+def paused_three_parts(db: Path, tmp_path: Path, settings: str = "") -> str:
     """examples/multi-part-question.yaml without its answers and with three parts allowed:
     paused on a choice (asked twice, merged) and two free-text parts."""
     text = (EXAMPLES / "multi-part-question.yaml").read_text().split("answers:")[0]
     script = tmp_path / "three.yaml"
-    script.write_text(text.replace("max_question_parts: 2", "max_question_parts: 3"))
+    script.write_text(text.replace("max_question_parts: 2", "max_question_parts: 3" + settings))
     with Sessions(str(db)) as sessions:
         doc = sessions.start_scenario(str(script))
     assert [p["part"] for p in doc["pending_question"]["parts"]] == [1, 2, 3]
@@ -191,3 +191,29 @@ def test_the_form_of_a_choice_with_an_answer_of_ones_own_and_a_multi_select() ->
     )
     assert reply_of(question, {"part1": []}) == Reply(action="decline")
     assert reply_of(question, {"part1_other": "Status"}) == Reply(choices=(), text="Status")
+
+
+def test_a_form_filled_after_the_deadline_still_answers(tmp_path: Path) -> None:
+    """2026-07-28 era: the question's deadline passes while the person fills the form
+    (on_timeout: wait, so the question stays open); the second call still answers it."""
+    db = tmp_path / "mcp.db"
+    sid = paused_three_parts(db, tmp_path, "\n  timeout: 1")
+    (doc,) = run_modern(db, Person([("slow", 1.5, THREE)]), sid)
+    assert doc["ok"] is True, doc
+    assert doc["data"]["status"] == "completed"
+    assert doc["data"]["orchestrator_state"]["user_clarification_response"].startswith(
+        "1. Memcached"
+    )
+
+
+def test_with_on_timeout_proceed_a_form_filled_after_the_deadline_is_a_late_answer(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "mcp.db"
+    sid = paused_three_parts(db, tmp_path, "\n  timeout: 1\n  on_timeout: proceed")
+    (doc,) = run_modern(db, Person([("slow", 1.5, THREE)]), sid)
+    assert doc["ok"] is True, doc
+    late = doc["data"]["late_answer"]
+    assert late is not None and "Memcached" in late["response"], late
+    assert doc["data"]["orchestrator_state"]["answer_status"] == "timeout"
+    assert doc["data"]["questions_surfaced"] == 1

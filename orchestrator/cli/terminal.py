@@ -104,7 +104,7 @@ def _ask_parts(
     deadline passes (the whole question stays open: nothing is committed); the cancel of
     the session if one part cancels it. Line by line (a pipe) there is no review."""
     parts = list(question["parts"])
-    replies: list[UserReply] = []
+    replies: dict[int, UserReply] = {}  # by part index; a changed part is asked again
     todo = range(len(parts))
     while True:
         for index in todo:
@@ -114,16 +114,17 @@ def _ask_parts(
             reply = ask(shown, deadline=deadline, keep_open=keep_open)
             if reply is None or reply.action == "cancel":
                 return reply
-            replies[index : index + 1] = [reply]
+            replies[index] = reply
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
             break
-        change = _review(question, parts, replies, _Deadline(deadline, keep_open))
+        answered = [replies[index] for index in range(len(parts))]
+        change = _review(question, parts, answered, _Deadline(deadline, keep_open))
         if change is _SEND:
             break
         if not isinstance(change, int):  # left open, or the deadline passed
             return None
         todo = range(change, change + 1)
-    return UserReply(parts=tuple(replies))
+    return UserReply(parts=tuple(replies[index] for index in range(len(parts))))
 
 
 def _review(

@@ -224,19 +224,27 @@ class Tools:
         session_id = args.session_id
         doc = await self._in_thread(lambda s: s.status(session_id))
         question = doc.get("pending_question")
-        if doc.get("status") != "paused" or not question:
-            raise ToolFailure(
-                "not_waiting",
-                f"session {session_id} has no open question (it is {doc.get('status')})",
-            )
         if call.request_state is not None:  # the second call, with the person's form
+            # The deadline may have passed meanwhile: with on_timeout proceed the answer
+            # is then taken as a late answer (docs/late-answers.md), as at every door.
+            question = question or doc.get("late_question")
+            if question is None:
+                raise ToolFailure(
+                    "not_waiting",
+                    f"session {session_id} takes no answer any more (it is {doc.get('status')}; "
+                    "answered at another door meanwhile?)",
+                )
             if call.request_state != _form_state(session_id, question):
                 raise ToolFailure(
                     "invalid_input",
                     "request_state is not this session's open question; call ask_session again",
                 )
-            return await self._answer_form(
-                ctx, session_id, question, response_of(call.input_responses)
+            response = response_of(call.input_responses)
+            return await self._answer_form(ctx, session_id, question, response)
+        if doc.get("status") != "paused" or not question:
+            raise ToolFailure(
+                "not_waiting",
+                f"session {session_id} has no open question (it is {doc.get('status')})",
             )
         message, schema = form_of(session_id, doc.get("task") or "", question)
         channel = channel_for(ctx, None)
@@ -273,7 +281,10 @@ class Tools:
 def _form_state(session_id: str, question: dict[str, Any]) -> str:
     """ask_session's request_state: the session and its question, so that a second call
     answers only the question its form showed."""
-    digest = hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()[:16]
+    # What the question asks, not how its clock stands (`deadline`, `timed_out` change
+    # while the person fills the form).
+    asked = {k: v for k, v in question.items() if k not in ("deadline", "timed_out")}
+    digest = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
     return f"{session_id}:{digest}"
 
 
