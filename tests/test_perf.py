@@ -90,17 +90,20 @@ def test_a_page_is_read_off_an_index_without_sorting(
 # -- the SQLite store: one connection, shared with the checkpointer, fenced writes -------
 
 
+@pytest.mark.backends()
 def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_transaction(
-    tmp_path: Path,
+    db_url: str,
 ) -> None:
-    """A checkpoint write runs the fence inside its own BEGIN IMMEDIATE: a driver that lost
-    its claim raises ClaimLost and leaves no checkpoint row behind."""
+    """A checkpoint write runs the fence inside its own transaction (SQLite: BEGIN
+    IMMEDIATE on the store's connection; PostgreSQL: a connection of the store's pool): a
+    driver that lost its claim raises ClaimLost and leaves no checkpoint row behind."""
     from orchestrator.errors import ClaimLost
     from orchestrator.runtime.checkpoints import checkpointer
     from orchestrator.store import Owner
 
-    with Sessions(str(tmp_path / "shared.db")) as sessions:
+    with Sessions(db_url) as sessions:
         store = sessions._opened
+        writes = "writes" if store.db.dialect == "sqlite" else "checkpoint_writes"
         paused = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
         first = store.claim(paused, Owner())
 
@@ -111,14 +114,16 @@ def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_trans
             with store.db.read() as tx:
                 row = tx.first(
                     "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :t) AS c,"
-                    " (SELECT COUNT(*) FROM writes WHERE thread_id = :t) AS w",
+                    f" (SELECT COUNT(*) FROM {writes} WHERE thread_id = :t) AS w",
                     {"t": paused},
                 )
             assert row is not None
             return row.c, row.w
 
         with checkpointer(store.url or "", store.db, fence) as saver:
-            assert store.shares(saver) and saver.conn is store.db.conn  # type: ignore[attr-defined]
+            assert store.shares(saver)
+            if store.db.dialect == "sqlite":
+                assert saver.conn is store.db.conn  # type: ignore[attr-defined]
             config = {"configurable": {"thread_id": paused, "checkpoint_ns": ""}}
             from langgraph.checkpoint.base import empty_checkpoint
 
@@ -136,6 +141,40 @@ def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_trans
                     "task",
                 )
             assert rows() == (before[0] + 1, before[1])  # nothing after the loss
+
+
+@pytest.mark.backends("postgresql")
+def test_sessions_on_postgresql_reuse_the_stores_connections(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store and LangGraph's checkpointer borrow from one pool: running sessions opens
+    no connection per session (each drive opened a checkpoint connection of its own before),
+    and the pool keeps no more than POOL_SIZE."""
+    import psycopg
+
+    from orchestrator.store.pg_db import POOL_SIZE
+
+    with Sessions(db_url) as sessions:
+        sessions.start_scenario(EXAMPLES / "answered-question.yaml")  # warm: tables set up
+        made: list[object] = []
+        connect = psycopg.Connection.connect
+
+        def counted(*args: object, **kwargs: object) -> object:
+            made.append(args)
+            return connect(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(psycopg.Connection, "connect", counted)
+        for _ in range(4):
+            assert sessions.start_scenario(EXAMPLES / "answered-question.yaml")["status"] == (
+                "completed"
+            )
+        assert made == [], f"{len(made)} connections made for 4 sessions"
+        with sessions._opened.db.read() as tx:
+            count = tx.scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity"
+                " WHERE application_name = 'orchestrator' AND datname = current_database()"
+            )
+        assert 1 <= count <= POOL_SIZE
 
 
 def test_a_turn_recorded_in_one_statement_is_replayed_not_written_twice(tmp_path: Path) -> None:

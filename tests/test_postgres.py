@@ -94,12 +94,14 @@ def test_statements_time_out_and_the_url_may_say_otherwise(db_url: str) -> None:
 
 
 def test_the_pool_survives_a_server_restart(db_url: str, pg_cluster: pgcluster.Cluster) -> None:
-    engine = open_engine(db_url)
-    store = Store(engine)
-    assert engine.pool.size() >= 2
+    store = Store.open(db_url)
+    with store.db.read() as a, store.db.read() as b:  # two connections, both kept idle
+        assert a.scalar("SELECT pg_backend_pid()") != b.scalar("SELECT pg_backend_pid()")
     assert store.list_views() == []
     pg_cluster.restart()  # every pooled connection is now dead
-    assert store.list_views() == []  # pinged, found dead, replaced: no error
+    assert store.list_views() == []  # seen dead (the server's goodbye), replaced: no error
+    with store.db.read() as a, store.db.read() as b:
+        assert a.scalar("SELECT 1") == b.scalar("SELECT 1") == 1
     pg_cluster.stop_server()
     try:
         with pytest.raises(DatabaseUnavailable, match="try again"):
@@ -107,7 +109,7 @@ def test_the_pool_survives_a_server_restart(db_url: str, pg_cluster: pgcluster.C
     finally:
         pg_cluster.start_server()
     assert store.list_views() == []
-    engine.dispose()
+    store.close()
 
 
 def test_connection_errors_are_config_errors(pg_cluster: pgcluster.Cluster) -> None:

@@ -89,9 +89,9 @@ def StoreSaver(db: SqliteDb, fence: Callable[[Tx], None] | None = None) -> Any: 
 def checkpointer(
     url: str, db: Any = None, fence: Callable[[Tx], None] | None = None
 ) -> Iterator[Any]:
-    """The store's own connection when `db` is a SqliteDb (`fence` checks each write in
-    its transaction); else SqliteSaver on the same file (WAL, same busy timeout), or
-    PostgresSaver for PostgreSQL."""
+    """The store's own connection when `db` is a SqliteDb, the store's pool when it is a
+    PgDb (`fence` checks each write in its transaction, either way); else SqliteSaver on
+    the same file (WAL, same busy timeout)."""
     if isinstance(db, SqliteDb):
         yield StoreSaver(db, fence)
         return
@@ -118,20 +118,77 @@ def checkpointer(
         yield InMemorySaver()
         return
     if url.startswith("postgresql"):
-        with _postgres_saver(url) as pg_saver:
-            yield pg_saver
+        _set_up_postgres(url)
+        if getattr(db, "dialect", None) == "postgresql":
+            yield _pool_saver_class()(db, fence)
+            return
+        from orchestrator.store.pg_db import PgDb
+
+        own = PgDb(url)  # no store: a pool of its own for the block
+        try:
+            yield _pool_saver_class()(own, fence)
+        finally:
+            own.close()
         return
     raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")
 
 
-@contextmanager
-def _postgres_saver(url: str) -> Iterator[Any]:
+def _postgres_saver_class() -> Any:
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
     except ModuleNotFoundError as exc:
         raise ConfigError(
             "PostgreSQL needs the postgres extra: " + install_extra("postgres")
         ) from exc
+    return PostgresSaver
+
+
+_pool_saver: Any = None
+
+
+def _pool_saver_class() -> Any:
+    """PostgresSaver on the store's own pool (orchestrator.store.pg_db.PgDb): each of its
+    operations borrows a connection, checked as every borrowed one is, so a server
+    restarted under a run costs a reconnect, not the run; the session opens no connection
+    of its own."""
+    global _pool_saver
+    if _pool_saver is not None:
+        return _pool_saver
+    from psycopg.rows import dict_row
+
+    from orchestrator.store.pg_db import PgTx
+
+    class _PoolSaver(_postgres_saver_class()):  # type: ignore[misc]
+        def __init__(self, db: Any, fence: Callable[[Tx], None] | None) -> None:
+            super().__init__(cast(Any, None))
+            self.db = db
+            self.fence = fence
+
+        @contextmanager
+        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+            # PostgresSaver._cursor, on a connection borrowed from the store's pool. Its
+            # writes (pipeline=True) are one transaction that runs `fence` first: a
+            # process that lost its session writes no checkpoint. In pipeline mode the
+            # fence's answer costs one round trip, the writes and the COMMIT one more.
+            with self.lock, self.db.connection() as conn:
+                if not pipeline:
+                    with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                        yield cur
+                    return
+                with conn.pipeline(), conn.transaction():
+                    if self.fence is not None:
+                        self.fence(PgTx(self.db, conn))
+                    with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                        yield cur
+
+    _pool_saver = _PoolSaver
+    return _pool_saver
+
+
+def _set_up_postgres(url: str) -> None:
+    """LangGraph's tables in the database at `url`, once per process (no connection after
+    that)."""
+    PostgresSaver = _postgres_saver_class()  # noqa: N806
     from psycopg import Connection, OperationalError
     from psycopg.rows import dict_row
 
@@ -139,45 +196,23 @@ def _postgres_saver(url: str) -> Iterator[Any]:
 
     conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
     with _setup_lock:
-        if url not in _set_up:  # once per process and database: no connection after that
-            try:
-                # As PostgresSaver.from_conn_string opens it (autocommit, no prepared
-                # statements), with our timeouts.
-                conn = Connection.connect(
-                    conninfo,
-                    autocommit=True,
-                    prepare_threshold=0,
-                    row_factory=dict_row,
-                    **connect_options(url),
-                )
-            except OperationalError as exc:
-                raise connection_error(exc, url) from exc
-            with conn:
-                _setup_postgres(PostgresSaver(conn))
-            _set_up.add(url)
-    # The drive's checkpoints go through a one-connection pool that checks its connection
-    # before lending it: a server restarted under a run (issue 21) costs a reconnect, not
-    # the run (a plain connection stays dead after the restart).
-    from psycopg_pool import ConnectionPool
-
-    pool = ConnectionPool(
-        conninfo,
-        min_size=1,
-        max_size=1,
-        kwargs={
-            "autocommit": True,
-            "prepare_threshold": 0,
-            "row_factory": dict_row,
-            **connect_options(url),
-        },
-        check=ConnectionPool.check_connection,
-        open=False,
-    )
-    pool.open()
-    try:
-        yield PostgresSaver(cast(Any, pool))  # rows are dicts (kwargs row_factory)
-    finally:
-        pool.close()
+        if url in _set_up:
+            return
+        try:
+            # As PostgresSaver.from_conn_string opens it (autocommit, no prepared
+            # statements), with our timeouts.
+            conn = Connection.connect(
+                conninfo,
+                autocommit=True,
+                prepare_threshold=0,
+                row_factory=dict_row,
+                **connect_options(url),
+            )
+        except OperationalError as exc:
+            raise connection_error(exc, url) from exc
+        with conn:
+            _setup_postgres(PostgresSaver(conn))
+        _set_up.add(url)
 
 
 def _setup_postgres(saver: Any) -> None:

@@ -15,6 +15,7 @@ __all__ = [
     "postgres_engine",
     "connect_options",
     "connection_error",
+    "is_connection_failure",
     "STATEMENT_TIMEOUT_MS",
     "CONNECT_TIMEOUT_S",
 ]
@@ -95,6 +96,11 @@ def _is_connection_failure(context: Any) -> bool:
     return isinstance(original, psycopg.OperationalError) and (
         context.is_disconnect or context.connection is None or _kind(str(original)) != "other"
     )
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Does the driver's error `exc` say the connection (not the statement) failed?"""
+    return _kind(str(exc)) != "other"
 
 
 def _kind(message: str) -> str:

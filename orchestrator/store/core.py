@@ -7,7 +7,7 @@
     inbox      the web inbox, answer links, notifications; queue: the workers' claims
 
 Each runs plain SQL on a `Tx` (orchestrator.store.sql): one sqlite3 connection per store
-on SQLite, SQLAlchemy's pool on PostgreSQL.
+on SQLite, a small psycopg pool on PostgreSQL (orchestrator.store.pg_db).
 
 Ordering rules the engine relies on:
 - an answer is accepted when `resolve` commits; the graph resumes only after that, so a

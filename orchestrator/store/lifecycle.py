@@ -359,18 +359,17 @@ def cancel(tx: Tx, row: Any, *, resolve: Any) -> str:
 
 # LangGraph's SqliteSaver tables (what SqliteSaver.delete_thread deletes from).
 _SQLITE_CHECKPOINT_TABLES = ("checkpoints", "writes")
+# PostgresSaver's tables (what PostgresSaver.delete_thread deletes from).
+_PG_CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
 def drop_checkpoints(tx: Tx, session_id: str) -> None:
-    """Delete the session's LangGraph checkpoints in this transaction (SQLite: they live in
-    the same file; nothing reads them once the session has ended)."""
-    assert tx.dialect == "sqlite", "PostgreSQL's checkpoints go through PostgresSaver"
-    for table in _SQLITE_CHECKPOINT_TABLES:
+    """Delete the session's LangGraph checkpoints in this transaction (they live in the
+    same database, and the checkpointer set its tables up; nothing reads them once the
+    session has ended)."""
+    tables = _SQLITE_CHECKPOINT_TABLES if tx.dialect == "sqlite" else _PG_CHECKPOINT_TABLES
+    for table in tables:
         tx.run(f"DELETE FROM {table} WHERE thread_id = :sid", {"sid": session_id})
-
-
-# PostgresSaver's tables (what PostgresSaver.delete_thread deletes from).
-_PG_CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
 def drop_any_checkpoints(tx: Tx, session_id: str) -> None:

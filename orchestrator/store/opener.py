@@ -42,20 +42,21 @@ def open_db(url: str) -> Any:
     from orchestrator.store.db import open_engine
 
     engine = open_engine(url)  # migrates (or refuses a revision it does not know)
-    if path is None:
-        from orchestrator.store._sa import SaDb
-
-        return SaDb(engine)
     engine.dispose()
+    if path is None:
+        from orchestrator.store.pg_db import PgDb
+
+        return PgDb(url)
     return SqliteDb(path)
 
 
 def db_of_engine(engine: Any, url: str) -> Any:
-    """The `Db` for a SQLAlchemy engine made elsewhere (tests, older callers): on a SQLite
-    file the store's own connection, elsewhere the engine's pool."""
+    """The `Db` for a SQLAlchemy engine made elsewhere (tests, older callers): the store's
+    own connection on a SQLite file, its own pool on PostgreSQL (the engine only opened
+    and migrated the database)."""
     path = sqlite_path(url)
     if path is not None:
         return SqliteDb(path)
-    from orchestrator.store._sa import SaDb
+    from orchestrator.store.pg_db import PgDb
 
-    return SaDb(engine)
+    return PgDb(url)

@@ -8,8 +8,9 @@ both databases implement:
   so the two never wait on each other; writes run in BEGIN IMMEDIATE, reads run each
   statement on its own (one SELECT is one consistent snapshot in SQLite; the store reads
   what a decision needs in one statement).
-- PostgreSQL (`orchestrator.store._sa.SaDb`): SQLAlchemy's pool and psycopg, the same
-  SQL, with a transaction around reads as well.
+- PostgreSQL (`orchestrator.store.pg_db.PgDb`): psycopg on a small pool of its own, shared
+  with LangGraph's PostgresSaver; writes in BEGIN ... COMMIT, reads in autocommit (each
+  one statement, as on SQLite).
 
 Values cross in one shape either way: the JSON columns as Python objects, the time columns
 as datetimes (naive UTC from SQLite, as SQLAlchemy stored them), booleans as bool or 0/1.
