@@ -177,10 +177,15 @@ def test_sessions_on_postgresql_reuse_the_stores_connections(
         assert 1 <= count <= POOL_SIZE
 
 
-def test_a_turn_recorded_in_one_statement_is_replayed_not_written_twice(tmp_path: Path) -> None:
+@pytest.mark.backends()
+def test_a_turn_recorded_in_one_statement_is_replayed_not_written_twice(db_url: str) -> None:
+    """A turn alone (no plan, no task, no usage) is the fence and the insert in one
+    statement: stored once, returned as stored the second time, and refused with
+    ClaimLost, nothing written, once another process has taken the session over."""
+    from orchestrator.errors import ClaimLost
     from orchestrator.store import Owner
 
-    with Sessions(str(tmp_path / "turns.db")) as sessions:
+    with Sessions(db_url) as sessions:
         store = sessions._opened
         sid = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml")["session_id"]
         claim = store.claim(sid, Owner())
@@ -192,3 +197,9 @@ def test_a_turn_recorded_in_one_statement_is_replayed_not_written_twice(tmp_path
         assert [e for e in store.events(sid) if e["kind"] == "agent_reply"][-1]["reply"] == (
             turn["reply"]
         )
+        store.abandon(claim)
+        store.claim(sid, Owner())  # taken over
+        late = {"reply": {"status": "COMPLETE", "summary": "after the loss"}}
+        with pytest.raises(ClaimLost):
+            store.record_reply(claim, "pm#8", "pm", late)
+        assert "pm#8" not in store.recorded_turns(sid)

@@ -77,14 +77,29 @@ _INSERT_EVENT = (
     ' ON CONFLICT (session_id, "key") DO NOTHING RETURNING id'
 )
 # The same, only while `claim` holds the session: the fence and the write in one
-# statement (SQLite runs it under its write lock, so nothing slips between the two).
-_INSERT_FENCED_EVENT = (
-    f"INSERT INTO events {_EVENT_COLUMNS}"
-    " SELECT :session_id, :key, :kind, :agent, :payload, :created_at"
-    " WHERE EXISTS (SELECT 1 FROM sessions WHERE id = :session_id AND status = 'running'"
-    " AND owner = :owner AND claim_generation = :generation)"
-    ' ON CONFLICT (session_id, "key") DO NOTHING RETURNING id'
+# statement. SQLite runs it under its write lock, so nothing slips between the two; on
+# PostgreSQL the session's row is locked first (FOR UPDATE, in a CTE: a takeover that
+# committed meanwhile is seen when the lock is granted, and one that comes later waits for
+# this statement), as a BEGIN, a fence read FOR UPDATE, the insert and a COMMIT would.
+_HELD = (
+    "SELECT 1 FROM sessions WHERE id = :session_id AND status = 'running'"
+    " AND owner = :owner AND claim_generation = :generation"
 )
+_INSERT_FENCED_EVENT = {
+    "sqlite": (
+        f"INSERT INTO events {_EVENT_COLUMNS}"
+        " SELECT :session_id, :key, :kind, :agent, :payload, :created_at"
+        f" WHERE EXISTS ({_HELD})"
+        ' ON CONFLICT (session_id, "key") DO NOTHING RETURNING id'
+    ),
+    "postgresql": (
+        f"WITH held AS ({_HELD} FOR UPDATE)"
+        f" INSERT INTO events {_EVENT_COLUMNS}"
+        " SELECT :session_id, :key, :kind, :agent, :payload, :created_at"
+        " WHERE EXISTS (SELECT 1 FROM held)"
+        ' ON CONFLICT (session_id, "key") DO NOTHING RETURNING id'
+    ),
+}
 
 
 def utcnow() -> datetime:
@@ -150,12 +165,12 @@ def add_event(
 def add_fenced_event(
     tx: Tx, claim: Claim, kind: str, *, agent: str | None, key: str, **payload: Any
 ) -> bool | None:
-    """Append a keyed event in one statement if `claim` holds the session (SQLite: no
-    transaction around it). True if added; None if nothing went in, for the caller to
+    """Append a keyed event in one statement if `claim` holds the session (no transaction
+    around it). True if added; None if nothing went in, for the caller to
     tell a lost claim from a key present already."""
     values = _event_values(claim.session_id, kind, agent, key, payload)
     fenced = values | {"owner": claim.owner.id, "generation": claim.generation}
-    if tx.first(_INSERT_FENCED_EVENT, fenced) is None:
+    if tx.first(_INSERT_FENCED_EVENT[tx.dialect], fenced) is None:
         return None
     _heard(tx, values)
     return True

@@ -385,11 +385,10 @@ class Store:
             and not turn["reply"].get("assumptions")
             and "usage" not in turn
         )
-        if alone and isinstance(self.db, SqliteDb):
-            # The turn alone: the fence and the insert in one statement, which SQLite runs
-            # under its write lock. (PostgreSQL's read committed could let a takeover in
-            # between; there the fence locks the row first, below.)
-            with self._statement() as tx:
+        if alone:
+            # The turn alone: the fence and the insert in one statement, atomic on its own
+            # (orchestrator.store._tx: SQLite's write lock, PostgreSQL's row lock).
+            with heard(self.db.read(), self.listener) as tx:
                 if add_fenced_event(tx, claim, "agent_reply", agent=agent, key=key, **turn):
                     return turn
             # Nothing went in: the claim was lost (the fence below says so) or the turn

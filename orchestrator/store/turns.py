@@ -80,8 +80,10 @@ def record_reply(
     elif task is not None:
         round_, number, fields = task
         if row.round == round_:
-            _merge_task(tx, session_id, number, fields)
             values = values or {}  # the row changed: updated_at moves on
+            merged = _merge_task(tx, session_id, number, fields)
+            if merged is not None:  # written with the row's other values, below
+                values["tasks"] = merged
     if values is not None:
         values["updated_at"] = utcnow()
         tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
@@ -96,20 +98,19 @@ _MERGE_TASK_SQLITE = (
 )
 
 
-def _merge_task(tx: Tx, session_id: str, number: int, fields: dict[str, Any]) -> None:
+def _merge_task(
+    tx: Tx, session_id: str, number: int, fields: dict[str, Any]
+) -> list[dict[str, Any]] | None:
     """Merge a developer's result into its task on the session's board. On SQLite the
-    database merges it in place: the board is neither read nor rewritten whole by Python,
-    so the cost of a call does not grow with the number of tasks; elsewhere the board is
-    read, merged and written back."""
+    database merges it in place (None): the board is neither read nor rewritten whole by
+    Python, so the cost of a call does not grow with the number of tasks; elsewhere the
+    board is read and merged, and returned for the caller to write back."""
     if tx.dialect == "sqlite":
         params = {"path": f"$[{number - 1}]", "fields": fields, "sid": session_id}
         if tx.run(_MERGE_TASK_SQLITE, params | {"number": number}) == 1:
-            return
+            return None
     tasks = tx.scalar("SELECT tasks FROM sessions WHERE id = :sid", {"sid": session_id})
-    tasks = [{**t, **fields} if t["number"] == number else t for t in tasks]
-    tx.run(
-        "UPDATE sessions SET tasks = :tasks WHERE id = :sid", {"tasks": tasks, "sid": session_id}
-    )
+    return [{**t, **fields} if t["number"] == number else t for t in tasks]
 
 
 def add_usage(
