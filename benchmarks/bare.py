@@ -126,10 +126,12 @@ def pg_saver(url: str) -> tuple[Any, Any]:
 
 
 def session_factory(
-    db: Path | str, synchronous: str | None = None
+    db: Path | str, synchronous: str | None = None, *, durability: str | None = None
 ) -> tuple[Callable[[], dict[str, Any]], Any]:
     """One whole bare session per call (ask, resume with the answer, run to the end), on
-    SqliteSaver (a file) or PostgresSaver (a postgresql URL)."""
+    SqliteSaver (a file) or PostgresSaver (a postgresql URL). `durability="exit"` is our
+    checkpoint policy (a checkpoint at the question and at the end, none per step),
+    beside LangGraph's default (one per step)."""
     from langgraph.types import Command
 
     if isinstance(db, str):
@@ -141,9 +143,9 @@ def session_factory(
 
     def one() -> dict[str, Any]:
         thread = config(f"bare-{next(counter)}")
-        first = compiled.invoke(initial(), thread)
+        first = compiled.invoke(initial(), thread, durability=durability)
         assert "__interrupt__" in first, "the bare graph did not stop at the question"
-        return compiled.invoke(Command(resume="All visible columns"), thread)
+        return compiled.invoke(Command(resume="All visible columns"), thread, durability=durability)
 
     return one, conn
 
