@@ -141,9 +141,9 @@ def _usage_text(usage: dict[str, Any]) -> str:
 # `?page=N` (the inbox's pages before cursors) is still taken from bookmarks, 1 to this,
 # and sent to the first page; a number outside is refused (400), as it always was.
 MAX_PAGE = 1_000_000_000
-# The number of sessions waiting for an answer is shown up to this ("1,000+" past it): a
+# The number of sessions waiting for an answer is shown up to this ("100+" past it): a
 # count of all sessions on every page cost more than the page itself.
-WAITING_CAP = 1_000
+WAITING_CAP = 100
 
 FILTERS = {
     "time_left": time_left,
