@@ -6,6 +6,7 @@ deadlines (which also says the partial index's terms) must agree on every reacha
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -175,8 +176,11 @@ def test_the_workers_overdue_query_agrees_on_reachable_states(
 @pytest.mark.backends("sqlite")
 def test_the_overdue_query_still_uses_the_partial_index(store: tuple[Store, list[str]]) -> None:
     """Saying the index's own terms is what lets SQLite's planner use it: a poll costs what
-    is due, not a scan of every session."""
+    is due, not a scan of every session. (Revision 0009's index of open questions by
+    deadline, for the inbox, serves it as well: the planner may take either, both partial.)"""
     opened, _ids = store
     with opened.reading() as tx:
         plan = tx.rows("EXPLAIN QUERY PLAN " + _OVERDUE, {"now": time.time(), "batch": 5})
-    assert any("ix_state_open_deadline" in str(row["detail"]) for row in plan), plan
+    details = " | ".join(str(row["detail"]) for row in plan)
+    assert re.search(r"SEARCH t USING INDEX ix_state_(open|waiting)_deadline \(deadline", details)
+    assert "SCAN t" not in details, details

@@ -17,12 +17,29 @@ class Inbox:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def page(self, *, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """One page of session objects, those waiting for an answer first (soonest deadline
-        first), then the others, newest first; and the number of sessions."""
-        from orchestrator.store.inbox_sql import inbox_page
+    def page(
+        self, *, limit: int, after: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of at most `limit` session objects after the cursor `after` (None: the
+        first page): those waiting for an answer first (soonest deadline first, then those
+        without one, newest first), then the others, newest first; and the next page's
+        cursor (None on the last page). A cursor is opaque: take it from a page; one that
+        is not a cursor raises UserError. Each page costs its own rows, not the table's."""
+        from orchestrator.store.inbox_paging import inbox_page
 
-        return inbox_page(self._store, offset=offset, limit=limit)
+        return inbox_page(self._store, limit=max(1, limit), after=after)
+
+    def page_number(self, after: str | None) -> int:
+        """The number of the page a cursor opens (1 for None); UserError for a bad cursor."""
+        from orchestrator.store.inbox_paging import page_number
+
+        return page_number(after)
+
+    def waiting_count(self, *, cap: int) -> int:
+        """How many sessions wait for an answer, counted no further than `cap`."""
+        from orchestrator.store.inbox_paging import waiting_count
+
+        return waiting_count(self._store, cap=cap)
 
     def events_after(self, session_id: str, after: int) -> list[tuple[int, dict[str, Any]]]:
         """The session's events with an id above `after`, oldest first, with their ids."""

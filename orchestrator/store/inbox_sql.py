@@ -1,8 +1,9 @@
 """The store's side of the web inbox and notifications.
 
-An inbox page with paging, the log after a given event id (live progress), answer links
+The log after a given event id (live progress), answer links
 (table `answer_links`, revision 0008: tokens hashed), the sessions a server must pick up at
-start, and notification events for the log. The web edge calls these; it runs no SQL.
+start, and notification events for the log (the inbox's pages: store.inbox_paging). The
+web edge calls these; it runs no SQL.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from orchestrator.store.views import (
 )
 
 __all__ = [
-    "inbox_page",
     "events_after",
     "new_link",
     "session_of_link",
@@ -39,47 +39,6 @@ __all__ = [
 _ALL = JOINED_SQL.removesuffix(" WHERE s.id = :id")
 # Waiting for an answer: an open question of a session that has not ended.
 _WAITING = f"({OPEN_QUESTION_SQL} AND {LIVE_SESSION_SQL})"
-# The inbox in two runs, each in an order an index can give without sorting the whole
-# table: the sessions waiting for an answer (soonest deadline first, then those without
-# one, newest first), then every other session, newest first (off the sessions' index of
-# creation, ix_sessions_created_at_id). One ORDER BY over both (a CASE per row) sorted all
-# sessions for every page.
-_WAITING_COUNT = (
-    "SELECT COUNT(*) AS n FROM orchestrator_state AS t JOIN sessions AS s"
-    f" ON s.id = t.session_id WHERE {_WAITING}"
-)
-# (the ids first, sorted on the keys alone; then the page's rows)
-_WAITING_IDS = (
-    "SELECT s.id FROM sessions AS s JOIN orchestrator_state AS t ON t.session_id = s.id"
-    f" WHERE {_WAITING} ORDER BY t.deadline IS NULL, t.deadline, s.created_at DESC, s.id DESC"
-    " LIMIT :limit OFFSET :offset"
-)
-_OTHERS_PAGE = (
-    f"{_ALL} WHERE NOT {_WAITING} ORDER BY s.created_at DESC, s.id DESC LIMIT :limit OFFSET :offset"
-)
-
-
-def _waiting_rows(tx: Any, offset: int, limit: int) -> list[Any]:
-    ids = [row.id for row in tx.rows(_WAITING_IDS, {"limit": limit, "offset": offset})]
-    if not ids:
-        return []
-    marks = ", ".join(f":id{n}" for n in range(len(ids)))
-    found = tx.rows(f"{_ALL} WHERE s.id IN ({marks})", {f"id{n}": i for n, i in enumerate(ids)})
-    by_id = {row.id: row for row in found}
-    return [by_id[sid] for sid in ids if sid in by_id]
-
-
-def inbox_page(store: Store, *, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """One page of sessions: those waiting for an answer first (soonest deadline first),
-    then the others, newest first; and the total number of sessions."""
-    with store.reading() as tx:
-        total = int(tx.scalar("SELECT COUNT(*) AS n FROM sessions"))
-        waiting = int(tx.scalar(_WAITING_COUNT))
-        rows = _waiting_rows(tx, offset, limit) if offset < waiting else []
-        if len(rows) < limit:
-            rest = {"limit": limit - len(rows), "offset": max(0, offset - waiting)}
-            rows += tx.rows(_OTHERS_PAGE, rest)
-    return [session_view(row, row) for row in rows], total
 
 
 def events_after(store: Store, session_id: str, after: int) -> list[tuple[int, dict[str, Any]]]:

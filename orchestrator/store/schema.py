@@ -28,7 +28,7 @@ from sqlalchemy import (
 
 # The newest Alembic revision (kept with the standard-library opening code).
 from orchestrator.store.connect import HEAD_REVISION
-from orchestrator.store.views import OPEN_DEADLINE_SQL
+from orchestrator.store.views import OPEN_DEADLINE_SQL, OPEN_QUESTION_SQL
 
 __all__ = [
     "metadata",
@@ -121,6 +121,14 @@ Index(
     "ix_state_open_deadline",
     state.c.deadline,
     sqlite_where=text(OPEN_DEADLINE_SQL.format(t="")),
+)
+# 0009: the open questions in deadline order (those without one under NULL), for the web
+# inbox's pages of sessions waiting for an answer (store.inbox_paging); the migration gives
+# PostgreSQL the same WHERE, views.OPEN_QUESTION_SQL without its table prefix.
+Index(
+    "ix_state_waiting_deadline",
+    state.c.deadline,
+    sqlite_where=text(OPEN_QUESTION_SQL.replace("t.", "")[1:-1]),
 )
 
 # Append-only log. `key` makes every write idempotent: a re-run node cannot add twice.

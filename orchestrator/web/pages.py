@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, UserError
 from orchestrator.web.http_errors import ApiError, status_of
 from orchestrator.web.security import (
     TOKEN_COOKIE,
@@ -138,9 +138,12 @@ def _usage_text(usage: dict[str, Any]) -> str:
     return usage_text(usage)
 
 
-# Pages of the inbox past this are refused (their offset would overflow the database's
-# integers); at 50 a page that is fifty billion sessions.
+# `?page=N` (the inbox's pages before cursors) is still taken from bookmarks, 1 to this,
+# and sent to the first page; a number outside is refused (400), as it always was.
 MAX_PAGE = 1_000_000_000
+# The number of sessions waiting for an answer is shown up to this ("100+" past it): a
+# count of all sessions on every page cost more than the page itself.
+WAITING_CAP = 100
 
 FILTERS = {
     "time_left": time_left,
@@ -152,20 +155,27 @@ FILTERS = {
 
 
 @router.get("/")
-def inbox(request: Request, page: int = 1) -> Any:
-    if not 1 <= page <= MAX_PAGE:
-        raise ApiError(400, f"page {page} does not exist; expected a number from 1 to {MAX_PAGE:,}")
+def inbox(request: Request, after: str | None = None, page: int | None = None) -> Any:
+    if page is not None:
+        if not 1 <= page <= MAX_PAGE:
+            raise ApiError(
+                400, f"page {page} does not exist; expected a number from 1 to {MAX_PAGE:,}"
+            )
+        return RedirectResponse("/", status_code=303)  # an old bookmark: the first page
     web = request.app.state.web
-    size = web.config.page_size
-    rows, total = web.inbox.page(offset=(page - 1) * size, limit=size)
-    pages = max(1, math.ceil(total / size))
+    try:
+        number = web.inbox.page_number(after)
+        rows, following = web.inbox.page(limit=web.config.page_size, after=after)
+    except UserError as exc:  # not a cursor (hand-edited, cut short): no traceback
+        raise ApiError(400, exc.message) from None
+    waiting = web.inbox.waiting_count(cap=WAITING_CAP + 1)
     return render(
         request,
         "inbox.html",
         sessions=rows,
-        page=page,
-        pages=pages,
-        total=total,
+        page=number,
+        next_url=None if following is None else f"/?{urlencode({'after': following})}",
+        waiting=f"{WAITING_CAP:,}+" if waiting > WAITING_CAP else f"{waiting:,}",
     )
 
 
