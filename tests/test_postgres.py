@@ -128,3 +128,33 @@ def test_checkpoints_are_in_postgresql(db_url: str) -> None:
     done = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
     assert done.returncode == 0, done.stderr
     assert query(db_url, sql, session_id) == [(0,)]
+
+
+def test_an_idle_connection_is_checked_on_any_descriptor_without_a_round_trip() -> None:
+    """The pool's idle check reads the socket's state: quiet, spoken to, hung up; also on
+    a descriptor above 1023, which select() refuses (a long-running server reaches them)."""
+    import os
+    import resource
+    import socket
+
+    from orchestrator.store.pg_db import _readable
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1100:
+        if hard != resource.RLIM_INFINITY and hard < 1100:
+            pytest.skip("this machine allows fewer than 1100 open files")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1100, hard))
+    ours, server = socket.socketpair()
+    high = os.dup2(ours.fileno(), 1050)
+    try:
+        assert not _readable(high)  # quiet: lent without a ping
+        server.sendall(b"N")  # the server said something (a notice, its goodbye)
+        assert _readable(high)
+        ours.recv(1)
+        assert not _readable(high)
+        server.close()  # hung up
+        assert _readable(high)
+    finally:
+        os.close(high)
+        ours.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -94,7 +94,7 @@ def _is_connection_failure(context: Any) -> bool:
 
     original = context.original_exception
     return isinstance(original, psycopg.OperationalError) and (
-        context.is_disconnect or context.connection is None or _kind(str(original)) != "other"
+        context.is_disconnect or context.connection is None or is_connection_failure(original)
     )
 
 

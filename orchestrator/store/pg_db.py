@@ -235,11 +235,10 @@ def _alive(conn: Connection[Any]) -> bool:
     if conn.closed or conn.broken:
         return False
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        if not _readable(conn.fileno()):
+            return True
     except (OSError, ValueError):
         return False
-    if not readable:
-        return True
     # The server said something while we were not asking: most often its goodbye (a
     # restart, a shutdown, an idle timeout). A ping decides.
     try:
@@ -247,3 +246,15 @@ def _alive(conn: Connection[Any]) -> bool:
     except psycopg.Error:
         return False
     return not conn.broken
+
+
+def _readable(fd: int) -> bool:
+    """Has the socket `fd` something to read (or hung up), without waiting? poll() where
+    there is one: select() refuses descriptors above 1023, which a long-running server
+    with many files open reaches."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
