@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.memory import create_client_server_memory_streams
 
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.mcp_server.inputs import RESULT_SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain.answers import UserReply
 from orchestrator.domain.gate import FALLBACK_MESSAGE
+from orchestrator.domain.question import UserReply
 from orchestrator.errors import InvalidAnswer, SessionNotWaiting
 from orchestrator.store import Store
 from tests.test_sessions import COMPLETE, DONE, PLAN1, kinds, resume, start

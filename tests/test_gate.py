@@ -71,14 +71,14 @@ def test_case_a_first_ask_surfaces_and_saves_only_the_named_fields() -> None:
     decision = decide(GateState(), ASK)
     assert isinstance(decision, Surface)
     assert decision.question == "Which columns?"
-    assert decision.update.named() == {
+    assert dict(decision.update) == {
         "used": True,
         "resolved": False,
         "question": "Which columns?",
         "asked_by": "pm",
         "request_key": "pm#1",
     }
-    assert "response" not in decision.update.named()  # merge, not overwrite
+    assert "response" not in dict(decision.update)  # merge, not overwrite
 
 
 def test_case_b_open_question_waits_and_runs_nothing() -> None:
@@ -96,7 +96,7 @@ def test_another_agent_asking_while_open_waits_on_the_stored_question() -> None:
 def test_case_c_answer_resolves_then_the_asker_reruns_with_q_and_r() -> None:
     resolved = decide(OPEN, Answer("All"))
     assert isinstance(resolved, Resolve)
-    assert resolved.update.named() == {
+    assert dict(resolved.update) == {
         "resolved": True,
         "response": "All",
         "resolution": "answered",
@@ -109,13 +109,13 @@ def test_case_d_asking_again_after_resolution_gets_the_fallback() -> None:
     decision = decide(ANSWERED, Ask("pm", "pm#2", "And the region?"))
     assert isinstance(decision, Fallback)
     assert decision.message == FALLBACK_MESSAGE and decision.why == "hard_cap"
-    assert decision.update.named() == {"fallback_counts": {"pm": 1}}
+    assert dict(decision.update) == {"fallback_counts": {"pm": 1}}
 
 
 def test_decline_resolves_without_answer_and_the_asker_gets_the_fallback() -> None:
     resolved = decide(OPEN, Decline())
     assert isinstance(resolved, Resolve)
-    assert resolved.update.named() == {"resolved": True, "resolution": "declined"}
+    assert dict(resolved.update) == {"resolved": True, "resolution": "declined"}
     decision = decide(DECLINED, ASK)
     assert isinstance(decision, Fallback) and decision.why == "declined"
 
@@ -145,7 +145,7 @@ def test_stubborn_agent_fails_after_max_fallbacks(max_fallbacks: int) -> None:
     for call in range(2, 2 + max_fallbacks):
         decision = decide(state, Ask("pm", f"pm#{call}", "again?"), max_fallbacks=max_fallbacks)
         assert isinstance(decision, Fallback)
-        state = decision.update.apply(state)
+        state = state.apply(decision.update)
     final = decide(state, Ask("pm", "pm#99", "again?"), max_fallbacks=max_fallbacks)
     assert isinstance(final, Fail)
     assert f"max_fallbacks={max_fallbacks}" in final.reason and final.agent == "pm"
@@ -170,7 +170,7 @@ def test_asks_in_one_round_are_ordered_pm_first_then_by_task_number() -> None:
 def test_decline_always_gets_its_fallback_even_with_max_fallbacks_zero() -> None:
     decision = decide(DECLINED, ASK, max_fallbacks=0)
     assert isinstance(decision, Fallback) and decision.why == "declined"
-    after = decision.update.apply(DECLINED)
+    after = DECLINED.apply(decision.update)
     # asking *again* after that fallback is what the cap is for
     assert isinstance(decide(after, Ask("pm", "pm#2", "?"), max_fallbacks=0), Fail)
 
@@ -178,7 +178,7 @@ def test_decline_always_gets_its_fallback_even_with_max_fallbacks_zero() -> None
 def test_waiting_is_the_one_spelling_of_an_open_question() -> None:
     assert OPEN.waiting
     assert not GateState().waiting and not ANSWERED.waiting and not DECLINED.waiting
-    cancelled = GateUpdate(resolution="cancelled").apply(OPEN)
+    cancelled = OPEN.apply(GateUpdate(resolution="cancelled"))
     assert not cancelled.waiting and not cancelled.resolved
 
 
@@ -186,11 +186,11 @@ def test_an_answer_with_a_note_names_only_fields_the_state_has() -> None:
     """The note used to be named `note` in an update whose state had no such field."""
     decision = decide(OPEN, Answer("All", note="from the standup"))
     assert isinstance(decision, Resolve)
-    after = decision.update.apply(OPEN)
+    after = OPEN.apply(decision.update)
     assert (after.response, after.note, after.resolved) == ("All", "from the standup", True)
-    assert decide(OPEN, Decline(note="n")).update.apply(OPEN).note == "n"
+    assert OPEN.apply(decide(OPEN, Decline(note="n")).update).note == "n"
     # without a note, an earlier note is not erased
-    assert decide(OPEN, Answer("x")).update.apply(GateState(note="kept")).note == "kept"
+    assert GateState(note="kept").apply(decide(OPEN, Answer("x")).update).note == "kept"
 
 
 def test_update_fields_are_state_fields_and_the_store_maps_every_one() -> None:
@@ -198,6 +198,6 @@ def test_update_fields_are_state_fields_and_the_store_maps_every_one() -> None:
 
     from orchestrator.store._tx import GATE_COLUMNS
 
-    update_fields = {f.name for f in dataclasses.fields(GateUpdate)}
+    update_fields = set(GateUpdate.__annotations__)
     assert update_fields <= {f.name for f in dataclasses.fields(GateState)}
     assert set(GATE_COLUMNS) == update_fields

@@ -10,8 +10,8 @@ import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
 from orchestrator.agents.llm import LLMBackend
 
-from orchestrator.domain.answers import UserReply
 from orchestrator.domain.gate import FALLBACK_MESSAGE
+from orchestrator.domain.question import UserReply
 from orchestrator.runtime.engine import Engine
 from orchestrator.store import Store
 from tests.fakes import fake, submit, tool

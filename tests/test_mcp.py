@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.mcp_server import build_server
 from orchestrator.mcp_server.inputs import (
     RESULT_SCHEMA,

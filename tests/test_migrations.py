@@ -159,7 +159,7 @@ def test_a_database_at_0001_with_a_paused_session_upgrades_and_resumes(empty_db_
     """An older database is migrated on first use and its sessions go on working."""
     from sqlalchemy import create_engine, inspect, text
 
-    from orchestrator.domain.answers import UserReply
+    from orchestrator.domain.question import UserReply
     from orchestrator.runtime.engine import Engine
     from orchestrator.store import Store
     from orchestrator.store.db import upgrade

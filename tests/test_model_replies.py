@@ -23,7 +23,7 @@ import pytest
 from orchestrator.agents.replies import feedback, read_arguments, read_text
 
 from orchestrator import Sessions
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.domain.replies import Complete, NeedsClarification, Planned
 from tests.openai_stub import (
     QUESTION,

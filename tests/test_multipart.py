@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.domain import gate
-from orchestrator.domain.answers import UserReply, to_gate_event
 from orchestrator.domain.gate_round import decide_round, plan_parts
+from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 from orchestrator.runtime.engine import Engine
 from orchestrator.store import Store
@@ -43,7 +43,7 @@ def test_two_asks_of_one_round_surface_one_question_with_two_parts() -> None:
     assert [p.askers for p in d1.parts] == [("developer-1",), ("developer-2",)]
     assert d1.parts[0].default == "Redis"
     # the question spent is the first ask's own: clarification_question as before
-    assert d1.update.apply(gate.GateState()).question == "Which cache?"
+    assert gate.GateState().apply(d1.update).question == "Which cache?"
 
 
 def test_max_parts_one_is_the_gate_of_one_ask() -> None:
@@ -67,7 +67,7 @@ def test_duplicates_are_one_part_answered_to_both_askers() -> None:
     state = spent(surfaced)
     answered = gate.decide(state, gate.Answer("1. PG\n2. MySQL", parts=("PG", "MySQL")), **LIMITS)
     assert isinstance(answered, gate.Resolve)
-    state = answered.update.apply(state)
+    state = state.apply(answered.update)
     reruns = decide_round(state, asks, max_parts=4, **LIMITS)
     assert [(type(d).__name__, getattr(d, "response", None)) for d in reruns] == [
         ("Rerun", "PG"),
@@ -94,7 +94,7 @@ def test_a_part_declined_falls_back_and_the_other_is_answered() -> None:
     state = spent(surfaced)
     resolved = gate.decide(state, gate.Answer("1. yes", parts=("yes", None)), **LIMITS)
     assert isinstance(resolved, gate.Resolve)
-    after = resolved.update.apply(state)
+    after = state.apply(resolved.update)
     rerun, fallback = decide_round(after, asks, max_parts=4, **LIMITS)
     assert isinstance(rerun, gate.Rerun) and rerun.response == "yes" and rerun.question == "A?"
     assert isinstance(fallback, gate.Fallback) and fallback.why == "declined"

@@ -95,10 +95,10 @@ event_specs = st.lists(st.one_of(ask_spec, ask_spec, user_spec), max_size=40)
 
 def merge(state: gate.GateState, update: gate.GateUpdate) -> gate.GateState:
     """What the store does with a decision's update: write the named fields, nothing else
-    (`GateUpdate.apply`, the same merge the store writes column by column)."""
-    named = set(update.named())
+    (`GateState.apply`, the same merge the store writes column by column)."""
+    named = set(update)
     assert named <= GATE_FIELDS, f"update names unknown fields: {named - GATE_FIELDS}"
-    return update.apply(state)
+    return state.apply(update)
 
 
 def decide(state: gate.GateState, event: Any, max_fallbacks: int) -> gate.Decision:
@@ -177,8 +177,8 @@ def test_gate_fold_invariants(specs: list[tuple[Any, ...]], max_fallbacks: int) 
             lates += 1
             assert lates == 1 and not decision.update and not decision.cancel
 
-        update = getattr(decision, "update", gate.NO_UPDATE)
-        named = update.named()
+        update = getattr(decision, "update", gate.GateUpdate())
+        named = dict(update)
         assert set(named) <= UPDATE_FIELDS.get(type(decision), set()), (
             f"{type(decision).__name__} names {set(named)}"
         )
@@ -419,7 +419,7 @@ def _settings(scenario: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _user_reply(kind: str) -> Any:
-    from orchestrator.domain.answers import UserReply
+    from orchestrator.domain.question import UserReply
 
     if kind == "decline":
         return UserReply(action="decline")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 
 SPEC = os.environ.get("ORCHESTRATOR_REAL_MODEL", "openai:gpt-4o-mini")
 PROVIDER = SPEC.partition(":")[0]

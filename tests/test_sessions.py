@@ -10,8 +10,8 @@ import forkserver
 import pytest
 from orchestrator.agents.scripted import ScriptedBackend
 
-from orchestrator.domain.answers import UserReply
 from orchestrator.domain.gate import FALLBACK_MESSAGE
+from orchestrator.domain.question import UserReply
 from orchestrator.errors import InvalidAnswer, SessionNotFound, SessionNotWaiting
 from orchestrator.runtime.engine import Engine
 from orchestrator.scenario import Scenario

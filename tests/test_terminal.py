@@ -23,7 +23,7 @@ import yaml
 from rich.console import Console
 
 from orchestrator.cli.progress import Activity
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.present.render import summary_line
 from tests.conftest import EXAMPLES, ROOT, cli
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.answers import UserReply, to_gate_event
+from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import CancelRequested, SessionNotWaiting, UserError
 from orchestrator.store import Owner, Store, resolve_url
 from orchestrator.store.owner import Claim, lease_seconds

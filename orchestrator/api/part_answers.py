@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 
 __all__ = ["PartAnswer", "parts_reply"]
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.documents import EventDoc, SessionDoc
-from orchestrator.domain.answers import UserReply, check_size
 from orchestrator.domain.expect import ENDED, check_expect
+from orchestrator.domain.question import UserReply, check_size
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:

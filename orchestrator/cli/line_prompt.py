@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.present.printable import printable
 from orchestrator.present.render import question_text, summary_line
 

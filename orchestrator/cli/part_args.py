@@ -15,7 +15,7 @@ from typer._click.globals import get_current_context
 from typer.core import TyperCommand, TyperOption
 
 if TYPE_CHECKING:
-    from orchestrator.domain.answers import UserReply
+    from orchestrator.domain.question import UserReply
 
 __all__ = ["PartsCommand", "part_replies"]
 
@@ -60,7 +60,7 @@ def _scan(args: list[str], takes_value: set[str]) -> list[tuple[str, str | None]
 def part_replies() -> tuple[UserReply, ...]:
     """The running command's replies, one per part, parts numbered from 1 with none left
     out (ConfigError else)."""
-    from orchestrator.domain.answers import UserReply
+    from orchestrator.domain.question import UserReply
     from orchestrator.errors import ConfigError
 
     given: dict[int, dict[str, Any]] = {}

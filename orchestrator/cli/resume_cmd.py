@@ -84,7 +84,7 @@ def resume(
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
     with user_errors(as_json):
-        from orchestrator.domain.answers import UserReply
+        from orchestrator.domain.question import UserReply
         from orchestrator.errors import ConfigError
 
         if not no_run:  # --no-run runs no graph: no LangGraph to load

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.line_prompt import ask_by_line
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.present.printable import printable
 from orchestrator.present.render import summary_line
 

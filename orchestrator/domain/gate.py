@@ -23,16 +23,42 @@ passes is handled by the session's on-timeout policy (Timeout: wait, proceed, ca
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orchestrator.domain.gate_state import NO_UPDATE, GateState, GateUpdate, Part
+from orchestrator.domain.gate_records import (
+    FALLBACK_MESSAGE,
+    FALLBACK_WHY,
+    Answer,
+    Ask,
+    Cancel,
+    Decision,
+    Decline,
+    Event,
+    Fail,
+    Fallback,
+    GateUpdate,
+    Late,
+    Part,
+    Proceed,
+    Reject,
+    Rerun,
+    Resolution,
+    Resolve,
+    Surface,
+    Timeout,
+    Wait,
+)
 
 __all__ = [
     "FALLBACK_MESSAGE",
     "GateState",
     "GateUpdate",
-    "NO_UPDATE",
+    "FALLBACK_WHY",
+    "Event",
+    "Resolution",
+    "parts_from_object",
     "Part",
     "Ask",
     "Answer",
@@ -53,160 +79,53 @@ __all__ = [
     "ask_order",
 ]
 
-FALLBACK_MESSAGE = (
-    "Previous clarification was already provided. You MUST proceed with available information.\n"
-    "Make reasonable assumptions and document them. Do not request further clarification."
-)
-
-# -- events -------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
-class Ask:
-    """An agent replied NEEDS_CLARIFICATION; `key` identifies that one reply."""
+class GateState:
+    """The persisted orchestrator state the gate decides on."""
 
-    agent: str
-    key: str
-    question: str
-    uncertainty: int | None = None
-    default: str | None = None
-    kind: str = "free_text"
-    options: tuple[str, ...] = ()  # option labels: with kind and question, what makes a duplicate
+    used: bool = False
+    resolved: bool = False
+    question: str | None = None
+    response: str | None = None
+    asked_by: str | None = None
+    request_key: str | None = None
+    resolution: Resolution | None = None
+    fallback_counts: Mapping[str, int] = field(default_factory=dict)
+    default: str | None = None  # the surfaced question's safe default
+    timed_out: bool = False
+    note: str | None = None  # the user's remark kept with the answer
+    parts: tuple[Part, ...] = ()  # a multi-part question's parts (empty: one part)
+    late: bool = False  # an answer came after the question was declined or timed out
 
+    @property
+    def waiting(self) -> bool:
+        """A question is open: surfaced, not yet answered, declined or cancelled."""
+        return self.used and not self.resolved and self.resolution != "cancelled"
 
-@dataclass(frozen=True)
-class Answer:
-    """The user answered; `response` is the text stored as user_clarification_response.
+    def apply(self, update: GateUpdate) -> GateState:
+        """This state with the fields `update` names replaced (what the store persists)."""
+        return dataclasses.replace(self, **update)
 
-    `parts`: a multi-part question's responses, one per part in order (None: that part
-    declined); empty for a one-part question."""
-
-    response: str
-    kind: Literal["answered", "selected"] = "answered"
-    note: str | None = None
-    parts: tuple[str | None, ...] = ()
-
-
-@dataclass(frozen=True)
-class Decline:
-    """The user resolved the question without an answer (`parts`: declined part by part,
-    every one of a multi-part question's parts; 0 for a plain decline)."""
-
-    note: str | None = None
-    parts: int = 0
+    def part_of(self, key: str) -> Part | None:
+        """The part that the reply `key` asked, if the question has parts."""
+        return next((part for part in self.parts if key in part.keys), None)
 
 
-@dataclass(frozen=True)
-class Cancel:
-    """The user stopped the session."""
-
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class Timeout:
-    """The question's deadline passed; `policy` is the session's --on-timeout."""
-
-    policy: Literal["wait", "proceed", "cancel"] = "wait"
-
-
-Event = Ask | Answer | Decline | Cancel | Timeout
-
-# -- decisions ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Surface:
-    """Case A: spend the session's one question on this ask."""
-
-    question: str
-    update: GateUpdate
-    final: bool = False
-    parts: tuple[Part, ...] = ()  # a multi-part question (orchestrator.domain.gate_round)
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Case B (or another ask while the question is open): run nothing, keep waiting."""
-
-    question: str
-    update: GateUpdate = NO_UPDATE
-    final: bool = False
-
-
-@dataclass(frozen=True)
-class Rerun:
-    """Case C: run the asking agent again with the question and the user's answer."""
-
-    agent: str
-    question: str
-    response: str
-    update: GateUpdate = NO_UPDATE
-    final: bool = True
-
-
-@dataclass(frozen=True)
-class Fallback:
-    """Case D (and decline, timeout): run the agent again with FALLBACK_MESSAGE."""
-
-    agent: str
-    why: Literal["hard_cap", "declined", "timeout", "part_cap"]
-    update: GateUpdate
-    message: str = FALLBACK_MESSAGE
-    final: bool = True
-    assumption: str | None = None  # what the ledger records, when the store cannot tell
-
-
-@dataclass(frozen=True)
-class Proceed:
-    """An ask below the uncertainty threshold: not surfaced, no question spent; the agent
-    goes on with its own default (counted against max_fallbacks, so it cannot loop)."""
-
-    agent: str
-    message: str
-    default: str | None
-    update: GateUpdate
-    final: bool = True
-
-
-@dataclass(frozen=True)
-class Fail:
-    """The agent kept asking after max_fallbacks fallbacks: the session fails."""
-
-    agent: str
-    reason: str
-    update: GateUpdate = NO_UPDATE
-    final: bool = True
-
-
-@dataclass(frozen=True)
-class Resolve:
-    """A user event accepted: merge `update` into the state."""
-
-    update: GateUpdate
-    cancel: bool = False
-
-
-@dataclass(frozen=True)
-class Late:
-    """The answer to a question already declined or timed out (the agents went on with
-    defaults): recorded as late and reconciled with the assumptions; the gate's state
-    stays resolved (no second question). `parts`: per part, as in Answer."""
-
-    response: str
-    parts: tuple[str | None, ...] = ()
-    update: GateUpdate = NO_UPDATE
-    cancel: bool = False
-
-
-@dataclass(frozen=True)
-class Reject:
-    """A user event refused (no question is waiting); nothing changes."""
-
-    reason: str
-
-
-Decision = Surface | Wait | Rerun | Fallback | Proceed | Fail | Resolve | Late | Reject
+def parts_from_object(question_object: Mapping[str, Any] | None) -> tuple[Part, ...]:
+    """The parts stored in a session's `question_object` (empty for a one-part question)."""
+    return tuple(
+        Part(
+            number=int(entry["part"]),
+            question=str(entry["question"]),
+            askers=tuple(entry["askers"]),
+            keys=tuple(entry["keys"]),
+            default=entry.get("default"),
+            response=entry.get("response"),
+            declined=bool(entry.get("declined", False)),
+        )
+        for entry in (question_object or {}).get("parts") or ()
+    )
 
 
 def decide(
@@ -242,7 +161,7 @@ def decide(
         return Reject(reason)
     # A note is named only when given: an update never erases what it does not name.
     given_note = None if isinstance(event, Timeout) else event.note
-    note: dict[str, Any] = {"note": given_note} if given_note is not None else {}
+    named = GateUpdate(note=given_note) if given_note is not None else GateUpdate()
     if isinstance(event, Answer | Decline):
         # A reply part by part settles each part; a reply without parts settles only the
         # surfaced ask, as before questions had parts (the others are held: hard cap).
@@ -252,18 +171,18 @@ def decide(
                 f"the question has {len(state.parts) or 1} part(s); the answer has {len(given)}"
             )
         if given:
-            note["parts"] = tuple(
+            named["parts"] = tuple(
                 dataclasses.replace(part, response=response, declined=response is None)
                 for part, response in zip(state.parts, given, strict=True)
             )
     if isinstance(event, Answer):
         return Resolve(
-            GateUpdate(resolved=True, response=event.response, resolution=event.kind, **note)
+            GateUpdate(resolved=True, response=event.response, resolution=event.kind) | named
         )
     if isinstance(event, Decline):
-        return Resolve(GateUpdate(resolved=True, resolution="declined", **note))
+        return Resolve(GateUpdate(resolved=True, resolution="declined") | named)
     if isinstance(event, Cancel):
-        return Resolve(GateUpdate(resolution="cancelled", **note), cancel=True)
+        return Resolve(GateUpdate(resolution="cancelled") | named, cancel=True)
     if event.policy == "proceed":
         return Resolve(GateUpdate(resolved=True, resolution="timeout", timed_out=True))
     if event.policy == "cancel":
@@ -334,17 +253,20 @@ def _decide_ask(
             message = FALLBACK_MESSAGE
             if safe:
                 message += f"\nFor the open question, take the safe default: {safe}"
-            assumption = None
-            if part is not None:
-                shown = f" (safe default: {safe})" if safe else ""
-                assumption = f"proceeds without an answer to: {question}{shown}"
+            shown = f" (safe default: {safe})" if safe else ""
+            assumption = f"proceeds without an answer to: {question}{shown}"
             return Fallback(ask.agent, why, bump, message, assumption=assumption)
         response = part.response if part is not None else state.response
         assert response is not None, "an answered clarification has its response"
         return Rerun(ask.agent, question, response)
     if given >= max_fallbacks:
         return _fail(ask.agent, given, max_fallbacks)
-    return Fallback(ask.agent, "hard_cap", bump)
+    return Fallback(
+        ask.agent,
+        "hard_cap",
+        bump,
+        assumption="proceeds on its own assumptions; its further question was not asked",
+    )
 
 
 def _fail(agent: str, given: int, max_fallbacks: int) -> Fail:

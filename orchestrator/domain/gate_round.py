@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.gate_state import Part
+from orchestrator.domain.gate_records import Part
 
 __all__ = ["Plan", "plan_parts", "decide_round", "advance", "question_object", "combined_text"]
 
@@ -104,8 +104,7 @@ def _askable(ask: gate.Ask, uncertainty_threshold: int) -> bool:
 
 def advance(state: gate.GateState, decision: gate.Decision) -> gate.GateState:
     """The state after `decision` is written (what the next ask of the round sees)."""
-    update = getattr(decision, "update", gate.NO_UPDATE)
-    state = update.apply(state)
+    state = state.apply(getattr(decision, "update", gate.GateUpdate()))
     if isinstance(decision, gate.Surface) and decision.parts:
         state = dataclasses.replace(state, parts=decision.parts)
     return state

@@ -29,7 +29,7 @@ from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from orchestrator.api.mcp_questions import Asked, QuestionLog, summary_of
-from orchestrator.domain.answers import UserReply, to_gate_event
+from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.envelope import ToolFailure
 from orchestrator.mcp_server.inputs import AskUserInput, ProvideChoiceInput

@@ -21,7 +21,7 @@ from typing import Any
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 from orchestrator.api.mcp_questions import Asked, QuestionLog, summary_of
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.mcp_server.envelope import ToolFailure
 
 __all__ = ["Rounds", "Ended", "ANSWER_KEY", "form_request", "response_of"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.mcp_server.asking import PageFactory
 
 __all__ = ["page_factory"]

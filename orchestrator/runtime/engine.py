@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.answers import UserReply, from_scripted
+from orchestrator.domain.question import UserReply, from_scripted
 from orchestrator.errors import (
     AgentCallError,
     CancelRequested,
@@ -357,7 +357,7 @@ class Engine:
             expired = self.store.expire(session_id, owner=self.owner, claim=claim)
             if expired is not None and expired.cancel:
                 return None
-            if expired is not None and expired.update.named().get("resolved"):
+            if expired is not None and expired.update.get("resolved"):
                 # On-timeout proceed: the asker gets the fallback and its default.
                 return claim or self.store.claim(session_id, self.owner)
             if claim is not None:

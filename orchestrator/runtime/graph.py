@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send, interrupt
 
 from orchestrator.domain import gate
+from orchestrator.domain.question import repair
 from orchestrator.domain.replies import (
     AgentReply,
     Blocked,
@@ -25,7 +26,6 @@ from orchestrator.domain.replies import (
     Done,
     NeedsClarification,
     Planned,
-    repair,
 )
 from orchestrator.faults import crash_point
 from orchestrator.runtime.graph_state import (

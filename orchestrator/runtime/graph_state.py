@@ -136,9 +136,10 @@ class RunContext:
     # A scenario's late answer that comes while the agents run (docs/late-answers.md).
     scripted_late: dict[str, Any] | None = None
 
-    @property
-    def session_id(self) -> str:
-        return self.claim.session_id
+    session_id: str = field(init=False)  # the claim's session, set once from it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "session_id", self.claim.session_id)
 
     def tokens_used(self) -> int:
         """Tokens the session's recorded turns used (for the agents' token budget): summed
@@ -156,7 +157,7 @@ class RunContext:
         if self.scripted_late is not None:
             state = self.store.gate_state(self.session_id)
             if state.resolved and state.resolution in ("declined", "timeout") and not state.late:
-                from orchestrator.domain.answers import from_scripted
+                from orchestrator.domain.question import from_scripted
 
                 reply = from_scripted(self.scripted_late)
                 self.store.resolve(

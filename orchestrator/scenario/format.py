@@ -14,12 +14,11 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.domain.question import Question, repair
 from orchestrator.domain.replies import (
     DEVELOPER_REPLY,
     PM_REPLY,
     NeedsClarification,
-    Question,
-    repair,
 )
 from orchestrator.errors import ScenarioError
 from orchestrator.limits import (
@@ -337,9 +336,9 @@ def _check_answers(path: Path, scenario: Scenario) -> None:
 
 
 def _all_options(choices: list[str], labels: list[str]) -> bool:
-    """Every one of `choices` is an option (the one answer rule: orchestrator.domain.answers),
+    """Every one of `choices` is an option (the one answer rule: orchestrator.domain.question),
     also where the question allows an answer of one's own: that one is a step's `answer`."""
-    from orchestrator.domain.answers import option_label
+    from orchestrator.domain.question import option_label
     from orchestrator.errors import InvalidAnswer
 
     try:

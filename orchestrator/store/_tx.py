@@ -246,15 +246,15 @@ def update_sql(table: str, columns: list[str], where: str, *, also: str = "") ->
 
 
 def gate_columns(update_: gate.GateUpdate) -> dict[str, Any]:
-    """The columns an update names: the store's half of `GateUpdate.apply`."""
-    return {GATE_COLUMNS[name]: value for name, value in update_.named().items() if name != "parts"}
+    """The columns an update names: the store's half of `GateState.apply`."""
+    return {GATE_COLUMNS[name]: value for name, value in update_.items() if name != "parts"}
 
 
 def write_gate_update(tx: Tx, session_id: str, update_: gate.GateUpdate, **extra: Any) -> None:
     """Write only the fields the gate named (plus `extra` columns): a merge, never an
     overwrite of the whole state."""
     values = gate_columns(update_) | extra
-    parts = update_.named().get("parts")
+    parts = update_.get("parts")
     if parts:
         # A multi-part question's answers live with its parts, inside question_object.
         stored = tx.first(

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.answers import UserReply
+from orchestrator.domain.question import UserReply
 from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, lifecycle, reads, round_tx, turns
 from orchestrator.store._tx import (

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.domain import clock, gate
-from orchestrator.domain.answers import UserReply, to_gate_event
+from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import SessionNotFound, SessionNotWaiting
 from orchestrator.store import late_tx
 from orchestrator.store._tx import (
@@ -193,8 +193,7 @@ def _apply_final(
         )
         kind = "fallback"
         details = {"decision": "fallback", "why": decision.why, "message": decision.message}
-        assumption = decision.assumption or _fallback_assumption(decision, before)
-        ledger = (assumption, _WHY[decision.why], decision.why)
+        ledger = (decision.assumption, gate.FALLBACK_WHY[decision.why], decision.why)
         if decision.why in ("declined", "timeout"):
             part = before.part_of(key)
             facts = {"value": part.default if part else before.default}
@@ -230,7 +229,7 @@ def _apply_final(
 def reply_event(row: Any, reply: UserReply) -> tuple[gate.Answer | gate.Decline | gate.Cancel, Any]:
     """(the gate's event, the choices) for a person's `reply`, validated against the open
     question of the session `row` as this transaction reads it (the answer rule,
-    orchestrator.domain.answers). Raises SessionNotWaiting, or InvalidAnswer."""
+    orchestrator.domain.question). Raises SessionNotWaiting, or InvalidAnswer."""
     question = pending_question(row, row) or late_question(row, row)  # a late answer's
     if question is None:
         state = state_from_row(row)
@@ -347,29 +346,16 @@ def expire_deadline(tx: Tx, row: Any, *, may_act: bool) -> gate.Resolve | None:
     return decision
 
 
-def _fallback_assumption(decision: gate.Fallback, state: gate.GateState) -> str:
-    if decision.why == "hard_cap":
-        return "proceeds on its own assumptions; its further question was not asked"
-    default = f" (safe default: {state.default})" if state.default else ""
-    return f"proceeds without an answer to: {state.question}{default}"
-
-
-_WHY = {
-    "hard_cap": "the session's one question was already used",
-    "declined": "the user declined the question",
-    "timeout": "no answer before the question's deadline",
-    "part_cap": "the question already had its max_question_parts parts",
-}
-
-
 def decision_from_payload(payload: Mapping[str, Any]) -> gate.Decision:
     kind = payload["decision"]
     if kind == "proceed":
         return gate.Proceed(
-            payload["asker"], payload["message"], payload["default"], gate.NO_UPDATE
+            payload["asker"], payload["message"], payload["default"], gate.GateUpdate()
         )
     if kind == "rerun":
         return gate.Rerun(payload["asker"], payload["question"], payload["response"])
     if kind == "fallback":
-        return gate.Fallback(payload["asker"], payload["why"], gate.NO_UPDATE, payload["message"])
+        return gate.Fallback(
+            payload["asker"], payload["why"], gate.GateUpdate(), payload["message"]
+        )
     return gate.Fail(payload["asker"], payload["reason"])

@@ -101,7 +101,7 @@ def _overdue(tx: Any, owner: Owner, now: float, busy: Container[str]) -> Claim |
         if row.id in busy or row.status != "paused":
             continue
         decision = gate_tx.expire_deadline(tx, row, may_act=True)
-        if decision is not None and decision.update.named().get("resolved"):
+        if decision is not None and decision.update.get("resolved"):
             return lifecycle.take(tx, row, owner)  # still paused: the claim's CAS holds
     return None
 

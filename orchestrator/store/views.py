@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.gate_state import parts_from_object
 from orchestrator.records import OwnerRecord, PendingQuestion
 from orchestrator.store.owner import is_dead, lease_left
 
@@ -60,7 +59,7 @@ def state_from_row(row: Any) -> gate.GateState:
         default=(row.question_object or {}).get("default"),
         timed_out=bool(row.timed_out),
         note=row.answer_note,
-        parts=parts_from_object(row.question_object),
+        parts=gate.parts_from_object(row.question_object),
         late=bool((row.question_object or {}).get("late")),
     )
 

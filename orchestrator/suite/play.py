@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain import clock
-from orchestrator.domain.answers import UserReply, from_scripted
 from orchestrator.domain.expect import unmet_lines
+from orchestrator.domain.question import UserReply, from_scripted
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@
 thread, serving only that question (the same form as the inbox: every kind, options with
 descriptions, the recommended one preselected, "other", decline; `allow_cancel` adds a
 cancel button that replies `Reply(action="cancel")`). Answers are validated against the
-question before they are accepted (`orchestrator.domain.answers.to_gate_event`); an invalid one
+question before they are accepted (`orchestrator.domain.question.to_gate_event`); an invalid one
 shows the page again with what was wrong. `wait_for_reply(timeout=None)` blocks until
 the answer, the deadline (epoch seconds, None: no deadline) or the timeout, then stops
 the server; it returns None on deadline/timeout and on Ctrl+C. The question document is
@@ -34,7 +34,7 @@ from typing import Any, cast
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from orchestrator.domain.answers import UserReply, to_gate_event
+from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 
 __all__ = ["serve_question", "ask_in_browser", "browser_available"]

@@ -1,17 +1,178 @@
-"""A user's reply checked against the question: the one answer rule of every door (the CLI,
-the terminal, the Python API, the web, MCP, scenarios), with one set of messages."""
+"""A question, from the agent's ask to the user's answer.
+
+- `Question`: what reaches the user. An agent's question (NEEDS_CLARIFICATION, contract
+  section 2) is taken leniently and `repair` rebuilds a malformed one (blank, a select
+  without options, repeated or over-long labels, several recommended options) from what
+  the agent did give, returning the problems found, to be recorded.
+- `to_gate_event`: the user's reply checked against the question, the one answer rule of
+  every door (the CLI, the terminal, the Python API, the web, MCP, scenarios), with one
+  set of messages.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.domain import gate
 from orchestrator.errors import InvalidAnswer
 from orchestrator.limits import MAX_ANSWER_CHARS
 from orchestrator.records import PendingQuestion
 
-__all__ = ["UserReply", "to_gate_event", "from_scripted", "option_label", "check_size"]
+__all__ = [
+    "QuestionKind",
+    "Urgency",
+    "Ambiguity",
+    "StrictModel",
+    "Option",
+    "QuestionFields",
+    "Question",
+    "repair",
+    "UserReply",
+    "to_gate_event",
+    "from_scripted",
+    "option_label",
+    "check_size",
+]
+
+
+QuestionKind = Literal["free_text", "single_select", "multi_select"]
+Urgency = Literal["low", "medium", "high"]
+
+
+class StrictModel(BaseModel):
+    """What arrives from outside, strictly: no unknown field, frozen once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Option(StrictModel):
+    label: str
+    description: str | None = None
+    recommended: bool = False
+
+
+Ambiguity = Literal["target", "action", "parameter", "intent"]
+
+
+class QuestionFields(StrictModel):
+    """What a question carries (shared by Question and the reply that asks it)."""
+
+    question: str = ""
+    kind: QuestionKind = "free_text"
+    options: list[Option] = Field(default_factory=list)
+    allow_other: bool = False
+    reason: str | None = None
+    context: str | None = None
+    default: str | None = None
+    urgency: Urgency = "medium"
+    ambiguity: Ambiguity | None = None
+    # A short name for what is asked (`cache`): an assumption given as {key, value} with
+    # this key is held against a late answer (orchestrator.domain.reconcile).
+    key: str | None = None
+
+
+class Question(QuestionFields):
+    """One question for the user, with what it takes to answer it well.
+
+    Validated strictly: this is what reaches the user. What agents send is the lenient
+    NeedsClarification (orchestrator.domain.replies); `repair` (below) turns one into a
+    Question.
+    """
+
+    question: Annotated[str, Field(min_length=1)]
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the question must not be blank")
+        return value
+
+    @model_validator(mode="after")
+    def _options_fit_kind(self) -> Question:
+        labels = [o.label for o in self.options]
+        if self.kind != "free_text" and not labels:
+            raise ValueError(f"a {self.kind} question needs at least one option")
+        duplicates = sorted({label for label in labels if labels.count(label) > 1})
+        if duplicates:
+            raise ValueError(f"option labels must be unique; repeated: {', '.join(duplicates)}")
+        if sum(o.recommended for o in self.options) > 1:
+            raise ValueError("at most one option may be recommended")
+        return self
+
+    @property
+    def labels(self) -> list[str]:
+        return [o.label for o in self.options]
+
+
+# -- repairing an agent's question ------------------------------------------------------
+
+_MAX_LABEL = 80
+_MAX_OPTIONS = 12
+
+_FALLBACK_TEXT = {
+    "target": "Which one should {asker} work on?",
+    "action": "What should {asker} do here?",
+    "parameter": "{asker} is missing a required value: what should it be?",
+    "intent": "What outcome do you want here?",
+    None: "{asker} needs a decision to continue: how should it proceed?",
+}
+
+
+def repair(ask: QuestionFields, asker: str) -> tuple[Question, list[str]]:
+    """A valid Question for `ask` (an agent's NeedsClarification), and the problems that
+    had to be fixed (empty if none)."""
+    problems: list[str] = []
+    options = _clean_options(ask.options, problems)
+    kind = ask.kind
+    if kind != "free_text" and not options:
+        problems.append(f"a {kind} question came without options")
+        kind = "free_text"
+    text = ask.question.strip()
+    if not text:
+        problems.append("the question was blank")
+        text = _FALLBACK_TEXT[ask.ambiguity].format(asker=asker)
+        if ask.reason:
+            text += f" ({ask.reason.strip()})"
+    fields: dict[str, Any] = ask.model_dump(
+        exclude={"status", "uncertainty", "question", "kind", "options"}
+    )
+    question = Question(question=text, kind=kind, options=options, **fields)
+    return question, problems
+
+
+def _clean_options(options: list[Option], problems: list[str]) -> list[Option]:
+    kept: list[Option] = []
+    seen: set[str] = set()
+    for option in options:
+        label = " ".join(option.label.split())
+        description = option.description
+        if not label:
+            problems.append("an option had an empty label")
+            continue
+        if len(label) > _MAX_LABEL:
+            problems.append(f"an option label was over {_MAX_LABEL} characters")
+            description = option.label if not description else f"{option.label}: {description}"
+            label = label[: _MAX_LABEL - 1].rstrip() + "…"
+        if label in seen:
+            problems.append(f"the option {label!r} was repeated")
+            continue
+        seen.add(label)
+        kept.append(Option(label=label, description=description, recommended=option.recommended))
+    if len(kept) > _MAX_OPTIONS:
+        problems.append(f"more than {_MAX_OPTIONS} options; the first {_MAX_OPTIONS} are kept")
+        kept = kept[:_MAX_OPTIONS]
+    if sum(o.recommended for o in kept) > 1:
+        problems.append("several options were marked recommended; the first one is kept")
+        first = next(i for i, o in enumerate(kept) if o.recommended)
+        kept = [o.model_copy(update={"recommended": i == first}) for i, o in enumerate(kept)]
+    return kept
+
+
+# -- the user's reply ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
