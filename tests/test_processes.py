@@ -682,9 +682,9 @@ def respond(self, request):
 ScriptedBackend.respond = respond
 
 if os.environ.get("HARNESS_SNAPSHOT_DELAY"):
-    from orchestrator.store import reads
+    from orchestrator.store import views
 
-    _snapshot = reads.snapshot
+    _snapshot = views.snapshot
     _held = []
 
     def snapshot(conn, session_id):
@@ -695,7 +695,7 @@ if os.environ.get("HARNESS_SNAPSHOT_DELAY"):
             time.sleep(float(os.environ["HARNESS_SNAPSHOT_DELAY"]))
         return snap
 
-    reads.snapshot = snapshot
+    views.snapshot = snapshot
 
 sys.argv[0] = "orchestrator"
 from orchestrator.cli import main

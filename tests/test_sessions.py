@@ -302,7 +302,7 @@ def test_gate_writes_are_idempotent_when_a_node_reruns(db_url: str) -> None:
     fallback_events = [e for e in store.events(sid) if e["kind"] == "fallback"]
     assert len(fallback_events) == 1
     from orchestrator.store import gate_tx
-    from orchestrator.store._tx import joined_row
+    from orchestrator.store.views import joined_row
 
     ask = gate.Ask("pm", "pm#2", "Which columns?")
     with store.db.write() as tx:  # the node's transaction, as a re-run makes it
@@ -650,10 +650,10 @@ def test_plain_resume_racing_an_answer_reports_waiting_or_busy(
     """A plain resume decides on one snapshot; an answer committed meanwhile makes it
     SessionBusy (exit 2), never an assertion or a "running" outcome (exit 1)."""
     from orchestrator.errors import SessionBusy
-    from orchestrator.store import reads
+    from orchestrator.store import views
 
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
-    real = reads.snapshot
+    real = views.snapshot
     injected: list[int] = []
 
     def answered_meanwhile(conn: Any, session_id: str) -> Any:
@@ -663,10 +663,10 @@ def test_plain_resume_racing_an_answer_reports_waiting_or_busy(
             Engine(Store.open(db_url), db_url).answer(session_id, UserReply(text="A"))
         return snap
 
-    monkeypatch.setattr(reads, "snapshot", answered_meanwhile)
+    monkeypatch.setattr(views, "snapshot", answered_meanwhile)
     with pytest.raises(SessionBusy, match="answered by another command meanwhile"):
         Engine(Store.open(db_url), db_url).resume(sid)
-    monkeypatch.setattr(reads, "snapshot", real)
+    monkeypatch.setattr(views, "snapshot", real)
     # without a race, the same command reports the question still waiting
     store2, sid2, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
     assert Engine(store2, db_url).resume(sid2)["status"] == "paused"

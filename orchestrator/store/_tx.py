@@ -16,7 +16,7 @@ from orchestrator.domain import gate
 from orchestrator.errors import ClaimLost, SessionNotFound
 from orchestrator.store.owner import Claim
 from orchestrator.store.sql import Row, Tx
-from orchestrator.store.views import event_view, state_from_row
+from orchestrator.store.views import event_view, joined_row
 
 __all__ = [
     "STATUSES",
@@ -27,10 +27,6 @@ __all__ = [
     "add_event",
     "add_fenced_event",
     "add_assumption",
-    "session_row",
-    "joined_row",
-    "gate_state",
-    "state_row",
     "write_gate_update",
     "fence",
     "finish",
@@ -59,14 +55,6 @@ GATE_COLUMNS = {
     "parts": "question_object",
 }
 
-SESSION_SQL = "SELECT * FROM sessions WHERE id = :id"
-STATE_SQL = "SELECT * FROM orchestrator_state WHERE session_id = :id"
-# The session row and its gate state in one statement: one snapshot, also on SQLite where
-# reads run without a transaction around them.
-JOINED_SQL = (
-    "SELECT s.*, t.* FROM sessions AS s JOIN orchestrator_state AS t ON t.session_id = s.id"
-    " WHERE s.id = :id"
-)
 _EVENT_COLUMNS = '(session_id, "key", kind, agent, payload, created_at)'
 # One statement: a key present already adds nothing (RETURNING tells whether a row went
 # in; psycopg reports rowcount -1 for it), and any other uniqueness violation (the
@@ -200,42 +188,6 @@ def add_assumption(
         source=source,
         **{name: value for name, value in facts.items() if value is not None},
     )
-
-
-def session_row(tx: Tx, session_id: str, *, lock: bool = False) -> Row:
-    row = tx.first(SESSION_SQL + (tx.lock_rows if lock else ""), {"id": session_id})
-    if row is None:
-        raise SessionNotFound(session_id)
-    return row
-
-
-def joined_row(
-    tx: Tx,
-    session_id: str,
-    *,
-    lock: bool = False,
-    extra: str = "",
-    params: dict[str, Any] | None = None,
-) -> Row:
-    """The session row with its gate state's columns (and `extra` select items, whose
-    parameters are `params`)."""
-    sql = JOINED_SQL if not extra else JOINED_SQL.replace("t.* FROM", f"t.*, {extra} FROM", 1)
-    row = tx.first(sql + (tx.lock_rows if lock else ""), {"id": session_id, **(params or {})})
-    if row is None:
-        raise SessionNotFound(session_id)
-    return row
-
-
-def gate_state(tx: Tx, session_id: str) -> gate.GateState:
-    return state_from_row(state_row(tx, session_id))
-
-
-def state_row(tx: Tx, session_id: str) -> Row:
-    """The session's orchestrator_state row (SessionNotFound if there is none)."""
-    row = tx.first(STATE_SQL, {"id": session_id})
-    if row is None:
-        raise SessionNotFound(session_id)
-    return row
 
 
 def update_sql(table: str, columns: list[str], where: str, *, also: str = "") -> str:

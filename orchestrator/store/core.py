@@ -26,21 +26,18 @@ from typing import Any
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
 from orchestrator.records import PendingQuestion
-from orchestrator.store import gate_tx, lifecycle, reads, round_tx, turns
+from orchestrator.store import gate_tx, lifecycle, round_tx, turns, views
 from orchestrator.store._tx import (
     FINAL_STATUSES,
     STATUSES,
     Listener,
     add_fenced_event,
     fence,
-    gate_state,
     heard,
-    joined_row,
-    session_row,
 )
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Db, Row, SqliteDb, Tx
-from orchestrator.store.views import owner_alive
+from orchestrator.store.views import gate_state, joined_row, owner_alive, session_row
 
 __all__ = ["Store", "FINAL_STATUSES", "STATUSES", "Listener"]
 
@@ -107,41 +104,41 @@ class Store:
         with self._read() as tx:
             return gate_state(tx, session_id)
 
-    def snapshot(self, session_id: str) -> reads.Snapshot:
+    def snapshot(self, session_id: str) -> views.Snapshot:
         """Row, gate state, open question and session object, as one statement read them."""
         with self._read() as tx:
-            return reads.snapshot(tx, session_id)
+            return views.snapshot(tx, session_id)
 
     def view(self, session_id: str) -> dict[str, Any]:
         """The contract's session object."""
         with self._read() as tx:
-            return reads.view(tx, session_id)
+            return views.view(tx, session_id)
 
     def status(self, session_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the session object, the session's settings), a question deadline that passed
         while nothing ran applied first. One read unless a deadline is due."""
         with self._read() as tx:
-            doc, row, due = reads.status(tx, session_id)
+            doc, row, due = views.status(tx, session_id)
         if due and self.expire(session_id) is not None:
             with self._read() as tx:
-                doc, row, _ = reads.status(tx, session_id)
+                doc, row, _ = views.status(tx, session_id)
         return doc, row.settings
 
     def pending(self, session_id: str) -> tuple[Row, PendingQuestion | None]:
         """The session's row and its open question (None if none waits), in one read."""
         with self._read() as tx:
-            return reads.pending(tx, session_id)
+            return views.pending(tx, session_id)
 
     def list_views(
         self, status: str | None = None, *, limit: int | None = None, after: str | None = None
     ) -> list[dict[str, Any]]:
         """Sessions, newest first: at most `limit`, those listed after session `after`."""
         with self._read() as tx:
-            return reads.list_views(tx, status, limit=limit, after=after)
+            return views.list_views(tx, status, limit=limit, after=after)
 
     def events(self, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:
         with self._read() as tx:
-            return reads.events(tx, session_id, after=after)
+            return views.events(tx, session_id, after=after)
 
     def reply_counts(self, session_id: str) -> dict[str, int]:
         with self._read() as tx:

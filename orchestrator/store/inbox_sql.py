@@ -13,9 +13,10 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.store._tx import JOINED_SQL, add_event, utcnow
+from orchestrator.store._tx import add_event, utcnow
 from orchestrator.store.core import Store
 from orchestrator.store.views import (
+    JOINED_SQL,
     LIVE_SESSION_SQL,
     OPEN_QUESTION_SQL,
     event_view,
@@ -35,7 +36,7 @@ __all__ = [
     "waiting_sessions",
 ]
 
-# Sessions and their gate state, every session (store._tx.JOINED_SQL without its WHERE).
+# Sessions and their gate state, every session (store.views.JOINED_SQL without its WHERE).
 _ALL = JOINED_SQL.removesuffix(" WHERE s.id = :id")
 # Waiting for an answer: an open question of a session that has not ended.
 _WAITING = f"({OPEN_QUESTION_SQL} AND {LIVE_SESSION_SQL})"

@@ -14,10 +14,10 @@ from typing import Any
 
 from orchestrator.domain import gate, reconcile
 from orchestrator.errors import SessionNotWaiting
-from orchestrator.store._tx import add_event, fence, joined_row, json_value, utcnow
+from orchestrator.store._tx import add_event, fence, json_value, utcnow
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Tx
-from orchestrator.store.views import iso
+from orchestrator.store.views import iso, joined_row
 
 __all__ = [
     "record",
