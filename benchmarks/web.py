@@ -15,7 +15,8 @@
    ratios against the same reads on a 1-session database, a 50-session one (one full
    page), and 1,000 sessions of the same mix (page 1 and page 10);
 5. `orchestrator serve`'s memory while it answers and runs on 1,000 paused sessions (300
-   with --quick): RSS after the first tenth and after all, and the growth per session.
+   with --quick, N with --answers N, e.g. 10000): RSS after each tenth, and the growth per
+   session from the first tenth to the end (flat after warm-up is the target).
 """
 
 from __future__ import annotations
@@ -204,18 +205,8 @@ def start_server(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes],
 
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "serve",
-            "--port",
-            str(port),
-            "--token",
-            TOKEN,
-            "--db",
-            db,
-        ],
+        [sys.executable, "-m", "orchestrator", "serve", "--port", str(port), "--token", TOKEN]
+        + ["--db", db],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -307,7 +298,8 @@ def main() -> None:
         proc.terminate()
         proc.wait()
     inbox_pages(tmp, 3 if quick else 7)
-    serve_memory(tmp, env, 300 if quick else 1000)
+    answers = sys.argv[sys.argv.index("--answers") + 1] if "--answers" in sys.argv else None
+    serve_memory(tmp, env, int(answers) if answers else 300 if quick else 1000)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
@@ -331,16 +323,17 @@ def serve_memory(tmp: Path, env: dict[str, str], count: int) -> None:
                     f"{base}/api/sessions/{session_id}/answer", json={"answer": "Weekly"}
                 )
                 assert answered.status_code == 200, answered.text
-                if n in (count // 10, count - 1):
+                if (n + 1) % (count // 10) == 0:
                     time.sleep(1)  # the runs on finish
                     marks.append(rss_mib(proc.pid))
     finally:
         proc.terminate()
         proc.wait()
-    per = (marks[1] - marks[0]) * 1024 / (count - count // 10)
+    per = (marks[-1] - marks[0]) * 1024 / (count - count // 10)
     print(
         f"5. serve answering {count:,} sessions: RSS {marks[0]:.1f} MiB after {count // 10}, "
-        f"{marks[1]:.1f} MiB after all ({per:.1f} KiB per session)"
+        f"{marks[-1]:.1f} MiB after all ({per:.2f} KiB per session after the first tenth); "
+        f"each tenth: {' '.join(f'{mark:.1f}' for mark in marks)} MiB"
     )
 
 
