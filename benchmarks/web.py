@@ -249,6 +249,13 @@ def rss_mib(pid: int) -> float:
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    answers = 0
+    if "--answers" in sys.argv:
+        given = sys.argv[sys.argv.index("--answers") + 1 :][:1]
+        answers = int(given[0]) if given and given[0].isdigit() else 0
+        if answers < 10:
+            print("--answers takes a whole number, at least 10 (e.g. 10000)", file=sys.stderr)
+            sys.exit(2)
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     if "--only-inbox" in sys.argv:
         inbox_pages(Path(tempfile.mkdtemp()), 3 if quick else 7)
@@ -298,8 +305,7 @@ def main() -> None:
         proc.terminate()
         proc.wait()
     inbox_pages(tmp, 3 if quick else 7)
-    answers = sys.argv[sys.argv.index("--answers") + 1] if "--answers" in sys.argv else None
-    serve_memory(tmp, env, int(answers) if answers else 300 if quick else 1000)
+    serve_memory(tmp, env, answers or (300 if quick else 1000))
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 

@@ -120,6 +120,24 @@ def test_decline_resolves_without_answer_and_the_asker_gets_the_fallback() -> No
     assert isinstance(decision, Fallback) and decision.why == "declined"
 
 
+def test_every_fallback_states_the_assumption_its_ledger_entry_records() -> None:
+    # The store writes `assumption` to the ledger as it is: an empty one would be lost.
+    safe = dataclasses.replace(DECLINED, default="id, name")
+    declined = decide(safe, ASK)
+    assert isinstance(declined, Fallback) and declined.why == "declined"
+    assert (
+        declined.assumption
+        == "proceeds without an answer to: Which columns? (safe default: id, name)"
+    )
+    timed_out = decide(dataclasses.replace(DECLINED, resolution="timeout"), ASK)
+    assert isinstance(timed_out, Fallback) and timed_out.why == "timeout"
+    assert timed_out.assumption == "proceeds without an answer to: Which columns?"
+    again = decide(ANSWERED, Ask("developer-1", "developer-1#1", "Which format?"))
+    assert isinstance(again, Fallback) and again.why == "hard_cap"
+    assert again.assumption == "proceeds on its own assumptions; its further question was not asked"
+    assert set(gate.FALLBACK_WHY) == {"hard_cap", "declined", "timeout", "part_cap"}
+
+
 def test_cancel_is_accepted_only_while_waiting() -> None:
     assert decide(OPEN, Cancel()) == Resolve(GateUpdate(resolution="cancelled"), cancel=True)
     assert isinstance(decide(ANSWERED, Cancel()), Reject)

@@ -77,6 +77,7 @@ __all__ = [
     "Decision",
     "decide",
     "ask_order",
+    "without_answer",
 ]
 
 
@@ -253,9 +254,9 @@ def _decide_ask(
             message = FALLBACK_MESSAGE
             if safe:
                 message += f"\nFor the open question, take the safe default: {safe}"
-            shown = f" (safe default: {safe})" if safe else ""
-            assumption = f"proceeds without an answer to: {question}{shown}"
-            return Fallback(ask.agent, why, bump, message, assumption=assumption)
+            return Fallback(
+                ask.agent, why, bump, message, assumption=without_answer(question, safe)
+            )
         response = part.response if part is not None else state.response
         assert response is not None, "an answered clarification has its response"
         return Rerun(ask.agent, question, response)
@@ -267,6 +268,12 @@ def _decide_ask(
         bump,
         assumption="proceeds on its own assumptions; its further question was not asked",
     )
+
+
+def without_answer(question: str, default: str | None) -> str:
+    """The assumption of an agent that goes on without an answer to `question`."""
+    shown = f" (safe default: {default})" if default else ""
+    return f"proceeds without an answer to: {question}{shown}"
 
 
 def _fail(agent: str, given: int, max_fallbacks: int) -> Fail:

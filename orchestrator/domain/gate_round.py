@@ -152,11 +152,10 @@ def _over_cap(state: gate.GateState, ask: gate.Ask, max_parts: int) -> gate.Fall
     message = gate.FALLBACK_MESSAGE
     if ask.default:
         message += f"\nFor your question, take your safe default: {ask.default}"
-    shown = f" (safe default: {ask.default})" if ask.default else ""
     return gate.Fallback(
         ask.agent,
         "part_cap",
         gate.GateUpdate(fallback_counts={**state.fallback_counts, ask.agent: given + 1}),
         message,
-        assumption=f"proceeds without an answer to: {ask.question}{shown}",
+        assumption=gate.without_answer(ask.question, ask.default),
     )

@@ -136,10 +136,9 @@ class RunContext:
     # A scenario's late answer that comes while the agents run (docs/late-answers.md).
     scripted_late: dict[str, Any] | None = None
 
-    session_id: str = field(init=False)  # the claim's session, set once from it
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "session_id", self.claim.session_id)
+    @property
+    def session_id(self) -> str:
+        return self.claim.session_id
 
     def tokens_used(self) -> int:
         """Tokens the session's recorded turns used (for the agents' token budget): summed
