@@ -1,5 +1,6 @@
 """The tree's own rules (CONTRIBUTING.md, "Where things live"), checked: no module over
-400 lines, no two modules of one name, and a question's path no longer than it is now."""
+400 lines, no two modules of one name, every server socket made in one place, and a
+question's path no longer than it is now."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ def test_no_two_modules_share_a_name() -> None:
         if path.name not in ("__init__.py", "__main__.py"):
             by_name[path.name].append(str(path.relative_to(PACKAGE)))
     assert {name: where for name, where in by_name.items() if len(where) > 1} == {}
+
+
+def test_every_server_listens_on_the_one_socket_maker() -> None:
+    """`serve`, `mcp --http` and the one-shot page bind through
+    orchestrator.web.protocol.listening_socket (connections without Nagle's delay): a
+    socket made anywhere else is how the 40 ms stall came in."""
+    makers = {
+        str(p.relative_to(PACKAGE))
+        for p in _modules()
+        if "socket.socket(" in p.read_text(encoding="utf-8")
+    }
+    assert makers == {"web/protocol.py"}
 
 
 def test_a_questions_path_runs_through_no_more_files_than_today(tmp_path: Path) -> None:

@@ -20,17 +20,15 @@ pytest.importorskip("uvicorn")
 
 
 @pytest.fixture
-def port(db_url: str) -> Iterator[int]:
-    """The inbox served by uvicorn on a free loopback port, in this process, on the
-    protocol `serve` uses."""
+def server(db_url: str) -> Iterator[tuple[int, Any]]:
+    """(port, uvicorn server): the inbox served in this process on a free loopback port,
+    on the socket and the protocol `serve` uses."""
     import uvicorn
 
     from orchestrator.web import WebConfig, create_app
-    from orchestrator.web.protocol import server_config
+    from orchestrator.web.protocol import listening_socket, server_config
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
+    sock = listening_socket("127.0.0.1", 0)
     number = sock.getsockname()[1]
     app = create_app(WebConfig(db=db_url, token=TOKEN, port=number, run_on=False))
     srv = uvicorn.Server(server_config(app, log_level="warning", access_log=False))
@@ -41,9 +39,31 @@ def port(db_url: str) -> Iterator[int]:
             break
         time.sleep(0.02)
     assert srv.started, "the server did not start"
-    yield number
+    yield number, srv
     srv.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture
+def port(server: tuple[int, Any]) -> int:
+    return int(server[0])
+
+
+def test_the_servers_connections_send_without_delay(server: tuple[int, Any]) -> None:
+    """Nagle's algorithm is off on every accepted connection: with it on (a listening
+    socket made with protocol 0, as `serve` made it), each response after the first on a
+    kept-alive connection waited ~40 ms for the client's delayed acknowledgement."""
+    number, srv = server
+    conn = http.client.HTTPConnection("127.0.0.1", number, timeout=20)
+    for _ in range(2):  # kept alive: the second request on the same connection
+        conn.request("GET", "/api/sessions", headers={"Authorization": f"Bearer {TOKEN}"})
+        response = conn.getresponse()
+        assert response.status == 200
+        response.read()
+    (protocol,) = srv.server_state.connections
+    accepted = protocol.transport.get_extra_info("socket")
+    assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    conn.close()
 
 
 def _headers_only(port: int, path: str, headers: dict[str, str]) -> tuple[int, bytes]:

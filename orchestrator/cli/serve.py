@@ -151,15 +151,11 @@ def _check_tls(host: str, certfile: str | None, keyfile: str | None, insecure: b
 
 def _listen(host: str, port: int) -> socket.socket:
     from orchestrator.errors import ConfigError
+    from orchestrator.web.protocol import listening_socket
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        sock = listening_socket(host, port)
     except OSError as exc:
-        sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-    sock.listen(128)
     sock.set_inheritable(True)
     return sock

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 
 import anyio
@@ -48,7 +47,7 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
     import uvicorn
 
     from orchestrator.errors import ConfigError
-    from orchestrator.web.protocol import server_config
+    from orchestrator.web.protocol import listening_socket, server_config
     from orchestrator.web.security import RequestGuard
 
     app = RequestGuard(
@@ -57,12 +56,9 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
         max_body=MAX_BODY_BYTES,
         everything=True,
     )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart right after a stop
     try:
-        sock.bind((host, port))
+        sock = listening_socket(host, port)
     except OSError as exc:
-        sock.close()
         why = exc.strerror or str(exc)
         raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({why})") from None
     print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-import socket
 import sys
 import threading
 import time
@@ -52,15 +51,13 @@ def serve_question(
     """Serve `question` on a free loopback port; return its URL and the wait function."""
     import uvicorn
 
-    from orchestrator.web.protocol import server_config
+    from orchestrator.web.protocol import listening_socket, server_config
 
     page_id = secrets.token_urlsafe(24)
     done = threading.Event()
     result: list[UserReply] = []
     app = _app(question, page_id, result, done, allow_cancel=allow_cancel, title=title)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
+    sock = listening_socket("127.0.0.1", 0, backlog=16)
     port = sock.getsockname()[1]
     server = uvicorn.Server(
         server_config(app, log_level="warning", access_log=False, lifespan="off")

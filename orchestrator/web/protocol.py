@@ -1,4 +1,5 @@
-"""uvicorn's HTTP/1.1 protocol with a deadline on each request's headers.
+"""How our servers listen and speak HTTP/1.1: uvicorn's protocol with a deadline on each
+request's headers, on a socket whose connections send without delay.
 
 uvicorn limits how long a kept-alive connection may sit idle, but not how long a client
 may take to send a request line and its headers: a client that trickles them a byte at a
@@ -8,16 +9,24 @@ HEADER_SECONDS of connecting, or of the previous response; otherwise it is close
 request whose headers are in runs as long as it needs (a waiting tool call, a live page).
 
 Used by every server of ours: `serve`, `mcp --http`, the `--ui web` page.
+
+They bind their socket first (`listening_socket`, so a taken port is a clear error and
+`--port 0` is known before the server starts) and hand it to uvicorn. asyncio turns
+Nagle's algorithm off (TCP_NODELAY) only on connections accepted from a socket made with
+protocol IPPROTO_TCP; on one made with protocol 0, every response after the first on a
+kept-alive connection (a browser's next page, an MCP client's next call) waited about
+40 ms for the client's delayed acknowledgement.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HeaderDeadlineProtocol", "HEADER_SECONDS", "server_config"]
+__all__ = ["HeaderDeadlineProtocol", "HEADER_SECONDS", "server_config", "listening_socket"]
 
 HEADER_SECONDS = 10.0
 
@@ -64,3 +73,19 @@ def server_config(app: Any, **options: Any) -> Any:
     import uvicorn
 
     return uvicorn.Config(app, http=HeaderDeadlineProtocol, **options)
+
+
+def listening_socket(host: str, port: int, *, backlog: int = 128) -> socket.socket:
+    """A TCP socket bound to (`host`, `port`) and listening, for `uvicorn.Server.run(
+    sockets=[...])` (port 0: a free one, read back with `getsockname()`). OSError when it
+    cannot bind; the caller words it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # see above
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart right after a stop
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
