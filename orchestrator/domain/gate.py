@@ -59,6 +59,7 @@ __all__ = [
     "Event",
     "Resolution",
     "parts_from_object",
+    "question_open",
     "Part",
     "Ask",
     "Answer",
@@ -102,7 +103,7 @@ class GateState:
     @property
     def waiting(self) -> bool:
         """A question is open: surfaced, not yet answered, declined or cancelled."""
-        return self.used and not self.resolved and self.resolution != "cancelled"
+        return question_open(self.used, self.resolved, self.resolution)
 
     def apply(self, update: GateUpdate) -> GateState:
         """This state with the fields `update` names replaced (what the store persists)."""
@@ -111,6 +112,13 @@ class GateState:
     def part_of(self, key: str) -> Part | None:
         """The part that the reply `key` asked, if the question has parts."""
         return next((part for part in self.parts if key in part.keys), None)
+
+
+def question_open(used: Any, resolved: Any, resolution: str | None) -> bool:
+    """The one definition of an open question (GateState.waiting; in SQL,
+    store.views.OPEN_QUESTION_SQL), on the three values it reads: a row's columns need no
+    GateState built."""
+    return bool(used) and not resolved and resolution != "cancelled"
 
 
 def parts_from_object(question_object: Mapping[str, Any] | None) -> tuple[Part, ...]:

@@ -35,6 +35,7 @@ from orchestrator.store.views import (
     late_question,
     pending_question,
     state_from_row,
+    waiting,
 )
 
 __all__ = [
@@ -298,7 +299,7 @@ def resolve_answer(
 def cancel_question(tx: Tx, row: Any) -> bool:
     """Cancel the session through its open question (as the user's cancel); False when no
     question is open."""
-    if not state_from_row(row).waiting:
+    if not waiting(row):
         return False
     resolve_answer(tx, row, gate.Cancel(), source="user", choices=None, take=lambda: None)
     return True

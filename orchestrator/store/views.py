@@ -37,6 +37,7 @@ __all__ = [
     "owner_alive",
     "waiting_for_driver",
     "state_from_row",
+    "waiting",
     "iso",
     "iso_epoch",
 ]
@@ -132,11 +133,16 @@ def state_from_row(row: Any) -> gate.GateState:
     )
 
 
+def waiting(row: Any) -> bool:
+    """GateState.waiting of an orchestrator_state row, read off its columns."""
+    return gate.question_open(row.clarification_used, row.clarification_resolved, row.resolution)
+
+
 def pending_question(session: Any, state: Any) -> PendingQuestion | None:
     """The open question of a session that has not ended, or None."""
     if session.status not in ("paused", "running") or state.question_object is None:
         return None
-    if not state_from_row(state).waiting:
+    if not waiting(state):
         return None
     pending: dict[str, Any] = {
         **state.question_object,
@@ -170,7 +176,7 @@ def deadline_due(row: Any, now: float) -> bool:
         and not row.timed_out
         and row.deadline <= now
         and row.status in ("paused", "running")
-        and state_from_row(row).waiting
+        and waiting(row)
     )
 
 
