@@ -17,7 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["ROOT", "PYTHON", "Proc", "Run", "Row", "Sample", "orchestrator_cmd", "load", "ms"]
+__all__ = [
+    "ROOT",
+    "PYTHON",
+    "Proc",
+    "Run",
+    "Row",
+    "Sample",
+    "orchestrator_cmd",
+    "load",
+    "ms",
+    "summary",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -151,3 +162,17 @@ class Row(NamedTuple):
     target: str
     met: bool | None
     reproduce: str
+
+
+def summary(rows: list[Row]) -> None:
+    """The rows measured in this run: figures, target, met or not, the command again."""
+    print("\n== summary: the performance table, measured in this run")
+    python = Path(sys.executable)
+    shown = python.relative_to(Path.cwd()) if python.is_relative_to(Path.cwd()) else python
+    for number, row in enumerate(rows, 1):
+        verdict = {True: "met", False: "NOT met", None: "-"}[row.met]
+        print(f"{number}. {row.measure}")
+        for figure in row.figures:
+            print(f"     {figure}")
+        print(f"   target: {row.target}  [{verdict}]")
+        print(f"   reproduce: {shown} {row.reproduce}")

@@ -27,7 +27,7 @@ import long  # noqa: E402
 import reads  # noqa: E402
 import resume  # noqa: E402
 import sessions  # noqa: E402
-from proc import Proc, Row, load  # noqa: E402
+from proc import Proc, Row, load, summary  # noqa: E402
 
 FIGURES = ("reads", "biglist", "inprocess", "inprocess_pg", "resume", "bytes", "statements", "long")
 
@@ -75,22 +75,9 @@ def main(argv: Sequence[str]) -> int:
             print("\nnotes (unexpected exit codes or output; the figures above may be off):")
             for note in proc.notes:
                 print(f"  - {note}")
-    _summary(rows)
+    summary(rows)
     print(f"\n(benchmark took {time.perf_counter() - started:.0f} s; at the end: {load()})")
     return 0
-
-
-def _summary(rows: list[Row]) -> None:
-    print("\n== summary: the performance table, measured in this run")
-    python = Path(sys.executable)
-    shown = python.relative_to(Path.cwd()) if python.is_relative_to(Path.cwd()) else python
-    for number, row in enumerate(rows, 1):
-        verdict = {True: "met", False: "NOT met", None: "-"}[row.met]
-        print(f"{number}. {row.measure}")
-        for figure in row.figures:
-            print(f"     {figure}")
-        print(f"   target: {row.target}  [{verdict}]")
-        print(f"   reproduce: {shown} {row.reproduce}")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,17 @@
-"""Benchmarks of the web inbox (`orchestrator serve`). Prints figures; no pass/fail.
+"""Benchmarks of the web inbox (`orchestrator serve`). Prints figures, then a summary of
+issue 22's rows (ratio, target, met or not, the command again); always exits 0.
 
-  .venv/bin/python benchmarks/web.py [--quick] [--only-answer | --only-inbox]
+  .venv/bin/python benchmarks/web.py [--quick] [--only-answer | --only-pages | --only-inbox]
+                                     [--answers N]
 
 1. answer → first agent call: from the start of `POST /api/sessions/{id}/answer` to the
    moment the background run-on makes its first agent call (server in this process,
    uvicorn on loopback, a real SQLite file); and answer → session completed, as a ratio
    against the same answer given in-process (`Sessions.resume`, returning completed);
-2. the inbox with 10,000 sessions in the database (a third of them waiting): time to
-   first byte of `GET /` and of page 150 (by cursor), from `orchestrator serve` as a process;
+2. whole requests to `orchestrator serve` (a process) on 100,000 sessions, a third of them
+   waiting: the inbox `GET /` (page 1 and page 1,000 by cursor) and the JSON list
+   `GET /api/sessions?status=paused` (page 1 and page 300), against the same on 1 session
+   and on 1,000 (benchmarks/web_pages.py);
 3. memory (RSS) of an idle `orchestrator serve` process;
 4. the inbox's page in this process on 100,000 sessions (one in 3 waiting, and one in
    100): the store's reads of `GET /` (a page of 50 after its cursor, the waiting count
@@ -38,6 +42,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proc import Row, summary  # noqa: E402
+from web_pages import figure_pages  # noqa: E402
+
+TARGET_GROWTH_KIB = 1.0  # serve's RSS growth per answered session after warm-up, at most
 TOKEN = "bench-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -223,23 +232,6 @@ def start_server(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes],
     raise RuntimeError("the server did not start")
 
 
-def ttfb(base: str, path: str) -> float:
-    """Seconds from sending the request to the first byte of the response body."""
-    import http.client
-
-    host, port = base.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port))
-    started = time.perf_counter()
-    conn.request("GET", path, headers={**AUTH, "Host": f"{host}:{port}"})
-    response = conn.getresponse()
-    response.read(1)
-    first = time.perf_counter() - started
-    response.read()
-    conn.close()
-    assert response.status == 200, response.status
-    return first
-
-
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -257,8 +249,15 @@ def main() -> None:
             print("--answers takes a whole number, at least 10 (e.g. 10000)", file=sys.stderr)
             sys.exit(2)
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    tmp = Path(tempfile.mkdtemp())
+    home = tmp / "home"
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "share")}
+    rows: list[Row] = []
     if "--only-inbox" in sys.argv:
-        inbox_pages(Path(tempfile.mkdtemp()), 3 if quick else 7)
+        inbox_pages(tmp, 3 if quick else 7)
+        return
+    if "--only-pages" in sys.argv:
+        summary(figure_pages(sys.modules[__name__], tmp, env, 5 if quick else 15))
         return
     runs = 5 if quick else 20
     baseline = resume_in_process(runs)  # first: it warms this process's imports for both
@@ -273,30 +272,22 @@ def main() -> None:
         f"in-process Sessions.resume: median {statistics.median(baseline) * 1000:.1f} ms; "
         f"ratio {ratio:.2f}x (target <= 2x)"
     )
-    if "--only-answer" in sys.argv:
-        return
-
-    tmp = Path(tempfile.mkdtemp())
-    home = tmp / "home"
-    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "share")}
-    started = time.perf_counter()
-    fill(tmp / "big.db", 10_000)
-    print(f"   (10,000 sessions written in {time.perf_counter() - started:.2f} s)")
-    proc, base = start_server(str(tmp / "big.db"), env)
-    try:
-        ttfb(base, "/")  # warm
-        reps = 5 if quick else 15
-        first = [ttfb(base, "/") for _ in range(reps)]
-        late_path = f"/?after={cursor_of_page(tmp / 'big.db', 150)}"
-        late = [ttfb(base, late_path) for _ in range(reps)]
-        print(
-            f"2. inbox with 10,000 sessions, time to first byte: page 1 median "
-            f"{statistics.median(first) * 1000:.1f} ms, page 150 median "
-            f"{statistics.median(late) * 1000:.1f} ms ({reps} requests each)"
+    rows.append(
+        Row(
+            "answer POST -> session completed, through `serve`",
+            [
+                f"{ratio:.2f}x the same answer in-process ({statistics.median(done) * 1000:.1f}"
+                f" ms against {statistics.median(baseline) * 1000:.1f} ms)"
+            ],
+            "<= 2x in-process",
+            ratio <= 2,
+            "benchmarks/web.py --only-answer",
         )
-    finally:
-        proc.terminate()
-        proc.wait()
+    )
+    if "--only-answer" in sys.argv:
+        summary(rows)
+        return
+    rows += figure_pages(sys.modules[__name__], tmp, env, 5 if quick else 15)
     proc, base = start_server(str(tmp / "idle.db"), env)
     try:
         time.sleep(2)
@@ -305,11 +296,12 @@ def main() -> None:
         proc.terminate()
         proc.wait()
     inbox_pages(tmp, 3 if quick else 7)
-    serve_memory(tmp, env, answers or (300 if quick else 1000))
+    rows.append(serve_memory(tmp, env, answers or (300 if quick else 1000)))
+    summary(rows)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
-def serve_memory(tmp: Path, env: dict[str, str], count: int) -> None:
+def serve_memory(tmp: Path, env: dict[str, str], count: int) -> Row:
     import httpx
 
     from orchestrator.api import Sessions
@@ -340,6 +332,16 @@ def serve_memory(tmp: Path, env: dict[str, str], count: int) -> None:
         f"5. serve answering {count:,} sessions: RSS {marks[0]:.1f} MiB after {count // 10}, "
         f"{marks[-1]:.1f} MiB after all ({per:.2f} KiB per session after the first tenth); "
         f"each tenth: {' '.join(f'{mark:.1f}' for mark in marks)} MiB"
+    )
+    return Row(
+        f"`serve` memory while answering {count:,} sessions",
+        [
+            f"{per:.2f} KiB per answered session after the first tenth ({marks[0]:.1f} -> "
+            f"{marks[-1]:.1f} MiB)"
+        ],
+        f"flat after warm-up: <= {TARGET_GROWTH_KIB:g} KiB per session (it was 41)",
+        per <= TARGET_GROWTH_KIB,
+        f"benchmarks/web.py --answers {count}",
     )
 
 
