@@ -47,6 +47,32 @@ def test_a_persons_answer_is_fsynced_before_the_call_returns(
     assert any("INSERT INTO events" in s for s in statements[full:back])
 
 
+def test_a_new_session_reads_no_checkpoint_and_no_late_answer_before_it_asks(
+    traced: tuple[Sessions, list[str]],
+) -> None:
+    """A session its drive just created has no checkpoint until the drive writes one, and
+    no late answer before its gate's first decision: neither is read before then. Both are
+    read after: the run on from the question reads its checkpoint, and once a question was
+    asked a late answer may come."""
+    sessions, statements = traced
+    doc = sessions.start_scenario(EXAMPLES / "answered-question.yaml")
+    assert doc["status"] == "completed" and doc["questions_surfaced"] == 1
+
+    def where(fragment: str, *, select: bool = False) -> list[int]:
+        return [
+            i
+            for i, s in enumerate(statements)
+            if fragment in s and (not select or s.lstrip().upper().startswith("SELECT"))
+        ]
+
+    first_checkpoint = where("INTO checkpoints")[0]
+    asked = where("SET clarification_used = 1")[0]
+    checkpoint_reads = where("FROM checkpoints", select=True)
+    late_reads = where("SELECT question_object FROM orchestrator_state")
+    assert checkpoint_reads and checkpoint_reads[0] > first_checkpoint
+    assert late_reads and late_reads[0] > asked
+
+
 @pytest.mark.backends()
 def test_list_pages_through_the_api(db_url: str) -> None:
     """One SQL text for every backend (orchestrator.store.listing.page_sql)."""

@@ -24,7 +24,7 @@ from orchestrator.install_hints import install_extra
 from orchestrator.store.connect import sqlite_path
 from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx, configure_sqlite
 
-__all__ = ["checkpointer", "fenced", "StoreSaver"]
+__all__ = ["checkpointer", "fenced", "unwritten", "StoreSaver"]
 
 _setup_lock = threading.Lock()
 _set_up: set[str] = set()  # URLs whose checkpoint tables this process has set up
@@ -252,4 +252,30 @@ def fenced(saver: Any, check: Callable[[], None]) -> Any:
 
     saver.put = guarded_put
     saver.put_writes = guarded_put_writes
+    return saver
+
+
+def unwritten(saver: Any, thread_id: str) -> Any:
+    """`saver` for a session this drive created: its thread has no checkpoint until this
+    saver writes one, so LangGraph's reads of it are answered (None) without a query until
+    then. Wrapped on the instance, as `fenced` does."""
+    get_tuple, put, put_writes = saver.get_tuple, saver.put, saver.put_writes
+    written = threading.Event()
+
+    def first_get_tuple(config: Any) -> Any:
+        if not written.is_set() and config["configurable"].get("thread_id") == thread_id:
+            return None
+        return get_tuple(config)
+
+    def noted_put(*args: Any, **kwargs: Any) -> Any:
+        written.set()
+        return put(*args, **kwargs)
+
+    def noted_put_writes(*args: Any, **kwargs: Any) -> Any:
+        written.set()
+        return put_writes(*args, **kwargs)
+
+    saver.get_tuple = first_get_tuple
+    saver.put = noted_put
+    saver.put_writes = noted_put_writes
     return saver

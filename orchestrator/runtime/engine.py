@@ -68,15 +68,13 @@ class Engine:
 
     def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
         """Create a session and run it until it ends or pauses; return its id."""
+        stored = {**Settings().model_dump(), **settings}  # every limit stored
         claim, row = self.store.create(
-            task,
-            agents=backend.describe(),
-            settings={**Settings().model_dump(), **settings},  # every limit stored
-            owner=self.owner,
+            task, agents=backend.describe(), settings=stored, owner=self.owner
         )
         crash_point("session_created")
         self._drive(claim, backend, fresh=True, row=row)
-        self._scripted_late_at_end(claim.session_id)
+        self._scripted_late_at_end(claim.session_id, stored)
         return claim.session_id
 
     def answer(
@@ -143,7 +141,7 @@ class Engine:
             counts[agent] = counts.get(agent, 0) + kept  # recorded, not asked, on the way
         backend = load_backend(row.agents, counts)
         self._drive(claim, backend, fresh=False, row=row)
-        self._scripted_late_at_end(session_id)
+        self._scripted_late_at_end(session_id, row.settings or {})
         return self.store.view(session_id)
 
     def reconcile(self, session_id: str, *, hand_off: bool = False) -> dict[str, Any]:
@@ -159,13 +157,14 @@ class Engine:
         self._drive(claim, load_backend(row.agents, counts), fresh=False, row=row)
         return self.store.view(session_id)
 
-    def _scripted_late_at_end(self, session_id: str) -> None:
-        """A scenario's late answer scripted to come once the session has ended: recorded
-        (as a person's would be), and with `reconcile: true` reconciled at once."""
-        row = self.store.session(session_id)
-        scripted = (row.settings or {}).get("late_answer") or {}
+    def _scripted_late_at_end(self, session_id: str, settings: Mapping[str, Any]) -> None:
+        """A scenario's late answer scripted (in the session's `settings`) to come once the
+        session has ended: recorded (as a person's would be), and with `reconcile: true`
+        reconciled at once."""
+        scripted = settings.get("late_answer") or {}
         if not scripted or scripted.get("when", "ended") != "ended":
             return
+        row = self.store.session(session_id)
         if row.status not in late_tx.ENDED:
             return
         if late_tx.late_of(self.store, session_id) is not None:
@@ -195,7 +194,7 @@ class Engine:
         from langgraph.errors import GraphRecursionError
         from langgraph.types import Command
 
-        from orchestrator.runtime.checkpoints import checkpointer, fenced
+        from orchestrator.runtime.checkpoints import checkpointer, fenced, unwritten
         from orchestrator.runtime.graph import RunContext, compiled, initial_state
         from orchestrator.runtime.graph_state import reconciling_state
 
@@ -233,6 +232,8 @@ class Engine:
                     shares = self.store.shares(saver)
                     if not shares:
                         saver = fenced(saver, still_ours)
+                    if fresh:
+                        saver = unwritten(saver, session_id)
                     ctx = RunContext(
                         claim=claim,
                         task=row.task,
@@ -249,6 +250,7 @@ class Engine:
                         before_call=before_call,
                         activity=self.activity,
                         recorded={} if fresh else self.store.recorded_turns(session_id),
+                        fresh=fresh,
                         scripted_late=dict(scripted_late)
                         if scripted_late.get("when") == "running"
                         else None,

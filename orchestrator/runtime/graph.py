@@ -152,6 +152,7 @@ def join(state: GraphState) -> dict[str, Any]:
 
 def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
+    ctx.gate_reached.set()
     sid, store = ctx.session_id, ctx.store
     asks = sorted(state.get("asks", {}).values(), key=lambda a: gate.ask_order(a["agent"]))
     events = [_gate_ask(a) for a in asks]

@@ -135,6 +135,10 @@ class RunContext:
     spent: dict[str, int] = field(default_factory=dict)  # tokens_used(), kept up to date
     # A scenario's late answer that comes while the agents run (docs/late-answers.md).
     scripted_late: dict[str, Any] | None = None
+    # A session this drive created: until its gate's first decision (`gate_reached`) it
+    # has asked nothing, so it has no late answer to read.
+    fresh: bool = False
+    gate_reached: threading.Event = field(default_factory=threading.Event)
 
     @property
     def session_id(self) -> str:
@@ -153,6 +157,8 @@ class RunContext:
         scripted to come while the agents run, is recorded first)."""
         from orchestrator.store import late_tx
 
+        if self.fresh and not self.gate_reached.is_set():
+            return None  # nothing asked yet: nothing answered late
         if self.scripted_late is not None:
             state = self.store.gate_state(self.session_id)
             if state.resolved and state.resolution in ("declined", "timeout") and not state.late:

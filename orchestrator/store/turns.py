@@ -80,10 +80,9 @@ def record_reply(
     elif task is not None:
         round_, number, fields = task
         if row.round == round_:
-            values = values or {}  # the row changed: updated_at moves on
             merged = _merge_task(tx, session_id, number, fields)
             if merged is not None:  # written with the row's other values, below
-                values["tasks"] = merged
+                values = (values or {}) | {"tasks": merged}
     if values is not None:
         values["updated_at"] = utcnow()
         tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
@@ -93,7 +92,8 @@ def record_reply(
 # Task `number` is at index number - 1 of the board (the plan numbers its tasks from 1).
 _MERGE_TASK_SQLITE = (
     "UPDATE sessions SET tasks ="
-    " json_set(tasks, :path, json_patch(json_extract(tasks, :path), :fields))"
+    " json_set(tasks, :path, json_patch(json_extract(tasks, :path), :fields)),"
+    " updated_at = :updated_at"
     " WHERE id = :sid AND json_extract(tasks, :path || '.number') = :number"
 )
 
@@ -102,12 +102,13 @@ def _merge_task(
     tx: Tx, session_id: str, number: int, fields: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
     """Merge a developer's result into its task on the session's board. On SQLite the
-    database merges it in place (None): the board is neither read nor rewritten whole by
-    Python, so the cost of a call does not grow with the number of tasks; elsewhere the
-    board is read and merged, and returned for the caller to write back."""
+    database merges it in place, moving `updated_at` on in the same statement (None): the
+    board is neither read nor rewritten whole by Python, so the cost of a call does not
+    grow with the number of tasks; elsewhere the board is read and merged, and returned
+    for the caller to write back (with `updated_at`)."""
     if tx.dialect == "sqlite":
         params = {"path": f"$[{number - 1}]", "fields": fields, "sid": session_id}
-        if tx.run(_MERGE_TASK_SQLITE, params | {"number": number}) == 1:
+        if tx.run(_MERGE_TASK_SQLITE, params | {"number": number, "updated_at": utcnow()}) == 1:
             return None
     tasks = tx.scalar("SELECT tasks FROM sessions WHERE id = :sid", {"sid": session_id})
     return [{**t, **fields} if t["number"] == number else t for t in tasks]
