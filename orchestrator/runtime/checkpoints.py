@@ -263,7 +263,7 @@ def unwritten(saver: Any, thread_id: str) -> Any:
     written = threading.Event()
 
     def first_get_tuple(config: Any) -> Any:
-        if not written.is_set() and config["configurable"].get("thread_id") == thread_id:
+        if not written.is_set() and config.get("configurable", {}).get("thread_id") == thread_id:
             return None
         return get_tuple(config)
 
