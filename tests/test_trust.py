@@ -135,6 +135,12 @@ def test_a_database_password_never_reaches_a_hint_or_a_notification(
     assert "orchestrator resume" in from_env.stdout and "--db" not in from_env.stdout
     bodies = sorted(m["message"] for m in messages)
     assert sum("--db" in body for body in bodies) == 1  # only the run that was given --db
+    # `resume --no-run` prints the command that runs the answered session on here
+    sid = json.loads(cli("list", "--json", db=secret_url).stdout)[0]["session_id"]
+    handed = cli("resume", sid, "--choice", "1", "--no-run", db=secret_url)
+    assert handed.returncode == 0, handed.stderr
+    assert "or run it on here: orchestrator resume" in handed.stdout, handed.stdout
+    assert "postgres:***@" in handed.stdout and PASSWORD not in handed.stdout + handed.stderr
 
 
 def test_a_password_in_a_connection_error_is_masked() -> None:

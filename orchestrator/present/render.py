@@ -164,7 +164,7 @@ def _answer_args(question: Mapping[str, Any]) -> list[str]:
 
 def run_here_hint(session_id: str, db: str | None) -> str:
     """The command that runs a session waiting for a driver on in this terminal."""
-    argv = ["orchestrator", "resume", session_id] + (["--db", db] if db else [])
+    argv = ["orchestrator", "resume", session_id] + (["--db", mask_url(db)] if db else [])
     return "or run it on here: " + " ".join(shlex.quote(part) for part in argv)
 
 

@@ -130,7 +130,9 @@ def checkpointer(
         finally:
             own.close()
         return
-    raise ConfigError(f"no LangGraph checkpointer for database URL {url!r}")
+    from orchestrator.redact import mask_url
+
+    raise ConfigError(f"no LangGraph checkpointer for database URL {mask_url(url)!r}")
 
 
 def _postgres_saver_class() -> Any:
