@@ -122,6 +122,37 @@ def test_read_only_filesystem_resume_answer_exit_2_answer_not_kept(small_fs: Pat
     assert json.loads(done.stdout)["status"] == "completed"
 
 
+def test_read_only_filesystem_reconcile_exit_2_and_reconciles_once_writable(
+    small_fs: Path,
+) -> None:
+    """`resume --reconcile` meets a storage fault as `resume` does: exit 2, a message,
+    no traceback, nothing reopened; once writable, the round runs."""
+    import yaml
+
+    db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+    data = yaml.safe_load((EXAMPLES / "late-answer.yaml").read_text())
+    del data["late_answer"]  # declined, then ended: the late answer is given below
+    script = small_fs.parent / "declined.yaml"
+    script.write_text(yaml.safe_dump(data))
+    ran = cli("run", "--script", str(script), "--json", db=db)
+    assert ran.returncode == 0, ran.stderr
+    session_id = str(json.loads(ran.stdout)["session_id"])
+    late = cli("resume", session_id, "--choice", "Redis", "--json", db=db)
+    assert late.returncode == 0 and json.loads(late.stdout)["needs_review"], late.stderr
+    assert _mount("-o", "remount,ro", str(small_fs)).returncode == 0
+    result = cli("resume", session_id, "--reconcile", "--json", db=db)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    document = json.loads(result.stdout)
+    assert document["session_id"] == session_id
+    assert "cannot be written" in document["error"] or "cannot be opened" in document["error"]
+    assert _status(db, session_id)["needs_review"] is True  # nothing reopened
+    assert _mount("-o", "remount,rw", str(small_fs)).returncode == 0
+    done = invoke("resume", session_id, "--reconcile", "--json", db=db)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["late_answer"]["reconciled"] is not None
+
+
 def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:
     """The header's page count is ahead of the file (the pages are in the -wal): SQLite
     opens it, so the check must not advise restoring it from a backup."""

@@ -662,3 +662,23 @@ def test_esc_at_the_review_leaves_the_whole_question_open(tmp_path: Path) -> Non
     session = the_session(db)
     assert session["status"] == "paused"
     assert session["orchestrator_state"]["user_clarification_response"] is None
+
+
+def test_a_terminal_gone_at_the_review_leaves_the_question_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The terminal closing at the multi-part review (prompt_toolkit raises EOFError)
+    leaves the whole question open, as at a part's own prompt: nothing is sent and the
+    run goes on to pause, instead of a traceback ending it."""
+    from orchestrator.cli import terminal
+
+    def gone(*_args: Any) -> Any:
+        raise EOFError
+
+    monkeypatch.setattr(terminal, "_run", gone)
+    parts = [{"part": 1, "question": "Which cache?"}, {"part": 2, "question": "Which region?"}]
+    replies = [UserReply(choices=("Redis",)), UserReply(text="us-east")]
+    question = {"question": "two parts", "parts": parts}
+    picked = terminal._review(question, parts, replies, terminal._Deadline(None, False))
+    assert picked is terminal._LEAVE
+    assert "left open, to answer later (nothing was sent)" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -101,7 +102,12 @@ def test_an_old_page_number_goes_to_the_first_page(page: TestClient, sessions: S
     assert followed.status_code == 200 and sid in followed.text
 
 
-@pytest.mark.parametrize("cursor", ["garbage", "eyJhIjoxfQ", "WyJvIiwyLCJub3QgYSB0aW1lIiwiYSJd"])
+DEEP = base64.urlsafe_b64encode(b"[" * 5000).decode()  # json.loads would recurse too deep
+
+
+@pytest.mark.parametrize(
+    "cursor", ["garbage", "eyJhIjoxfQ", "WyJvIiwyLCJub3QgYSB0aW1lIiwiYSJd", DEEP]
+)
 def test_a_bad_cursor_is_a_clear_400_page(page: TestClient, cursor: str) -> None:
     r = page.get(f"/?after={cursor}")
     assert r.status_code == 400

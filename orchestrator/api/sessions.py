@@ -207,7 +207,11 @@ class Sessions:
         tasks, whose developers then run. With `run=False` the session is only reopened,
         for a driver (a worker, `serve`, `resume`), as `answer` leaves an answer.
         SessionNotWaiting when there is nothing to reconcile (docs/late-answers.md)."""
-        view = self._engine().reconcile(session_id, hand_off=not run)
+        engine = self._engine()
+        try:
+            view = engine.reconcile(session_id, hand_off=not run)
+        except Exception as exc:
+            raise _storage_failed(exc, session_id, None, engine) from exc
         return self._ended_on(session_id, view) if run else self.status(session_id)
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
@@ -337,9 +341,9 @@ def _model_options(
 def _storage_failed(
     exc: Exception, session_id: str, reply: UserReply | None, engine: Any
 ) -> Exception:
-    """A storage fault met by `resume` as the user's error, saying truthfully whether the
-    answer is stored: the engine marks `answered` once the answer's transaction committed.
-    Anything else is returned unchanged (and raised as it was)."""
+    """A storage fault met by `resume` (or `reconcile`) as the user's error, saying
+    truthfully whether the answer is stored: the engine marks `answered` once the answer's
+    transaction committed. Anything else is returned unchanged (and raised as it was)."""
     from orchestrator.api.database import storage_failure
     from orchestrator.errors import StorageFailed
 

@@ -105,6 +105,8 @@ def resume(
         ]
         if part:
             given = ["--part"] if not cancel else ["--part", "--cancel"]
+        if reconcile and "--cancel" in given:
+            raise ConfigError("give at most one of --reconcile, --cancel")
         if reconcile and (given or note is not None):
             first = given[0] if given else "--note"
             raise ConfigError(
@@ -115,7 +117,8 @@ def resume(
             raise ConfigError(f"give at most one of {', '.join(given)}")
         if no_run and not (answer is not None or choice or decline or part or reconcile):
             raise ConfigError(
-                "--no-run goes with --answer, --choice or --decline (the answer to commit)"
+                "--no-run goes with --answer, --choice, --part or --decline (the answer to "
+                "commit), or with --reconcile"
             )
         sessions = sessions_for(
             db,
@@ -148,7 +151,7 @@ def resume(
             else:
                 view = sessions.resume(session_id, reply)
     if no_run:
-        emit(as_json, view, handed_off_text(view, db))
+        emit(as_json, view, handed_off_text(view, db, reconcile=reconcile))
         raise typer.Exit(0)
     finish(as_json, view, db, question_shown=question_shown(session_id))
 

@@ -150,7 +150,10 @@ def _review(
         output=_output(),
         erase_when_done=True,
     )
-    picked = _run(prompt, deadline, "review")
+    try:
+        picked = _run(prompt, deadline, "review")
+    except EOFError:  # Ctrl+D, or the terminal went away: left open, as at a part's prompt
+        picked = _LEAVE
     if picked is _SEND or isinstance(picked, int):
         return picked
     left = picked is _LEAVE

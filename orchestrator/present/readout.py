@@ -45,9 +45,11 @@ def status_text(view: Mapping[str, Any], db: str | None) -> str:
     return text
 
 
-def handed_off_text(view: Mapping[str, Any], db: str | None) -> str:
-    """What `resume --no-run` prints: the answer is committed, nothing ran."""
-    text = "answer committed; no agent ran here\n" + session_text(view)
+def handed_off_text(view: Mapping[str, Any], db: str | None, *, reconcile: bool = False) -> str:
+    """What `resume --no-run` prints: the answer is committed (or, with `reconcile`, the
+    session reopened for its reconciliation round), nothing ran."""
+    done = "reopened to reconcile its late answer" if reconcile else "answer committed"
+    text = f"{done}; no agent ran here\n" + session_text(view)
     if view.get("waiting_for_driver"):
         text += "\n  " + run_here_hint(str(view["session_id"]), db)
     return text

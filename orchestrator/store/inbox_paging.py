@@ -32,6 +32,7 @@ __all__ = ["InboxPage", "inbox_page", "waiting_count", "encode_cursor", "decode_
 
 InboxPage = tuple[list[dict[str, Any]], str | None]
 RUNS = ("t", "u", "o")
+MAX_CURSOR = 512  # characters
 
 _COLUMNS = ", ".join(f"{table}.{column}" for table, column in LISTED)
 # The open question first (CROSS JOIN: SQLite keeps this join order, so it starts from the
@@ -95,6 +96,8 @@ def decode_cursor(cursor: str) -> tuple[str, int, dict[str, Any]]:
         f"not an inbox cursor: {cursor[:40]!r}{'…' if len(cursor) > 40 else ''};"
         " open the inbox's first page and follow its links"
     )
+    if len(cursor) > MAX_CURSOR:  # ours are ~100 characters; deep JSON would recurse
+        raise bad
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         keys = json.loads(raw)

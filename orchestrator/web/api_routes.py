@@ -51,6 +51,7 @@ class AnswerBody(BaseModel):
     )
     parts: list[PartAnswer] | None = Field(
         None,
+        min_length=1,
         description="A multi-part question's answers, one per part in part order, each "
         'exactly one of answer, choices, action ("decline").',
     )
