@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "question_parts",
     "Check",
     "Verdict",
     "judge",
@@ -65,8 +66,9 @@ class Check:
         }
 
 
-def _parts(question: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The question's parts: its `parts`, or the question itself as part 1."""
+def question_parts(question: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The question's parts: its `parts`, or the question itself as part 1 (asked by its
+    asker)."""
     parts = question.get("parts") or []
     return list(parts) if parts else [{**question, "part": 1, "askers": [question.get("asked_by")]}]
 
@@ -113,7 +115,7 @@ def judge(
     `about` (a key); `after_question`: recorded after the question was asked);
     `plan`: the task numbers planned so far. Assumptions unrelated to the question are
     left out."""
-    parts = _parts(question)
+    parts = question_parts(question)
     checks: list[Check] = []
     for entry in assumptions:
         part = _part_for(entry, parts)

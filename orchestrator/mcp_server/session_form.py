@@ -19,17 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.api import Reply
+from orchestrator.domain.reconcile import question_parts
 from orchestrator.errors import InvalidAnswer
 
 __all__ = ["NOTE_FIELD", "form_of", "reply_of"]
 
 NOTE_FIELD = "note"
-
-
-def _parts(question: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The question's parts; a question without parts is its own one part."""
-    parts = question.get("parts") or []
-    return list(parts) if parts else [{**question, "part": 1}]
 
 
 def _name(part: Mapping[str, Any], suffix: str = "") -> str:
@@ -38,7 +33,7 @@ def _name(part: Mapping[str, Any], suffix: str = "") -> str:
 
 def form_of(session_id: str, task: str, question: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The form's message and its requested schema."""
-    parts = _parts(question)
+    parts = question_parts(question)
     properties: dict[str, Any] = {}
     for part in parts:
         askers = ", ".join(part.get("askers") or [part.get("asked_by") or "an agent"])
@@ -91,7 +86,7 @@ def reply_of(question: Mapping[str, Any], content: Mapping[str, Any]) -> Any:
     question when it is given, as every door's)."""
     note = content.get(NOTE_FIELD)
     note = note.strip() or None if isinstance(note, str) else None
-    replies = [_part_reply(part, content) for part in _parts(question)]
+    replies = [_part_reply(part, content) for part in question_parts(question)]
     if not question.get("parts"):
         (only,) = replies
         return Reply(action=only.action, text=only.text, choices=only.choices, note=note)

@@ -167,12 +167,11 @@ class Engine:
         row = self.store.session(session_id)
         if row.status not in late_tx.ENDED:
             return
-        if late_tx.late_of(self.store, session_id) is not None:
-            return
         try:
             self.store.resolve(session_id, self.owner, from_scripted(scripted), source="script")
         except SessionNotWaiting:
-            return  # the question was answered in time (or never asked): nothing is late
+            # answered in time (or never asked): nothing is late; or already recorded
+            return
         if scripted.get("reconcile") and self.store.view(session_id)["needs_review"]:
             self.reconcile(session_id)
 

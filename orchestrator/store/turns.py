@@ -80,35 +80,37 @@ def record_reply(
     elif task is not None:
         round_, number, fields = task
         if row.round == round_:
-            merged = _merge_task(tx, session_id, number, fields)
-            if merged is not None:  # written with the row's other values, below
-                values = (values or {}) | {"tasks": merged}
+            merged = _merge_task(tx, session_id, number, fields, values or {})
+            # None: merged with the row's other values and `updated_at`, all written
+            values = None if merged is None else (values or {}) | {"tasks": merged}
     if values is not None:
         values["updated_at"] = utcnow()
         tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
     return turn
 
 
-# Task `number` is at index number - 1 of the board (the plan numbers its tasks from 1).
+# Task `number` is at index number - 1 of the board (the plan numbers its tasks from 1);
+# `{also}`: the row's other new values, set in the same statement.
 _MERGE_TASK_SQLITE = (
     "UPDATE sessions SET tasks ="
     " json_set(tasks, :path, json_patch(json_extract(tasks, :path), :fields)),"
-    " updated_at = :updated_at"
+    " updated_at = :updated_at{also}"
     " WHERE id = :sid AND json_extract(tasks, :path || '.number') = :number"
 )
 
 
 def _merge_task(
-    tx: Tx, session_id: str, number: int, fields: dict[str, Any]
+    tx: Tx, session_id: str, number: int, fields: dict[str, Any], also: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
     """Merge a developer's result into its task on the session's board. On SQLite the
-    database merges it in place, moving `updated_at` on in the same statement (None): the
-    board is neither read nor rewritten whole by Python, so the cost of a call does not
-    grow with the number of tasks; elsewhere the board is read and merged, and returned
-    for the caller to write back (with `updated_at`)."""
+    database merges it in place, writing `also` (the usage) and `updated_at` in the same
+    statement (None): the board is neither read nor rewritten whole by Python, so the
+    cost of a call does not grow with the number of tasks; elsewhere the board is read and
+    merged, and returned for the caller to write back (with `also` and `updated_at`)."""
     if tx.dialect == "sqlite":
+        sql = _MERGE_TASK_SQLITE.format(also="".join(f", {name} = :{name}" for name in also))
         params = {"path": f"$[{number - 1}]", "fields": fields, "sid": session_id}
-        if tx.run(_MERGE_TASK_SQLITE, params | {"number": number, "updated_at": utcnow()}) == 1:
+        if tx.run(sql, params | also | {"number": number, "updated_at": utcnow()}) == 1:
             return None
     tasks = tx.scalar("SELECT tasks FROM sessions WHERE id = :sid", {"sid": session_id})
     return [{**t, **fields} if t["number"] == number else t for t in tasks]
