@@ -132,7 +132,7 @@ def figure_pages(web: Any, tmp: Path, env: dict[str, str], reps: int) -> list[Ro
             ],
             f"<= {TARGET_INBOX:g}x the 1-session page (as the issue words it)",
             max(inbox[:2]) <= TARGET_INBOX,
-            f"{REPRODUCE}",
+            REPRODUCE,
         ),
         Row(
             f"`GET /api/sessions?status=paused` with {BIG:,} sessions, page 1 / page 300",
@@ -143,6 +143,6 @@ def figure_pages(web: Any, tmp: Path, env: dict[str, str], reps: int) -> list[Ro
             ],
             f"paged like `list`: <= {TARGET_LIST:g}x the same page on {SMALL:,} sessions",
             max(listed[2:]) <= TARGET_LIST,
-            f"{REPRODUCE}",
+            REPRODUCE,
         ),
     ]

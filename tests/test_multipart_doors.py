@@ -82,7 +82,8 @@ def test_mcp_answer_session_takes_one_answer_per_part(tmp_path: Path) -> None:
         ("answer_session", {"session_id": sid, "parts": [{"answer": "x"}]}),
         ("answer_session", {"session_id": sid, "parts": PARTS}),
     )
-    assert bad["ok"] is False and "part" in bad["error"]["message"], bad
+    assert bad["ok"] is False, bad
+    assert bad["error"]["message"] == "this question has 2 parts; got answers for 1", bad
     assert good["ok"] is True, good
     assert good["data"]["status"] == "completed"
     assert delivered(str(db), sid)["developer-2"] == "us-east"

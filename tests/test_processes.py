@@ -795,7 +795,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
          *harness.argv("run", "--script", str(harness.script))],
         env=harness.env(
             # One slow call holds the session over two resumes more than a lease apart.
-            HARNESS_SLOW="developer-1", HARNESS_DELAY="5.5", ORCHESTRATOR_LEASE_SECONDS="2"
+            HARNESS_SLOW="developer-1", HARNESS_DELAY="5.5", ORCHESTRATOR_LEASE_SECONDS="3"
         ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
@@ -814,7 +814,7 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
             assert "being resumed elsewhere" in refused.stderr
             assert "takeover is possible in" in refused.stderr
             refusals += 1
-            time.sleep(2.5)
+            time.sleep(3.2)  # more than a lease (3 s): its heartbeats renewed it
         stdout, stderr = owner.communicate(timeout=120)
         assert refusals >= 1, "the owner must still have been running at the first resume"
     finally:

@@ -558,7 +558,8 @@ def run_scenario(
                     taken = Engine(store, url).resume(session_id, late)
                     assert taken["status"] == ended["status"]
                     assert taken["orchestrator_state"] == ended["orchestrator_state"]
-                    assert taken["late_answer"]["response"]
+                    sent = late.choices[0] if late.choices else late.text
+                    assert taken["late_answer"]["response"] == sent
                     log = _event_rows(store, session_id)
                     assert [r["kind"] for r in log[-1:]] == ["late_answer"]
                 for attempt in (None, _user_reply("answer"), _user_reply("decline")):
