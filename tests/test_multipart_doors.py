@@ -61,6 +61,8 @@ def test_the_json_api_refuses_a_bad_part_with_the_cores_message(
         assert bad_choice.status_code == 422
         assert bad_choice.json()["error"].startswith("part 1: ")
         assert "Mongo" in bad_choice.json()["error"]
+        no_parts = client.post(url, json={"parts": []})
+        assert no_parts.status_code == 422 and "parts" in no_parts.json()["error"], no_parts.text
         too_few = client.post(url, json={"parts": [{"action": "decline"}]})
         assert too_few.json() == {"error": "this question has 2 parts; got answers for 1"}
         two_kinds = client.post(url, json={"parts": PARTS, "answer": "Redis"})
