@@ -73,3 +73,19 @@ def test_decode_row_leaves_values_other_databases_decoded() -> None:
     row = decode_row(("payload", "created_at", "task"), (already, None, '{"not": "json col"}'))
     assert row.payload is already and row.created_at is None
     assert row.task == '{"not": "json col"}'  # only the JSON columns are parsed
+
+
+def test_a_row_reads_its_columns_as_attributes_and_keys_and_nothing_else() -> None:
+    row = decode_row(("id", "status", "items", "owner"), ("s1", "paused", "col", None))
+    assert (row.id, row.status, row.owner) == ("s1", "paused", None)
+    assert row["items"] == "col" and list(row.items())[0] == ("id", "s1")  # a method still
+    row["status"] = "running"  # the attribute reads the mapping, not a copy
+    assert row.status == "running"
+    assert getattr(row, "last_error", "absent") == "absent"  # not selected: AttributeError
+    with pytest.raises(AttributeError):
+        row.last_error  # noqa: B018
+    other = decode_row(("id",), ("s2",))
+    assert getattr(other, "status", None) is None  # another query's columns are its own
+    assert type(other) is not type(row)
+    assert type(row) is type(decode_row(tuple(row), tuple(row.values())))  # one class a list
+    assert dict(row) == {"id": "s1", "status": "running", "items": "col", "owner": None}

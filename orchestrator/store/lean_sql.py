@@ -26,7 +26,7 @@ from orchestrator.store.connect import (
     resolve_url,
 )
 from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
-from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_row
+from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_rows
 from orchestrator.store.views import deadline_due, event_view, session_view
 
 __all__ = ["NeedsFullPath", "LeanFile", "sqlite_file", "status", "events", "page"]
@@ -76,8 +76,7 @@ class LeanFile:
 
 
 def _rows(cursor: sqlite3.Cursor) -> list[Row]:
-    names = tuple(d[0] for d in cursor.description)
-    return [decode_row(names, values) for values in cursor]
+    return list(decode_rows(tuple(d[0] for d in cursor.description), cursor))
 
 
 _EVENTS_SQL = "SELECT created_at, kind, agent, payload FROM events WHERE session_id = :id"
@@ -123,6 +122,5 @@ def page(
     sql = page_sql(status=status is not None, after=after is not None, limit=limit is not None)
     cursor = conn.execute(sql, params)
     names = tuple(d[0] for d in cursor.description)
-    for values in cursor:  # one at a time: `--all --json` streams any number of sessions
-        row = decode_row(names, values)
+    for row in decode_rows(names, cursor):  # one at a time: `--all --json` streams any number
         yield session_view(row, row)

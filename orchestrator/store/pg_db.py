@@ -36,7 +36,7 @@ from psycopg.types.json import Json
 
 from orchestrator.errors import DatabaseUnavailable
 from orchestrator.store._pg import connect_options, connection_error, is_connection_failure
-from orchestrator.store.sql import JSON_COLUMNS, Row, decode_row
+from orchestrator.store.sql import JSON_COLUMNS, Row, decode_row, decode_rows
 
 __all__ = ["PgDb", "PgTx"]
 
@@ -103,8 +103,7 @@ class PgTx:
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         cursor = self._execute(sql, params)
-        names = _names(cursor)
-        return [decode_row(names, values) for values in cursor.fetchall()]
+        return list(decode_rows(_names(cursor), cursor.fetchall()))
 
     def first(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
         cursor = self._execute(sql, params)

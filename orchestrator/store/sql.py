@@ -23,9 +23,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,6 +42,8 @@ __all__ = [
     "configure_sqlite",
     "sqlite_time",
     "decode_row",
+    "decode_rows",
+    "row_type",
 ]
 
 ENV_BUSY_TIMEOUT = "ORCHESTRATOR_SQLITE_BUSY_TIMEOUT"
@@ -102,7 +106,12 @@ TIME_COLUMNS = frozenset(
 
 
 class Row(dict[str, Any]):
-    """A result row: by column name as a mapping and as attributes (`row.status`)."""
+    """A result row: by column name as a mapping and as attributes (`row.status`).
+
+    A decoded row is of its column list's own subclass (`row_type`), where each column
+    is a property reading the mapping: an attribute read costs a C call, not the failed
+    lookup and Python call of `__getattr__` (a listed session's view reads ~35 a row).
+    `__getattr__` is left for names a query did not select."""
 
     __slots__ = ()
 
@@ -113,9 +122,27 @@ class Row(dict[str, Any]):
             raise AttributeError(name) from None
 
 
-def decode_row(names: tuple[str, ...], values: tuple[Any, ...] | Any) -> Row:
+_ROW_NAMES = frozenset(dir(Row))  # a column never hides a mapping method (`row.items`)
+
+
+@lru_cache(maxsize=1024)  # one per distinct column list: the store's queries are fixed text
+def row_type(names: tuple[str, ...]) -> type[Row]:
+    """The Row subclass of rows with these columns."""
+    columns = {name: property(itemgetter(name)) for name in names if name not in _ROW_NAMES}
+    return type("Row", (Row,), {"__slots__": (), **columns})
+
+
+def decode_rows(names: tuple[str, ...], rows: Iterable[tuple[Any, ...] | Any]) -> Iterator[Row]:
+    """Rows from raw values, all with the columns `names` (see decode_row)."""
+    kind = row_type(names)
+    return (decode_row(names, values, kind) for values in rows)
+
+
+def decode_row(
+    names: tuple[str, ...], values: tuple[Any, ...] | Any, kind: type[Row] | None = None
+) -> Row:
     """A Row from raw values: JSON text parsed, time text made datetimes."""
-    row = Row(zip(names, values, strict=True))
+    row = (kind or row_type(names))(zip(names, values, strict=True))
     for name, value in row.items():
         if type(value) is str:
             if name in JSON_COLUMNS:
@@ -187,7 +214,7 @@ class _SqliteTx:
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         cursor = self._execute(sql, params)
         names = tuple(d[0] for d in cursor.description)
-        return [decode_row(names, values) for values in cursor.fetchall()]
+        return list(decode_rows(names, cursor.fetchall()))
 
     def first(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
         cursor = self._execute(sql, params)

@@ -96,7 +96,7 @@ def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is None:  # SQLite hands back naive datetimes; we only ever write UTC
-        value = value.replace(tzinfo=UTC)
+        return f"{value.isoformat()}Z"
     return value.isoformat().replace("+00:00", "Z")
 
 
