@@ -374,3 +374,18 @@ def test_inbox_pages_keep_one_order_across_waiting_and_ended_sessions(
             if cursor is None:
                 break
         assert walked == expected, size
+
+
+def test_the_templates_read_dict_keys_as_jinja_does() -> None:
+    from jinja2 import Environment
+
+    from orchestrator.web.pages import page_templates
+
+    source = (
+        "{{ d.status }}|{{ d.missing }}|{{ d['status'] }}|{{ d.items is callable }}"
+        "|{{ d.get('status') }}|{{ n.real }}|{{ d.nested.deep }}"
+    )
+    context = {"d": {"status": "paused", "items": "a key", "nested": {"deep": 1}}, "n": 3}
+    ours = page_templates().from_string(source).render(**context)
+    assert ours == "paused||paused|True|paused|3|1"  # a key never hides a dict method
+    assert ours == Environment(autoescape=True).from_string(source).render(**context)

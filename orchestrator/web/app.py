@@ -36,8 +36,6 @@ class Web:
     """What every route needs: the settings, the session API, the runner, the templates."""
 
     def __init__(self, config: WebConfig, sessions: Any = None) -> None:
-        from jinja2 import Environment, FileSystemLoader, select_autoescape
-
         from orchestrator.api import Sessions
 
         self.config = config
@@ -58,13 +56,9 @@ class Web:
             self.notifier.bind(self.sessions)
         self.runner = Runner(self.sessions, config.workers)
         self.started_at = time.time()
-        self.templates = Environment(
-            loader=FileSystemLoader(HERE / "templates"),
-            autoescape=select_autoescape(default=True, default_for_string=True),
-        )
-        from orchestrator.web.pages import FILTERS
+        from orchestrator.web.pages import page_templates
 
-        self.templates.filters.update(FILTERS)
+        self.templates = page_templates()
 
     @property
     def inbox(self) -> Inbox:

@@ -99,18 +99,13 @@ def _app(
 ) -> Any:
     from fastapi import FastAPI
     from fastapi.staticfiles import StaticFiles
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     from orchestrator.web.config import HERE, LOOPBACK_NAMES
     from orchestrator.web.forms import reply_from_form
-    from orchestrator.web.pages import FILTERS
+    from orchestrator.web.pages import page_templates
     from orchestrator.web.security import HostCheck, csrf_key, csrf_ok, csrf_value, set_cookies
 
-    templates = Environment(
-        loader=FileSystemLoader(HERE / "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
-    )
-    templates.filters.update(FILTERS)
+    templates = page_templates()
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.csrf_key = csrf_key()
     app.add_middleware(HostCheck, names=LOOPBACK_NAMES)

@@ -14,9 +14,11 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.errors import OrchestratorError, UserError
+from orchestrator.web.config import HERE
 from orchestrator.web.http_errors import ApiError, status_of
 from orchestrator.web.security import (
     TOKEN_COOKIE,
@@ -27,7 +29,7 @@ from orchestrator.web.security import (
     token_ok,
 )
 
-__all__ = ["router", "render", "error_page", "FILTERS", "page_auth", "time_left"]
+__all__ = ["router", "render", "error_page", "page_templates", "page_auth", "time_left"]
 
 ENDED = ("completed", "failed", "cancelled")
 
@@ -152,6 +154,33 @@ FILTERS = {
     "driver_note": _driver_note,
     "usage_text": _usage_text,
 }
+_DICT_NAMES = frozenset(dir(dict))
+
+
+class _Templates(Environment):
+    """Jinja reads `s.status` as an attribute first, then as a key; the pages are given
+    plain dicts, so every such read raised and caught an AttributeError (half the inbox's
+    rendering). Here a dict's key comes first, where no dict method has that name (the
+    result is Jinja's either way)."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_NAMES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
+def page_templates() -> Environment:
+    """The pages' templates (autoescaped), with their filters."""
+    templates = _Templates(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        auto_reload=False,  # they ship with the package: no stat of each file per page
+    )
+    templates.filters.update(FILTERS)
+    return templates
 
 
 @router.get("/")
