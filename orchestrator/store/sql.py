@@ -114,6 +114,8 @@ class Row(dict[str, Any]):
     `__getattr__` is left for names a query did not select."""
 
     __slots__ = ()
+    _json: tuple[str, ...] = ()  # its JSON columns and time columns, decoded once read
+    _times: tuple[str, ...] = ()
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -129,7 +131,11 @@ _ROW_NAMES = frozenset(dir(Row))  # a column never hides a mapping method (`row.
 def row_type(names: tuple[str, ...]) -> type[Row]:
     """The Row subclass of rows with these columns."""
     columns = {name: property(itemgetter(name)) for name in names if name not in _ROW_NAMES}
-    return type("Row", (Row,), {"__slots__": (), **columns})
+    decoded = {
+        "_json": tuple(name for name in names if name in JSON_COLUMNS),
+        "_times": tuple(name for name in names if name in TIME_COLUMNS),
+    }
+    return type("Row", (Row,), {"__slots__": (), **columns, **decoded})
 
 
 def decode_rows(names: tuple[str, ...], rows: Iterable[tuple[Any, ...] | Any]) -> Iterator[Row]:
@@ -141,14 +147,15 @@ def decode_rows(names: tuple[str, ...], rows: Iterable[tuple[Any, ...] | Any]) -
 def decode_row(
     names: tuple[str, ...], values: tuple[Any, ...] | Any, kind: type[Row] | None = None
 ) -> Row:
-    """A Row from raw values: JSON text parsed, time text made datetimes."""
+    """A Row from raw values: JSON text parsed, time text made datetimes (values another
+    database's driver decoded already are left as they are)."""
     row = (kind or row_type(names))(zip(names, values, strict=True))
-    for name, value in row.items():
-        if type(value) is str:
-            if name in JSON_COLUMNS:
-                row[name] = json.loads(value)
-            elif name in TIME_COLUMNS:
-                row[name] = datetime.fromisoformat(value)
+    for name in row._json:
+        if type(value := row[name]) is str:
+            row[name] = json.loads(value)
+    for name in row._times:
+        if type(value := row[name]) is str:
+            row[name] = datetime.fromisoformat(value)
     return row
 
 
