@@ -586,7 +586,17 @@ def test_a_stalled_session_says_how_to_retry_or_stop() -> None:
     }
     text = session_text(view)
     assert "stalled (no process is driving it): openai: connection refused" in text
-    assert "orchestrator resume abc123" in text and "orchestrator cancel abc123" in text
+    assert "retry with: orchestrator resume abc123   stop with: orchestrator cancel abc123" in text
+    # Given --db, the commands name it (its password masked) so that they run as printed.
+    url = "postgresql://bob:hunter2@db.example/orch"
+    text = session_text(view, url)
+    masked = "--db 'postgresql://bob:***@db.example/orch'"
+    assert f"retry with: orchestrator resume abc123 {masked}" in text
+    assert f"stop with: orchestrator cancel abc123 {masked}" in text and "hunter2" not in text
+    late = {"response": "Redis", "needs_review": True, "reconciled": None, "checks": []}
+    ended = view | {"status": "completed", "stalled": False, "needs_review": True}
+    text = session_text(ended | {"late_answer": late}, url)
+    assert f"reconcile with: orchestrator resume abc123 {masked} --reconcile" in text
     assert "stalled: openai: connection refused" in list_table([view])
     failed = {"kind": "agent_failed", "agent": "pm", "error": "connection refused"}
     assert event_line(failed) == "pm's call failed: connection refused"

@@ -281,7 +281,8 @@ def test_the_command_line_takes_the_late_answer_and_reconciles(tmp_path: Path) -
     assert mixed.returncode == 2 and "--reconcile goes alone" in mixed.stderr
     late = invoke("resume", sid, "--choice", "Redis", db=db)
     assert late.returncode == 0, late.stderr
-    assert "(needs review)" in late.stdout and f"resume {sid} --reconcile" in late.stdout
+    hint = f"reconcile with: orchestrator resume {sid} --db {db} --reconcile"  # runs as shown
+    assert "(needs review)" in late.stdout and hint in late.stdout
     assert "NEEDS REVIEW (late answer)" in invoke("list", db=db).stdout
     done = invoke("resume", sid, "--reconcile", db=db)
     assert done.returncode == 0, done.stderr

@@ -141,6 +141,10 @@ def test_a_database_password_never_reaches_a_hint_or_a_notification(
     assert handed.returncode == 0, handed.stderr
     assert "or run it on here: orchestrator resume" in handed.stdout, handed.stdout
     assert "postgres:***@" in handed.stdout and PASSWORD not in handed.stdout + handed.stderr
+    # `list`'s next-page command repeats --db, masked
+    paged = cli("list", "--limit", "1", db=secret_url)
+    assert paged.returncode == 0 and "more sessions: orchestrator list --after" in paged.stderr
+    assert "postgres:***@" in paged.stderr and PASSWORD not in paged.stdout + paged.stderr
 
 
 def test_a_password_in_a_connection_error_is_masked() -> None:

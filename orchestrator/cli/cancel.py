@@ -25,7 +25,7 @@ def cancel(
     process lives stops before its next agent call."""
     with user_errors(as_json):
         view = sessions_for(db, session_id=session_id).cancel(session_id)
-    text = session_text(view)
+    text = session_text(view, db)
     if view.get("cancel_requested"):
         text += "\n  the session stops before its next agent call"
     emit(as_json, view, text)

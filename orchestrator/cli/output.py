@@ -165,7 +165,7 @@ def finish(
             EXIT_BAD_INPUT,
         )
     code = EXIT_CODES.get(view["status"], 1)
-    text = session_text(view)
+    text = session_text(view, db)
     if view["status"] == "paused" and view["pending_question"]:
         hint = answer_hint(view, db, question_shown=question_shown)
         if as_json:

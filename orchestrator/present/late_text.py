@@ -23,8 +23,9 @@ def late_tally(checks: list[Mapping[str, Any]]) -> str:
     return ", ".join(f"{counts[v]} {w}" for v, w in words.items() if counts.get(v))
 
 
-def late_lines(view: Mapping[str, Any]) -> list[str]:
-    """A late answer: what it said, each assumption it was held against, what became of it."""
+def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
+    """A late answer: what it said, each assumption it was held against, what became of
+    it; `reconcile`: the command that reconciles it, for one that needs review."""
     late = view["late_answer"]
     lines = [f"  late answer ({late.get('source', 'user')}): {clip(late['response'])}"]
     for check in late.get("checks") or []:
@@ -39,9 +40,7 @@ def late_lines(view: Mapping[str, Any]) -> list[str]:
             f"  reconciled by {done['by']}: {done['outcome']}" + (f" ({tasks})" if tasks else "")
         )
     elif view.get("needs_review"):
-        lines.append(
-            f"  NEEDS REVIEW: reconcile with: orchestrator resume {view['session_id']} --reconcile"
-        )
+        lines.append(f"  NEEDS REVIEW: reconcile with: {reconcile}")
     elif late.get("needs_review") and view["status"] == "running":
         lines.append(
             "  the PM is told on its next turn"

@@ -18,6 +18,7 @@ from orchestrator.present.render import (
     run_here_hint,
     session_text,
 )
+from orchestrator.redact import mask_url
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -35,7 +36,7 @@ DEFAULT_LIMIT = 50
 def status_text(view: Mapping[str, Any], db: str | None) -> str:
     """What `status` prints: the session, when it started and last changed, and for a
     waiting one how to answer."""
-    first, _, rest = session_text(view).partition("\n")
+    first, _, rest = session_text(view, db).partition("\n")
     started, changed = relative(view.get("created_at")), relative(view.get("updated_at"))
     text = f"{first}\n  started {started}, last change {changed}\n{rest}"
     if view["pending_question"]:
@@ -49,7 +50,7 @@ def handed_off_text(view: Mapping[str, Any], db: str | None, *, reconcile: bool 
     """What `resume --no-run` prints: the answer is committed (or, with `reconcile`, the
     session reopened for its reconciliation round), nothing ran."""
     done = "reopened to reconcile its late answer" if reconcile else "answer committed"
-    text = f"{done}; no agent ran here\n" + session_text(view)
+    text = f"{done}; no agent ran here\n" + session_text(view, db)
     if view.get("waiting_for_driver"):
         text += "\n  " + run_here_hint(str(view["session_id"]), db)
     return text
@@ -76,5 +77,5 @@ def next_page_hint(last_id: str, *, status: str | None, limit: int, db: str | No
     if limit != DEFAULT_LIMIT:
         argv += ["--limit", str(limit)]
     if db:
-        argv += ["--db", db]
+        argv += ["--db", mask_url(db)]
     return "more sessions: " + " ".join(shlex.quote(part) for part in argv)

@@ -20,6 +20,7 @@ __all__ = [
     "relative",
     "summary_line",
     "run_here_hint",
+    "command_line",
     "driver_note",
     "WAITING_FOR_DRIVER",
     "usage_text",
@@ -137,19 +138,22 @@ def question_text(question: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def command_line(verb: str, session_id: str, db: str | None, *args: str) -> str:
+    """`orchestrator VERB ID [--db URL] ARGS...` as one shell-quoted line to copy: with
+    the database the command was given (its password masked), or none (the default, or
+    $ORCHESTRATOR_DB, which the copied command reads again)."""
+    argv = ["orchestrator", verb, session_id, *(["--db", mask_url(db)] if db else []), *args]
+    return " ".join(shlex.quote(part) for part in argv)
+
+
 def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) -> str:
     """The exact command that answers `question`."""
-    base = ["orchestrator", "resume", session_id]
-    if db:
-        base += ["--db", mask_url(db)]
     parts = question.get("parts") or []
     if len(parts) > 1:
-        how = base + [
-            arg for part in parts for arg in ["--part", str(part["part"]), *_answer_args(part)]
-        ]
+        how = [arg for part in parts for arg in ["--part", str(part["part"]), *_answer_args(part)]]
     else:
-        how = base + _answer_args(question)
-    return " ".join(shlex.quote(part) for part in how)
+        how = _answer_args(question)
+    return command_line("resume", session_id, db, *how)
 
 
 def _answer_args(question: Mapping[str, Any]) -> list[str]:
@@ -164,8 +168,7 @@ def _answer_args(question: Mapping[str, Any]) -> list[str]:
 
 def run_here_hint(session_id: str, db: str | None) -> str:
     """The command that runs a session waiting for a driver on in this terminal."""
-    argv = ["orchestrator", "resume", session_id] + (["--db", mask_url(db)] if db else [])
-    return "or run it on here: " + " ".join(shlex.quote(part) for part in argv)
+    return "or run it on here: " + command_line("resume", session_id, db)
 
 
 def event_line(event: Mapping[str, Any]) -> str:
@@ -251,9 +254,10 @@ def _turn_detail(event: Mapping[str, Any]) -> str:
     return tokens + notes
 
 
-def session_text(view: Mapping[str, Any]) -> str:
+def session_text(view: Mapping[str, Any], db: str | None = None) -> str:
     """The session for people. A question still waiting is left out: the answer hint
-    that follows shows it (see output.answer_hint), so that it is printed once."""
+    that follows shows it (see output.answer_hint), so that it is printed once. `db`:
+    the --db the command was given, repeated in the commands it suggests."""
     shown = view["status"] + (" (needs review)" if view.get("needs_review") else "")
     lines = [f"session {view['session_id']}: {shown}", f"  task: {clip(view['task'])}"]
     state = view["orchestrator_state"]
@@ -288,16 +292,14 @@ def session_text(view: Mapping[str, Any]) -> str:
             for a in view["assumptions"]
         ]
     if view.get("late_answer"):
-        lines += late_lines(view)
+        lines += late_lines(view, command_line("resume", view["session_id"], db, "--reconcile"))
     if view.get("error"):
         lines.append(f"  error: {clip(view['error'], 1000)}")
     if view.get("stalled"):
         why = f": {clip(view['last_error'], 1000)}" if view.get("last_error") else ""
         lines.append(f"  stalled (no process is driving it){why}")
-        lines.append(
-            f"  retry with: orchestrator resume {view['session_id']}   "
-            f"stop with: orchestrator cancel {view['session_id']}"
-        )
+        retry, stop = (command_line(verb, view["session_id"], db) for verb in ("resume", "cancel"))
+        lines.append(f"  retry with: {retry}   stop with: {stop}")
     elif view.get("waiting_for_driver"):
         lines.append(
             f"  {WAITING_FOR_DRIVER} (orchestrator worker or orchestrator serve runs it on)"
