@@ -79,6 +79,15 @@ def test_multi_select_compares_the_set_of_labels() -> None:
     taken = DEFAULT_TAKEN | {"value": "Redis, Memcached"}
     assert judge(pick, ["Memcached, Redis"], [taken], [1])[0].verdict == "confirmed"
     assert judge(pick, ["Redis"], [taken], [1])[0].verdict == "contradicted"
+    # A label with a comma in it is one label, not two (answers hold the labels as written)
+    colours = {"question": "Which colours?", "kind": "multi_select", "asked_by": "pm"}
+    colours["options"] = [{"label": "Red, green"}, {"label": "Red"}, {"label": "Green"}]
+    both = DEFAULT_TAKEN | {"value": "Red, green"}
+    assert judge(colours, ["Red, Green"], [both], [1])[0].verdict == "contradicted"
+    assert judge(colours, ["Red, green"], [both], [1])[0].verdict == "confirmed"
+    assert judge(colours, ["Green, Red, green"], [both], [1])[0].verdict == "contradicted"
+    three = DEFAULT_TAKEN | {"value": "Green, Red, green"}
+    assert judge(colours, ["Red, green, Green"], [three], [1])[0].verdict == "confirmed"
 
 
 def test_a_multi_part_late_answer_judges_each_part_and_skips_one_left_unanswered() -> None:

@@ -77,14 +77,33 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
 
 
-def _labels(kind: str, value: str) -> frozenset[str]:
-    if kind == "multi_select":
-        return frozenset(_norm(v) for v in value.split(",") if v.strip())
-    return frozenset({_norm(value)})
+def _labels(kind: str, value: str, options: Sequence[str]) -> frozenset[str]:
+    """The labels a value names, compared ignoring case and punctuation. A multi-select's
+    are its options' labels as written, joined with ", "; a label may hold a comma itself
+    ("Red, green"), so the longest run of pieces that is exactly one of the question's
+    labels is taken first, and a piece that is none is taken as it is."""
+    if kind != "multi_select":
+        return frozenset({_norm(value)})
+    known = {label.strip() for label in options}
+    pieces, found, start = value.split(","), set(), 0
+    while start < len(pieces):
+        end = next(
+            (
+                e
+                for e in range(len(pieces), start, -1)
+                if ",".join(pieces[start:e]).strip() in known
+            ),
+            start + 1,
+        )
+        found.add(_norm(",".join(pieces[start:end])))
+        start = end
+    return frozenset(found - {""})
 
 
-def _compare(kind: str, assumed: str, answer: str) -> tuple[Verdict, str]:
-    if _labels(kind, assumed) == _labels(kind, answer):
+def _compare(
+    kind: str, assumed: str, answer: str, options: Sequence[str] = ()
+) -> tuple[Verdict, str]:
+    if _labels(kind, assumed, options) == _labels(kind, answer, options):
         return "confirmed", f"the late answer is what was assumed ({assumed})"
     if kind == "free_text":
         return "for_pm", f"assumed {assumed!r}, answered {answer!r} (free text: the PM judges)"
@@ -128,7 +147,8 @@ def judge(
         kind = str(part.get("kind", "free_text"))
         value = entry.get("value")
         if value is not None:
-            verdict, why = _compare(kind, str(value), response)
+            labels = [str(o.get("label", "")) for o in part.get("options") or []]
+            verdict, why = _compare(kind, str(value), response, labels)
         elif entry.get("source") in _DEFAULT_TAKEN:
             verdict, why = "for_pm", "proceeded without a default (the PM judges)"
         else:
