@@ -38,6 +38,17 @@ __all__ = [
 
 # Sessions and their gate state, every session (store.views.JOINED_SQL without its WHERE).
 _ALL = JOINED_SQL.removesuffix(" WHERE s.id = :id")
+# Running sessions whose answer is committed, with the columns that say who drives them
+# (owner_alive, waiting_for_driver) and no others: `serve` polls this every second, and a
+# whole row carries the session's script and task board (with thousands of answers queued,
+# reading those each second held the server's memory at the size of the queue's rows).
+_ANSWERED_RUNNING = (
+    "SELECT s.id, s.status, s.owner, s.owner_pid, s.owner_host, s.owner_boot, s.owner_pidns,"
+    " s.owner_started, s.lease_expires_at, s.last_error"
+    " FROM sessions AS s JOIN orchestrator_state AS t ON t.session_id = s.id"
+    " WHERE s.status = 'running' AND t.clarification_used AND t.clarification_resolved"
+    " AND (t.resolution IS NULL OR t.resolution <> 'cancelled') ORDER BY s.updated_at"
+)
 # Waiting for an answer: an open question of a session that has not ended.
 _WAITING = f"({OPEN_QUESTION_SQL} AND {LIVE_SESSION_SQL})"
 
@@ -93,12 +104,7 @@ def answered_not_run_on(store: Store, *, handed_off_only: bool = False) -> list[
     (status running, clarification resolved and not cancelled, the owning process dead or
     its lease expired; `handed_off_only`: only those nobody claims, waiting for a driver.)"""
     with store.reading() as tx:
-        rows = tx.rows(
-            f"{_ALL} WHERE s.status = 'running' AND t.clarification_used"
-            " AND t.clarification_resolved"
-            " AND (t.resolution IS NULL OR t.resolution <> 'cancelled')"
-            " ORDER BY s.updated_at"
-        )
+        rows = tx.rows(_ANSWERED_RUNNING)
     if handed_off_only:
         return [row.id for row in rows if waiting_for_driver(row)]
     return [row.id for row in rows if not owner_alive(row)]
