@@ -127,6 +127,10 @@ def answer_to_first_call(runs: int) -> tuple[list[float], list[float]]:
     return times, done
 
 
+def _running(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM sessions WHERE status = 'running'").fetchone()[0])
+
+
 def _status(conn: sqlite3.Connection, session_id: str) -> str:
     (status,) = conn.execute("SELECT status FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return str(status)
@@ -313,7 +317,8 @@ def serve_memory(tmp: Path, env: dict[str, str], count: int) -> Row:
             for _ in range(count)
         ]
     proc, base = start_server(str(db), env)
-    marks = []
+    marks, queued = [], []
+    watch = sqlite3.connect(db)
     try:
         with httpx.Client(headers=AUTH, timeout=60) as client:
             for n, session_id in enumerate(ids):
@@ -322,16 +327,26 @@ def serve_memory(tmp: Path, env: dict[str, str], count: int) -> Row:
                 )
                 assert answered.status_code == 200, answered.text
                 if (n + 1) % (count // 10) == 0:
-                    time.sleep(1)  # the runs on finish
+                    time.sleep(1)  # the runs on go on meanwhile
                     marks.append(rss_mib(proc.pid))
+                    queued.append(_running(watch))
+        for _ in range(600):  # the queue drains
+            if not _running(watch):
+                break
+            time.sleep(0.5)
+        drained = rss_mib(proc.pid)
     finally:
+        watch.close()
         proc.terminate()
         proc.wait()
     per = (marks[-1] - marks[0]) * 1024 / (count - count // 10)
     print(
         f"5. serve answering {count:,} sessions: RSS {marks[0]:.1f} MiB after {count // 10}, "
-        f"{marks[-1]:.1f} MiB after all ({per:.2f} KiB per session after the first tenth); "
-        f"each tenth: {' '.join(f'{mark:.1f}' for mark in marks)} MiB"
+        f"{marks[-1]:.1f} MiB after all ({per:.2f} KiB per session after the first tenth), "
+        f"{drained:.1f} MiB once every run on ended; each tenth: "
+        f"{' '.join(f'{mark:.1f}' for mark in marks)} MiB; answered sessions not yet run on "
+        f"at each: {' '.join(map(str, queued))}"
+        + (" (the answers came faster than two workers ran them)" if any(queued) else "")
     )
     # Warm-up is not over after the first tenth on 1,000 answers (the second tenth still
     # grows): the target is read on the second half.

@@ -1,7 +1,7 @@
 """Running sessions on after an answer: a bounded pool of threads in the server process.
 
-The answer is committed first (`Sessions.answer`, which takes the session's claim for this
-server); only then is the session queued here. `run_on` goes through the same claim as
+The answer is committed first (`Sessions.answer`, which leaves the session handed off,
+waiting for a driver); only then is the session queued here. `run_on` goes through the same claim as
 `orchestrator resume`, so a CLI racing the server yields one winner, and a server killed
 between the commit and the run leaves a session that the next server (or a plain
 `resume`) picks up: `recover()` at start queues every answered session whose driver is gone.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
 from typing import Any
 
 from orchestrator.errors import AgentCallError, UserError
@@ -23,19 +23,45 @@ log = logging.getLogger("orchestrator.web")
 
 
 class Runner:
+    """`workers` threads running sessions on, fed from a queue of session ids.
+
+    A queued answer costs its id here and nothing more (answers may come faster than the
+    sessions run: thousands posted at once stay a few hundred KiB). The threads start
+    with the first answer; `shutdown` lets the runs in progress finish."""
+
     def __init__(self, sessions: Any, workers: int) -> None:
         self.sessions = sessions
-        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="run-on")
-        self._lock = threading.Lock()
-        self._queued: set[str] = set()
+        self.workers = max(1, workers)
+        self._lock = threading.Condition()
+        self._waiting: deque[str] = deque()
+        self._queued: set[str] = set()  # waiting or running here
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
 
-    def submit(self, session_id: str) -> Future[None] | None:
-        """Queue `session_id` to be run on (once: a session already queued is not added)."""
+    def submit(self, session_id: str) -> bool:
+        """Queue `session_id` to be run on (once: False when it is queued already, or the
+        server is stopping)."""
         with self._lock:
-            if session_id in self._queued:
-                return None
+            if session_id in self._queued or self._stopping:
+                return False
             self._queued.add(session_id)
-        return self.pool.submit(self._run, session_id)
+            self._waiting.append(session_id)
+            if len(self._threads) < min(self.workers, len(self._queued)):
+                thread = threading.Thread(target=self._work, name=f"run-on-{len(self._threads)}")
+                self._threads.append(thread)
+                thread.start()
+            self._lock.notify()
+        return True
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._waiting and not self._stopping:
+                    self._lock.wait()
+                if not self._waiting:
+                    return
+                session_id = self._waiting.popleft()
+            self._run(session_id)
 
     def _run(self, session_id: str) -> None:
         try:
@@ -66,4 +92,16 @@ class Runner:
             return bool(self._queued)
 
     def shutdown(self, wait: bool = True) -> None:
-        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+        """Take no more; with `wait`, run what is queued and wait for it, else drop what is
+        queued (its answers are committed: the next start picks them up) and let the runs
+        in progress finish (their threads are not daemons: the process waits for them)."""
+        with self._lock:
+            self._stopping = True
+            if not wait:
+                self._queued.difference_update(self._waiting)
+                self._waiting.clear()
+            self._lock.notify_all()
+            threads = list(self._threads)
+        if wait:
+            for thread in threads:
+                thread.join()

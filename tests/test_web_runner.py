@@ -1,0 +1,76 @@
+"""The server's run-on queue (orchestrator.web.driver.Runner), on a stand-in session API:
+each queued session runs once, at most `workers` at a time, in the order answered; a
+shutdown lets the runs in progress finish."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from orchestrator.errors import UserError
+from orchestrator.web.driver import Runner
+
+
+class Sessions:
+    """run_on blocks until released; records what ran and how many ran at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        self.ran: list[str] = []
+        self.began: list[str] = []
+        self.now = 0
+        self.most = 0
+        self.started = threading.Semaphore(0)
+
+    def run_on(self, session_id: str) -> dict[str, Any]:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.began.append(session_id)
+        self.started.release()
+        self.release.wait(10)
+        with self.lock:
+            self.now -= 1
+            self.ran.append(session_id)
+        if session_id == "taken":
+            raise UserError("being resumed elsewhere")  # logged, the queue goes on
+        return {"status": "completed"}
+
+
+def test_each_session_runs_once_in_order_with_at_most_workers_at_a_time() -> None:
+    sessions = Sessions()
+    runner = Runner(sessions, workers=2)
+    ids = ["taken", *(f"s{n}" for n in range(8))]
+    assert [runner.submit(sid) for sid in ids] == [True] * len(ids)
+    assert not runner.submit("s3")  # queued already: once
+    assert sessions.started.acquire(timeout=10) and sessions.started.acquire(timeout=10)
+    assert runner.busy() and sessions.now == 2  # two run, the rest wait their turn
+    sessions.release.set()
+    runner.shutdown(wait=True)  # runs what is queued, then returns
+    assert sorted(sessions.ran) == sorted(ids) and sessions.most == 2
+    assert set(sessions.began[:2]) == {"taken", "s0"}  # first answered, first run
+    assert not runner.busy() and not runner.submit("s9")  # stopped: takes no more
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_shutdown_without_waiting_lets_the_running_finish_and_drops_the_queued(
+    workers: int,
+) -> None:
+    sessions = Sessions()
+    runner = Runner(sessions, workers=workers)
+    for n in range(workers + 4):
+        runner.submit(f"s{n}")
+    for _ in range(workers):
+        assert sessions.started.acquire(timeout=10)
+    runner.shutdown(wait=False)  # the queued stay answered in the database for the next start
+    threads = list(runner._threads)
+    assert len(threads) == workers
+    sessions.release.set()
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive() and not thread.daemon  # the process waits for a run
+    assert sorted(sessions.ran) == sorted(f"s{n}" for n in range(workers))
+    assert not runner.busy()
