@@ -7,7 +7,8 @@ issue 22's rows (ratio, target, met or not, the command again); always exits 0.
 1. answer → first agent call: from the start of `POST /api/sessions/{id}/answer` to the
    moment the background run-on makes its first agent call (server in this process,
    uvicorn on loopback, a real SQLite file); and answer → session completed, as a ratio
-   against the same answer given in-process (`Sessions.resume`, returning completed);
+   against the same answer given in-process (`Sessions.resume`, returning completed),
+   one of each in turn;
 2. whole requests to `orchestrator serve` (a process) on 100,000 sessions, a third of them
    waiting: the inbox `GET /` (page 1 and page 1,000 by cursor) and the JSON list
    `GET /api/sessions?status=paused` (page 1 and page 300), against the same on 1 session
@@ -74,15 +75,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def answer_to_first_call(runs: int) -> tuple[list[float], list[float]]:
-    """(answer POST -> the run-on's first agent call, answer POST -> the session completed)
-    per answer, in seconds. Completion is seen on a separate SQLite connection polled every
-    half millisecond (the server is not asked, so the polling does not load it)."""
+def answer_latency(runs: int) -> tuple[list[float], list[float], list[float]]:
+    """(answer POST -> the run-on's first agent call, answer POST -> the session completed,
+    the same answer given in this process: `Sessions.resume` from the call to its return
+    with the session completed) per answer, in seconds, the two ways taken in turn (drift
+    hits both alike). Completion through the server is seen on a separate SQLite
+    connection polled every half millisecond (the server is not asked, so the polling
+    does not load it)."""
     import httpx
     import uvicorn
     from orchestrator.agents.scripted import ScriptedBackend
 
-    from orchestrator.api import Sessions
+    from orchestrator.api import Reply, Sessions
     from orchestrator.web import WebConfig, create_app
 
     tmp = Path(tempfile.mkdtemp())
@@ -94,11 +98,14 @@ def answer_to_first_call(runs: int) -> tuple[list[float], list[float]]:
         first_call.setdefault(request.session_id, time.perf_counter())
         return respond(self, request)
 
+    def paused(sessions: Any) -> list[str]:
+        text = json.dumps(SCENARIO, indent=2)
+        return [sessions.start_scenario(text)["session_id"] for _ in range(runs + 1)]
+
     with Sessions(db) as sessions:
-        ids = [
-            sessions.start_scenario(json.dumps(SCENARIO, indent=2))["session_id"]
-            for _ in range(runs + 1)
-        ]
+        ids = paused(sessions)
+    here = Sessions(f"sqlite:///{tmp / 'inprocess.db'}")
+    local = paused(here)
     ScriptedBackend.respond = timed  # type: ignore[method-assign]
     port = free_port()
     app = create_app(WebConfig(db=db, token=TOKEN, port=port))
@@ -107,24 +114,30 @@ def answer_to_first_call(runs: int) -> tuple[list[float], list[float]]:
     thread.start()
     while not server.started:
         time.sleep(0.01)
-    times, done = [], []
+    times, done, baseline = [], [], []
     watch = sqlite3.connect(tmp / "bench.db")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH) as client:
-        for n, sid in enumerate(ids):
+        for n, (sid, mine) in enumerate(zip(ids, local, strict=True)):
+            started = time.perf_counter()
+            doc = here.resume(mine, Reply(choices=("All",)))
+            resumed = time.perf_counter() - started
+            assert doc["status"] == "completed", doc
             started = time.perf_counter()
             client.post(f"/api/sessions/{sid}/answer", json={"answer": "All"}).raise_for_status()
             while sid not in first_call:
                 time.sleep(0.0005)
             while _status(watch, sid) != "completed":
                 time.sleep(0.0005)
-            if n:  # the first one pays LangGraph's import
+            if n:  # the first of each pays imports and warm-up
+                baseline.append(resumed)
                 times.append(first_call[sid] - started)
                 done.append(time.perf_counter() - started)
     watch.close()
+    here.close()
     server.should_exit = True
     thread.join()
     ScriptedBackend.respond = respond  # type: ignore[method-assign]
-    return times, done
+    return times, done, baseline
 
 
 def _running(conn: sqlite3.Connection) -> int:
@@ -134,27 +147,6 @@ def _running(conn: sqlite3.Connection) -> int:
 def _status(conn: sqlite3.Connection, session_id: str) -> str:
     (status,) = conn.execute("SELECT status FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return str(status)
-
-
-def resume_in_process(runs: int) -> list[float]:
-    """The same answer given in this process: `Sessions.resume` on a freshly paused session,
-    from the call to its return with the session completed (the baseline of the above)."""
-    from orchestrator.api import Reply, Sessions
-
-    tmp = Path(tempfile.mkdtemp())
-    times = []
-    with Sessions(f"sqlite:///{tmp / 'inprocess.db'}") as sessions:
-        ids = [
-            sessions.start_scenario(json.dumps(SCENARIO, indent=2))["session_id"]
-            for _ in range(runs + 1)
-        ]
-        for n, sid in enumerate(ids):
-            started = time.perf_counter()
-            doc = sessions.resume(sid, Reply(choices=("All",)))
-            assert doc["status"] == "completed", doc
-            if n:
-                times.append(time.perf_counter() - started)
-    return times
 
 
 def fill(db_path: Path, count: int, waiting_every: int = 3) -> None:
@@ -264,8 +256,7 @@ def main() -> None:
         summary(figure_pages(sys.modules[__name__], tmp, env, 5 if quick else 15))
         return
     runs = 5 if quick else 20
-    baseline = resume_in_process(runs)  # first: it warms this process's imports for both
-    times, done = answer_to_first_call(runs)
+    times, done, baseline = answer_latency(runs)
     print(
         f"1. answer POST -> first agent call: median {statistics.median(times) * 1000:.1f} ms, "
         f"max {max(times) * 1000:.1f} ms ({len(times)} answers)"
