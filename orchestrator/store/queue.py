@@ -34,8 +34,6 @@ from orchestrator.store.views import OPEN_DEADLINE_SQL, OPEN_QUESTION_SQL, owner
 __all__ = ["claim_ready", "hand_off", "BATCH"]
 
 BATCH = 32  # candidates read per claim
-# Running sessions, oldest change first. A cheap prefilter: an expired lease, or a process
-# the OS can be asked about (same host), or ours; `ready` has the final word.
 # Waiting questions whose deadline has passed unapplied, earliest first, off the partial
 # index of open deadlines (revision 0006): a poll costs what is due. (Only paused sessions
 # are the worker's to apply; a running one's driver applies its own deadline.)
@@ -44,8 +42,14 @@ _OVERDUE = (
     f" WHERE {OPEN_DEADLINE_SQL.format(t='t.')} AND {OPEN_QUESTION_SQL}"
     " AND t.deadline <= :now ORDER BY t.deadline LIMIT :batch"
 )
+# Running sessions, oldest change first. A cheap prefilter: an expired lease, or a process
+# the OS can be asked about (same host), or ours; `ready` has the final word. Only the
+# columns `ready` reads: a whole row carries the session's script and task board, and a
+# claim reads a batch of candidates (the one taken is read whole, under its lock).
 _CANDIDATES = (
-    "SELECT * FROM sessions WHERE status = 'running' AND (lease_expires_at IS NULL"
+    "SELECT id, status, owner, owner_pid, owner_host, owner_boot, owner_pidns, owner_started,"
+    " lease_expires_at, last_error, updated_at FROM sessions"
+    " WHERE status = 'running' AND (lease_expires_at IS NULL"
     " OR lease_expires_at < :now OR owner_host = :host OR owner = :owner)"
     # stalled by a budget: left for `resume` (and out of the batch, not filling it)
     f" AND (last_error IS NULL OR last_error NOT LIKE '{BUDGET_PREFIX}%')"
