@@ -85,6 +85,9 @@ def test_multi_select_compares_the_set_of_labels() -> None:
     both = DEFAULT_TAKEN | {"value": "Red, green"}
     assert judge(colours, ["Red, Green"], [both], [1])[0].verdict == "contradicted"
     assert judge(colours, ["Red, green"], [both], [1])[0].verdict == "confirmed"
+    written = DEFAULT_TAKEN | {"value": "red, green"}  # a default as an agent wrote it
+    assert judge(colours, ["Red, green"], [written], [1])[0].verdict == "confirmed"
+    assert judge(colours, ["Red, Green"], [written], [1])[0].verdict == "contradicted"
     assert judge(colours, ["Green, Red, green"], [both], [1])[0].verdict == "contradicted"
     three = DEFAULT_TAKEN | {"value": "Green, Red, green"}
     assert judge(colours, ["Red, green, Green"], [three], [1])[0].verdict == "confirmed"

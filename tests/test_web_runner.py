@@ -37,6 +37,8 @@ class Sessions:
             self.ran.append(session_id)
         if session_id == "taken":
             raise UserError("being resumed elsewhere")  # logged, the queue goes on
+        if session_id == "exits":
+            raise SystemExit(3)  # agent code calling sys.exit: the thread serves on
         return {"status": "completed"}
 
 
@@ -74,3 +76,16 @@ def test_a_shutdown_without_waiting_lets_the_running_finish_and_drops_the_queued
         assert not thread.is_alive() and not thread.daemon  # the process waits for a run
     assert sorted(sessions.ran) == sorted(f"s{n}" for n in range(workers))
     assert not runner.busy()
+
+
+def test_a_run_that_exits_leaves_the_worker_serving_and_a_stopped_runner_restarts() -> None:
+    sessions = Sessions()
+    sessions.release.set()
+    runner = Runner(sessions, workers=1)
+    assert runner.submit("exits") and runner.submit("after")
+    runner.shutdown(wait=True)
+    assert sessions.ran == ["exits", "after"] and not runner.busy()
+    runner.start()  # the app's lifespan entered again
+    assert runner.submit("again")
+    runner.shutdown(wait=True)
+    assert sessions.ran[-1] == "again"

@@ -79,24 +79,21 @@ def _norm(text: str) -> str:
 
 def _labels(kind: str, value: str, options: Sequence[str]) -> frozenset[str]:
     """The labels a value names, compared ignoring case and punctuation. A multi-select's
-    are its options' labels as written, joined with ", "; a label may hold a comma itself
-    ("Red, green"), so the longest run of pieces that is exactly one of the question's
-    labels is taken first, and a piece that is none is taken as it is."""
+    are joined with ", " and a label may hold a comma itself ("Red, green"), so from each
+    piece on the longest run that is exactly one of the question's labels is taken (an
+    answer holds them as written), else the longest that is one ignoring case and
+    punctuation (a default an agent wrote), else the piece as it is."""
     if kind != "multi_select":
         return frozenset({_norm(value)})
-    known = {label.strip() for label in options}
+    exact, loose = {label.strip() for label in options}, {_norm(label) for label in options}
     pieces, found, start = value.split(","), set(), 0
     while start < len(pieces):
-        end = next(
-            (
-                e
-                for e in range(len(pieces), start, -1)
-                if ",".join(pieces[start:e]).strip() in known
-            ),
-            start + 1,
+        runs = [",".join(pieces[start:end]) for end in range(len(pieces), start, -1)]
+        run = next((r for r in runs if r.strip() in exact), None) or next(
+            (r for r in runs if _norm(r) in loose), runs[-1]
         )
-        found.add(_norm(",".join(pieces[start:end])))
-        start = end
+        found.add(_norm(run))
+        start += run.count(",") + 1
     return frozenset(found - {""})
 
 

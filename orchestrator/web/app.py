@@ -88,6 +88,7 @@ def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> Fast
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         stop = threading.Event()
         if config.run_on:
+            web.runner.start()
             found = web.runner.recover()
             if found:
                 log.warning("picked up %d answered session(s) not run on", len(found))

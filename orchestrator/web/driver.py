@@ -48,10 +48,16 @@ class Runner:
             self._waiting.append(session_id)
             if len(self._threads) < min(self.workers, len(self._queued)):
                 thread = threading.Thread(target=self._work, name=f"run-on-{len(self._threads)}")
-                self._threads.append(thread)
                 thread.start()
+                self._threads.append(thread)
             self._lock.notify()
         return True
+
+    def start(self) -> None:
+        """Take answers again after a `shutdown` (an app whose lifespan is entered anew)."""
+        with self._lock:
+            self._stopping = False
+            self._threads = [thread for thread in self._threads if thread.is_alive()]
 
     def _work(self) -> None:
         while True:
@@ -61,7 +67,10 @@ class Runner:
                 if not self._waiting:
                     return
                 session_id = self._waiting.popleft()
-            self._run(session_id)
+            try:
+                self._run(session_id)
+            except BaseException:  # SystemExit from agent code: this thread serves on
+                log.exception("session %s: the run on stopped", session_id)
 
     def _run(self, session_id: str) -> None:
         try:
