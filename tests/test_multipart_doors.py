@@ -157,6 +157,42 @@ def test_a_notification_lists_every_part(db_url: str, tmp_path: Path) -> None:
     assert "Or: orchestrator resume" in body and "--part 1" in body
 
 
+DECLINED_EVERY_PART = {  # each asker of both parts takes its default; developer-4 was over the cap
+    "developer-1": "declined",
+    "developer-2": "declined",
+    "developer-3": "declined",
+    "developer-4": "part_cap",
+}
+
+
+@pytest.mark.backends()
+@pytest.mark.parametrize("door", ["cli", "json", "python"])
+def test_a_plain_decline_declines_every_part_whichever_door(
+    db_url: str, tmp_path: Path, door: str
+) -> None:
+    """`resume --decline`, `{"action": "decline"}` and Reply(action="decline"), without
+    parts, decline the whole question, as the web form's Decline does."""
+    from orchestrator.api import Reply
+    from tests.conftest import invoke
+
+    sid = paused_with_parts(db_url, tmp_path)
+    if door == "cli":
+        done = invoke("resume", sid, "--decline", "--json", db=db_url)
+        assert done.returncode == 0, done.stderr
+    elif door == "json":
+        with client_for(db_url) as client:
+            posted = client.post(f"/api/sessions/{sid}/answer", json={"action": "decline"})
+            assert posted.status_code == 200, posted.text
+            wait_for(client, sid, "completed")
+    else:
+        with Sessions(db_url) as sessions:
+            assert sessions.resume(sid, Reply(action="decline"))["status"] == "completed"
+    with Sessions(db_url) as sessions:
+        log, view = sessions.log(sid), sessions.status(sid)
+    assert view["orchestrator_state"]["answer_status"] == "declined"
+    assert {e["agent"]: e["why"] for e in log if e["kind"] == "fallback"} == DECLINED_EVERY_PART
+
+
 def test_the_forms_decline_declines_every_part(db_url: str, tmp_path: Path) -> None:
     from tests.test_web_pages import browser, csrf_of
 
@@ -170,11 +206,4 @@ def test_the_forms_decline_declines_every_part(db_url: str, tmp_path: Path) -> N
         page.__exit__(None, None, None)
     with Sessions(db_url) as sessions:
         log = sessions.log(sid)
-    whys = {e["agent"]: e["why"] for e in log if e["kind"] == "fallback"}
-    # every asker of both parts takes its default; developer-4's ask was over the cap
-    assert whys == {
-        "developer-1": "declined",
-        "developer-2": "declined",
-        "developer-3": "declined",
-        "developer-4": "part_cap",
-    }
+    assert {e["agent"]: e["why"] for e in log if e["kind"] == "fallback"} == DECLINED_EVERY_PART

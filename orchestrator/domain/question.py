@@ -228,6 +228,10 @@ def to_gate_event(
     text, so that a typo among the choices never becomes the final answer."""
     check_size(reply)
     parts = cast("list[PendingQuestion] | None", question.get("parts"))
+    if parts and reply.action == "decline" and not reply.parts:
+        # A plain decline declines the question, every part of it (each asker takes its
+        # part's default), whichever door sent it: the web's Decline, `resume --decline`.
+        return gate.Decline(reply.note, parts=len(parts)), None
     if parts and len(parts) == 1 and not reply.parts and reply.action != "cancel":
         # One part asked by several agents (the same question, merged): a plain answer
         # or decline is that part's, for every one of its askers.
@@ -342,7 +346,7 @@ def _parts_event(
     their defaults); cancel is for the whole session. All parts declined is a decline."""
     replies = reply.parts
     if not replies:
-        # A reply without parts (a door or scenario that predates them) answers the ask
+        # An answer without parts (a door or scenario that predates them) answers the ask
         # that was surfaced first, by part 1's rules; the other asks are held (hard cap).
         return to_gate_event(cast(PendingQuestion, {**parts[0], "parts": []}), reply)
     if len(replies) != len(parts):

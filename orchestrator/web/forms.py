@@ -20,9 +20,7 @@ def reply_from_form(question: Mapping[str, Any], form: Any) -> Any:
     note = (form.get("note") or "").strip() or None
     action = form.get("action") or "answer"
     parts = question.get("parts") or []
-    if action == "decline":  # the whole question: every part of it
-        if parts:
-            return Reply(parts=tuple(Reply(action="decline") for _ in parts), note=note)
+    if action == "decline":  # the whole question: every part of it (domain.question)
         return Reply(action="decline", note=note)
     if action != "answer":
         raise InvalidAnswer(f"unknown action {action!r}; expected answer or decline")
