@@ -7,6 +7,9 @@ exit codes at its edge only; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable, Mapping
+from typing import Any
+
 __all__ = [
     "OrchestratorError",
     "UserError",
@@ -27,6 +30,7 @@ __all__ = [
     "BUDGET_PREFIX",
     "TokenBudgetExceeded",
     "CancelRequested",
+    "validation_text",
 ]
 
 
@@ -173,3 +177,15 @@ class CancelRequested(OrchestratorError):
     """`cancel` was asked of the session this process drives: it stops before the next
     agent call and ends the session `cancelled` (the engine catches this; it never reaches
     the user)."""
+
+
+def validation_text(errors: Iterable[Mapping[str, Any]], *, skip: Container[str] = ()) -> str:
+    """Pydantic's errors as one line for the user, the same on every door that reads a
+    model (the web API, MCP): one clause per problem, "where: what was expected", without
+    pydantic's "Value error, " prefix. `skip`: location parts left out (a request's "body")."""
+    clauses = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part not in skip)
+        what = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        clauses.append(f"{where}: {what}" if where else what)
+    return "; ".join(clauses)

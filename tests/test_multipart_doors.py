@@ -91,6 +91,42 @@ def test_mcp_answer_session_takes_one_answer_per_part(tmp_path: Path) -> None:
     assert delivered(str(db), sid)["developer-2"] == "us-east"
 
 
+BAD_BODIES = [
+    {"answer": "Redis", "action": "decline"},
+    {},
+    {"parts": PARTS, "answer": "Redis"},
+    {"choices": []},
+    {"parts": []},
+    {"parts": [{"answer": "a", "choices": ["b"]}, {"answer": "eu"}]},
+    {"action": "maybe"},
+    {"answer": "Redis", "colour": "red"},
+    {"parts": [{"choices": ["Mongo"]}, {"answer": "eu"}]},  # the core's rule, past the model
+    {"parts": [{"action": "decline"}]},
+]
+
+
+def test_the_json_api_and_mcp_refuse_a_bad_answer_in_the_same_words(tmp_path: Path) -> None:
+    """One answer model (api.part_answers.AnswerFields) and one way of wording what it
+    refuses (errors.validation_text) for both JSON doors; nothing is written."""
+    db = tmp_path / "doors.db"
+    sid = paused_with_parts(str(db), tmp_path)
+    with Sessions(str(db)) as sessions:
+        before = sessions.log(sid)
+    with client_for(str(db)) as client:
+        web = [client.post(f"/api/sessions/{sid}/answer", json=body) for body in BAD_BODIES]
+    mcp = run(db, None, *(("answer_session", {"session_id": sid, **b}) for b in BAD_BODIES))
+    for body, posted, called in zip(BAD_BODIES, web, mcp, strict=True):
+        assert posted.status_code == 422 and called["ok"] is False, (body, posted.text, called)
+        assert called["error"]["code"] == "invalid_input", (body, called)
+        assert posted.json()["error"] == called["error"]["message"], body
+    assert (
+        "give exactly one of answer, choices, action, parts (got answer, action)"
+        in (web[0].json()["error"])
+    )
+    with Sessions(str(db)) as sessions:
+        assert sessions.log(sid) == before and sessions.status(sid)["status"] == "paused"
+
+
 # -- the web page and answer links: one form, a fieldset per part --------------------------
 
 

@@ -18,6 +18,7 @@ from orchestrator.errors import (
     SessionBusy,
     SessionNotFound,
     SessionNotWaiting,
+    validation_text,
 )
 
 __all__ = ["ok", "fail", "from_exception", "validation_message", "ToolFailure"]
@@ -84,9 +85,4 @@ def from_exception(tool: str, exc: BaseException) -> CallToolResult:
 
 def validation_message(exc: ValidationError) -> str:
     """One line per problem: where in the input, and what was expected."""
-    lines = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {message}" if where else message)
-    return "; ".join(lines)
+    return validation_text(exc.errors(include_url=False))

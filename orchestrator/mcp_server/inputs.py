@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from orchestrator.api.part_answers import PartAnswer
+from orchestrator.api.part_answers import AnswerFields
 from orchestrator.limits import MAX_ANSWER_CHARS, MAX_LABEL_CHARS, MAX_OPTIONS, MAX_TASK_CHARS
 
 __all__ = [
@@ -145,39 +145,13 @@ class ListSessionsInput(_Input):
     )
 
 
-class AnswerSessionInput(_Input):
+class AnswerSessionInput(AnswerFields):
     """Answer a paused session's question: exactly one of `answer`, `choices`, `action`,
-    `parts`."""
+    `parts` (the web API's answer body, with the session's id)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     session_id: Text = Field(description="The paused session's id.")
-    answer: Text | None = Field(None, description="A free-text answer (or an option's label).")
-    choices: list[Text] | None = Field(
-        None, min_length=1, description="The chosen options' labels, for a select question."
-    )
-    action: Literal["decline", "cancel"] | None = Field(
-        None,
-        description="decline: resolve without an answer (the agent proceeds on its own "
-        "assumptions); cancel: stop the session.",
-    )
-    parts: list[PartAnswer] | None = Field(
-        None,
-        min_length=1,
-        description="A multi-part question's answers (the session's pending_question has "
-        "`parts`), one per part in part order, each exactly one of answer, choices, action "
-        '("decline").',
-    )
-    note: str | None = Field(None, description="A remark kept with the answer.")
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> AnswerSessionInput:
-        names = ("answer", "choices", "action", "parts")
-        given = [n for n in names if getattr(self, n) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                "give exactly one of `answer`, `choices`, `action` or `parts`"
-                + (f" (got {', '.join(given)})" if given else "")
-            )
-        return self
 
 
 # The one result shape (contract section 6), published as every tool's output schema and

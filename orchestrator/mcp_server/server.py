@@ -206,16 +206,7 @@ class Tools:
         return await self._in_thread(lambda s: s.list(args.status))
 
     async def answer_session(self, ctx: Any, args: AnswerSessionInput, call: Any) -> Any:
-        from orchestrator.api.part_answers import parts_reply
-
-        if args.parts is not None:
-            reply = parts_reply(args.parts, args.note)
-        elif args.action is not None:
-            reply = Reply(action=args.action, note=args.note)
-        elif args.choices is not None:
-            reply = Reply(choices=tuple(args.choices), note=args.note)
-        else:
-            reply = Reply(text=args.answer, note=args.note)
+        reply = args.reply()
         return await self._in_thread(lambda s: s.resume(args.session_id, reply), ctx)
 
     async def ask_session(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:

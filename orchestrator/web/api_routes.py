@@ -12,15 +12,13 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.background import BackgroundTask
 
-from orchestrator.api import Reply
-from orchestrator.api.part_answers import PartAnswer, parts_reply
+from orchestrator.api.part_answers import AnswerFields
 from orchestrator.web.http_errors import ApiError
 from orchestrator.web.security import bearer_or_cookie, csrf_ok
 
-__all__ = ["router", "AnswerBody", "reply_of", "after_answer"]
+__all__ = ["router", "AnswerBody", "after_answer"]
 
 StatusFilter = Literal["running", "paused", "completed", "failed", "cancelled"]
 
@@ -38,47 +36,9 @@ def api_auth(request: Request) -> None:
 router = APIRouter(prefix="/api", dependencies=[Depends(api_auth)], tags=["sessions"])
 
 
-class AnswerBody(BaseModel):
+class AnswerBody(AnswerFields):
     """Exactly one of `answer`, `choices`, `action`, `parts` (a multi-part question's
     answers, one per part in part order); `note` is kept with it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    answer: str | None = Field(None, description="The answer text (or one option's label).")
-    choices: list[str] | None = Field(None, description="Option labels (multi_select).")
-    action: Literal["decline", "cancel"] | None = Field(
-        None, description="decline: resolve without an answer; cancel: stop the session."
-    )
-    parts: list[PartAnswer] | None = Field(
-        None,
-        min_length=1,
-        description="A multi-part question's answers, one per part in part order, each "
-        'exactly one of answer, choices, action ("decline").',
-    )
-    note: str | None = Field(None, description="A remark kept with the answer.")
-
-
-def reply_of(body: AnswerBody) -> Any:
-    given = [
-        name
-        for name, value in (
-            ("answer", body.answer),
-            ("choices", body.choices),
-            ("action", body.action),
-            ("parts", body.parts),
-        )
-        if value is not None
-    ]
-    if len(given) != 1:
-        what = ", ".join(given) if given else "none"
-        raise ApiError(422, f"give exactly one of answer, choices, action, parts (got {what})")
-    if body.parts is not None:
-        return parts_reply(body.parts, body.note)
-    if body.answer is not None:
-        return Reply(text=body.answer, note=body.note)
-    if body.choices is not None:
-        return Reply(choices=tuple(body.choices), note=body.note)
-    return Reply(action=body.action or "decline", note=body.note)
 
 
 def after_answer(request: Request, doc: dict[str, Any]) -> BackgroundTask | None:
@@ -135,7 +95,7 @@ def get_events(request: Request, session_id: str) -> Any:
 )
 def answer(request: Request, session_id: str, body: AnswerBody) -> Any:
     web = request.app.state.web
-    doc = web.sessions.answer(session_id, reply_of(body))
+    doc = web.sessions.answer(session_id, body.reply())
     return JSONResponse(doc, background=after_answer(request, doc))
 
 

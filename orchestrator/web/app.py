@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api import Inbox
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, validation_text
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
 from orchestrator.web.http_errors import ApiError, status_of
@@ -164,11 +164,7 @@ def _handlers(app: FastAPI) -> None:
 
 
 def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
-        parts.append(f"{where or 'body'}: {error.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
+    return validation_text(exc.errors(), skip=("body",)) or "invalid request"
 
 
 def _version() -> str:
