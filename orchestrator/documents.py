@@ -6,10 +6,12 @@ the types say what is there. Fields beyond the contract's are additions, never r
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 __all__ = [
     "SessionStatus",
+    "STATUSES",
+    "FINAL_STATUSES",
     "OptionDoc",
     "PendingQuestionDoc",
     "OrchestratorStateDoc",
@@ -19,6 +21,10 @@ __all__ = [
 ]
 
 SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
+STATUSES: tuple[str, ...] = get_args(SessionStatus)
+# Ended: nothing drives the session again (a reconciliation round may reopen one that
+# completed or failed, on purpose).
+FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
 
 class OptionDoc(TypedDict):

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.documents import SessionStatus
+
 __all__ = [
     "AGENT_KEY",
     "Expect",
@@ -71,7 +73,7 @@ class Expect(_Model):
     """How the session should stand (at the end, or after a step). Unset keys are not
     checked; texts (`question`, `error`, `assumptions`, events' `text`) must appear."""
 
-    status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = None
+    status: SessionStatus | None = None
     questions_surfaced: Annotated[int, Field(ge=0)] | None = None
     fallbacks_injected: Annotated[int, Field(ge=0)] | None = None
     summary: str | None = None

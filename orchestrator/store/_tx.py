@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.documents import FINAL_STATUSES, STATUSES
 from orchestrator.domain import gate
 from orchestrator.errors import ClaimLost, SessionNotFound
 from orchestrator.store.owner import Claim
@@ -33,8 +34,6 @@ __all__ = [
     "RELEASED",
 ]
 
-STATUSES = ("running", "paused", "completed", "failed", "cancelled")
-FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
 Listener = Callable[[str, dict[str, Any]], None]  # (session_id, event)
 

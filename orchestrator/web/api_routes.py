@@ -7,7 +7,7 @@ the options, empty, several kinds at once).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -15,12 +15,13 @@ from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
 from orchestrator.api.part_answers import AnswerFields
+from orchestrator.documents import SessionStatus
 from orchestrator.web.http_errors import ApiError
 from orchestrator.web.security import bearer_or_cookie, csrf_ok
 
 __all__ = ["router", "AnswerBody", "after_answer"]
 
-StatusFilter = Literal["running", "paused", "completed", "failed", "cancelled"]
+StatusFilter = SessionStatus
 
 
 def api_auth(request: Request) -> None:

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
+from orchestrator.documents import FINAL_STATUSES
 from orchestrator.errors import OrchestratorError, UserError
 from orchestrator.web.config import HERE
 from orchestrator.web.http_errors import ApiError, status_of
@@ -30,8 +31,6 @@ from orchestrator.web.security import (
 )
 
 __all__ = ["router", "render", "error_page", "page_templates", "page_auth", "time_left"]
-
-ENDED = ("completed", "failed", "cancelled")
 
 
 class _Redirect(Exception):
@@ -241,7 +240,7 @@ def _session_page(
         last_event=events[-1][0] if events else 0,
         error=error,
         action=f"/sessions/{session_id}/answer",
-        ended=doc["status"] in ENDED,
+        ended=doc["status"] in FINAL_STATUSES,
         share=share,
     )
 
@@ -294,7 +293,7 @@ async def _then_back(request: Request, session_id: str, work: Any) -> Any:
 @router.get("/sessions/{session_id}/cancel")
 def cancel_confirm(request: Request, session_id: str) -> Any:
     doc = request.app.state.web.sessions.status(session_id)
-    return render(request, "cancel.html", s=doc, ended=doc["status"] in ENDED)
+    return render(request, "cancel.html", s=doc, ended=doc["status"] in FINAL_STATUSES)
 
 
 @router.post("/sessions/{session_id}/link")
