@@ -60,6 +60,7 @@ __all__ = [
     "Resolution",
     "parts_from_object",
     "question_open",
+    "defaults_taken",
     "Part",
     "Ask",
     "Answer",
@@ -121,6 +122,12 @@ def question_open(used: Any, resolved: Any, resolution: str | None) -> bool:
     return bool(used) and not resolved and resolution != "cancelled"
 
 
+def defaults_taken(resolved: Any, resolution: str | None) -> bool:
+    """The one definition of a question whose askers took their defaults (declined, or
+    timed out to proceed): what a late answer is then taken for (docs/late-answers.md)."""
+    return bool(resolved) and resolution in ("declined", "timeout")
+
+
 def parts_from_object(question_object: Mapping[str, Any] | None) -> tuple[Part, ...]:
     """The parts stored in a session's `question_object` (empty for a one-part question)."""
     return tuple(
@@ -152,7 +159,11 @@ def decide(
     """
     if isinstance(event, Ask):
         return _decide_ask(state, event, max_fallbacks, uncertainty_threshold)
-    if not state.waiting and isinstance(event, Answer) and _defaulted(state):
+    if (
+        not state.waiting
+        and isinstance(event, Answer)
+        and defaults_taken(state.resolved, state.resolution)
+    ):
         if state.late:
             return Reject("the session's question was already answered late")
         if event.parts and len(event.parts) != len(state.parts):
@@ -197,11 +208,6 @@ def decide(
     if event.policy == "cancel":
         return Resolve(GateUpdate(resolution="cancelled", timed_out=True), cancel=True)
     return Resolve(GateUpdate(timed_out=True))
-
-
-def _defaulted(state: GateState) -> bool:
-    """The question was declined or timed out to proceed: its askers took defaults."""
-    return state.resolved and state.resolution in ("declined", "timeout")
 
 
 _PAST = {

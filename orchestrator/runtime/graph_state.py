@@ -14,6 +14,7 @@ from typing import Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
+from orchestrator.domain import gate
 from orchestrator.domain.replies import AgentReply, parse_reply
 from orchestrator.errors import AgentCallError
 from orchestrator.faults import crash_point
@@ -161,7 +162,7 @@ class RunContext:
             return None  # nothing asked yet: nothing answered late
         if self.scripted_late is not None:
             state = self.store.gate_state(self.session_id)
-            if state.resolved and state.resolution in ("declined", "timeout") and not state.late:
+            if gate.defaults_taken(state.resolved, state.resolution) and not state.late:
                 from orchestrator.domain.question import from_scripted
 
                 reply = from_scripted(self.scripted_late)

@@ -160,7 +160,7 @@ def late_question(session: Any, state: Any) -> PendingQuestion | None:
     stored = state.question_object
     if stored is None or session.status == "cancelled" or stored.get("late"):
         return None
-    if not (state.clarification_resolved and state.resolution in ("declined", "timeout")):
+    if not gate.defaults_taken(state.clarification_resolved, state.resolution):
         return None
     question = {k: v for k, v in stored.items() if k != "late"}
     found = question | {"asked_by": state.asked_by, "deadline": None, "timed_out": False}
