@@ -17,7 +17,7 @@ from orchestrator.errors import SessionNotWaiting
 from orchestrator.store._tx import add_event, fence, json_value, utcnow
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Tx
-from orchestrator.store.views import iso, joined_row
+from orchestrator.store.views import LEDGER_SQL, iso, joined_row
 
 __all__ = [
     "record",
@@ -32,11 +32,6 @@ __all__ = [
 ]
 
 ENDED = ("completed", "failed")  # the sessions a reconciliation round may reopen
-
-_LEDGER = (
-    'SELECT "key", agent, payload, created_at FROM events'
-    " WHERE session_id = :sid AND kind = 'assumption' ORDER BY id"
-)
 
 
 def question_of(row: Any) -> dict[str, Any]:
@@ -88,7 +83,7 @@ def _judged(tx: Tx, row: Any, responses: list[str | None]) -> list[dict[str, Any
             **dict(json_value(entry.payload) or {}),
             "after_question": _not_before(entry.created_at, row.asked_at),
         }
-        for entry in tx.rows(_LEDGER, {"sid": row.id})
+        for entry in tx.rows(LEDGER_SQL, {"id": row.id})
     ]
     plan = [int(task["number"]) for task in json_value(row.tasks) or []]
     return [c.as_dict() for c in reconcile.judge(question_of(row), responses, ledger, plan)]

@@ -351,15 +351,15 @@ def status(tx: Tx, session_id: str) -> tuple[dict[str, Any], Any, bool]:
     return doc, row, due
 
 
-_LEDGER = (
-    "SELECT created_at, kind, agent, payload FROM events"
+LEDGER_SQL = (  # the session's assumptions ledger, oldest first
+    'SELECT "key", created_at, kind, agent, payload FROM events'
     " WHERE session_id = :id AND kind = 'assumption' ORDER BY id"
 )
 
 
 def _view(tx: Tx, row: Row) -> dict[str, Any]:
     # The ledger is append-only: read after the row, it can only hold as much or more.
-    ledger = tx.rows(_LEDGER, {"id": row.id})
+    ledger = tx.rows(LEDGER_SQL, {"id": row.id})
     return session_view(row, row, [event_view(entry) for entry in ledger])
 
 
