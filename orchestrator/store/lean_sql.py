@@ -27,7 +27,7 @@ from orchestrator.store.connect import (
 )
 from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
 from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_rows
-from orchestrator.store.views import deadline_due, event_view, session_view
+from orchestrator.store.views import LEDGER_SQL, deadline_due, event_view, session_view
 
 __all__ = ["NeedsFullPath", "LeanFile", "sqlite_file", "status", "events", "page"]
 
@@ -90,9 +90,7 @@ def status(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
     (row,) = rows
     if deadline_due(row, clock.now()):
         raise NeedsFullPath  # the full path applies the on-timeout policy first
-    ledger = _rows(
-        conn.execute(_EVENTS_SQL + " AND kind = 'assumption' ORDER BY id", {"id": session_id})
-    )
+    ledger = _rows(conn.execute(LEDGER_SQL, {"id": session_id}))
     view = session_view(row, row, [event_view(r) for r in ledger])
     expect = (row.settings or {}).get("expect")
     if expect and view["status"] in ENDED:
