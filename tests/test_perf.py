@@ -190,11 +190,14 @@ def test_sessions_on_postgresql_reuse_the_stores_connections(
             return connect(*args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(psycopg.Connection, "connect", counted)
-        for _ in range(4):
+        for _ in range(8):
             assert sessions.start_scenario(EXAMPLES / "answered-question.yaml")["status"] == (
                 "completed"
             )
-        assert made == [], f"{len(made)} connections made for 4 sessions"
+        # One per session (8) was the bug. The warm-up may not have needed as many at once
+        # as a later session does (the lease thread's heartbeat coinciding with a write,
+        # under load): the pool then opens one more, and keeps it.
+        assert len(made) <= 2, f"{len(made)} connections made for 8 sessions"
         with sessions._opened.db.read() as tx:
             count = tx.scalar(
                 "SELECT COUNT(*) FROM pg_stat_activity"
