@@ -179,13 +179,19 @@ class CancelRequested(OrchestratorError):
     the user)."""
 
 
-def validation_text(errors: Iterable[Mapping[str, Any]], *, skip: Container[str] = ()) -> str:
+def validation_text(
+    errors: Iterable[Mapping[str, Any]], *, skip: Container[str] = (), root: str = ""
+) -> str:
     """Pydantic's errors as one line for the user, the same on every door that reads a
     model (the web API, MCP): one clause per problem, "where: what was expected", without
-    pydantic's "Value error, " prefix. `skip`: location parts left out (a request's "body")."""
+    pydantic's "Value error, " prefix. `skip`: location parts left out (a request's "body");
+    `root`: the name of the whole input, for an error about all of it (missing, not an
+    object), but not for the model's own checks, which name their fields."""
     clauses = []
     for error in errors:
         where = ".".join(str(part) for part in error.get("loc", ()) if part not in skip)
+        if not where and error.get("type") != "value_error":
+            where = root
         what = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         clauses.append(f"{where}: {what}" if where else what)
     return "; ".join(clauses)

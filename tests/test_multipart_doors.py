@@ -102,6 +102,8 @@ BAD_BODIES = [
     {"answer": "Redis", "colour": "red"},
     {"parts": [{"choices": ["Mongo"]}, {"answer": "eu"}]},  # the core's rule, past the model
     {"parts": [{"action": "decline"}]},
+    {"answer": "   "},  # both doors strip it, and the core refuses it as empty
+    {"choices": [" Mongo "]},
 ]
 
 

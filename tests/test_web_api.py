@@ -114,6 +114,16 @@ def test_invalid_answers_are_422_and_change_nothing(
     assert sessions.status(sid) == before
 
 
+def test_a_body_that_is_missing_or_not_an_object_is_named(
+    client: TestClient, sessions: Sessions
+) -> None:
+    sid = paused(sessions)
+    missing = client.post(f"/api/sessions/{sid}/answer")
+    assert missing.status_code == 422 and missing.json()["error"] == "body: Field required"
+    listed = client.post(f"/api/sessions/{sid}/answer", json=["All visible columns"])
+    assert listed.status_code == 422 and listed.json()["error"].startswith("body: ")
+
+
 def test_empty_free_text_is_422(client: TestClient, sessions: Sessions) -> None:
     sid = paused(sessions, {"kind": "free_text", "options": []})
     r = client.post(f"/api/sessions/{sid}/answer", json={"answer": "   "})

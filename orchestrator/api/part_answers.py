@@ -51,9 +51,10 @@ def parts_reply(parts: Sequence[PartAnswer], note: str | None = None) -> UserRep
 
 class AnswerFields(BaseModel):
     """Exactly one of `answer`, `choices`, `action`, `parts` (a multi-part question's
-    answers, one per part in part order); `note` is kept with it."""
+    answers, one per part in part order); `note` is kept with it. Text is taken without
+    the whitespace around it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     answer: str | None = Field(None, description="The answer text (or one option's label).")
     choices: list[str] | None = Field(

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from orchestrator.api.part_answers import AnswerFields
+from orchestrator.documents import SessionStatus
 from orchestrator.limits import MAX_ANSWER_CHARS, MAX_LABEL_CHARS, MAX_OPTIONS, MAX_TASK_CHARS
 
 __all__ = [
@@ -140,18 +141,17 @@ class SessionIdInput(_Input):
 
 
 class ListSessionsInput(_Input):
-    status: Literal["running", "paused", "completed", "failed", "cancelled"] | None = Field(
-        None, description="Only sessions with this status."
-    )
+    status: SessionStatus | None = Field(None, description="Only sessions with this status.")
 
 
-class AnswerSessionInput(AnswerFields):
-    """Answer a paused session's question: exactly one of `answer`, `choices`, `action`,
-    `parts` (the web API's answer body, with the session's id)."""
-
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
+class _PausedSession(_Input):
     session_id: Text = Field(description="The paused session's id.")
+
+
+class AnswerSessionInput(AnswerFields, _PausedSession):
+    """Answer a paused session's question: exactly one of `answer`, `choices`, `action`,
+    `parts` (the web API's answer body, after the session's id). What they hold is checked
+    by the core's answer rule, as on the web: a blank answer is refused there."""
 
 
 # The one result shape (contract section 6), published as every tool's output schema and

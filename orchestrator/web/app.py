@@ -164,7 +164,7 @@ def _handlers(app: FastAPI) -> None:
 
 
 def _validation_message(exc: RequestValidationError) -> str:
-    return validation_text(exc.errors(), skip=("body",)) or "invalid request"
+    return validation_text(exc.errors(), skip=("body",), root="body") or "invalid request"
 
 
 def _version() -> str:

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
+from orchestrator.documents import FINAL_STATUSES
 from orchestrator.web.http_errors import ApiError
 from orchestrator.web.pages import page_auth
 
@@ -24,7 +25,7 @@ __all__ = ["router", "POLL_SECONDS"]
 
 POLL_SECONDS = 0.5
 MAX_EVENT_ID = 2**63 - 1  # the database's largest integer
-STOPPED = ("paused", "completed", "failed", "cancelled")
+STOPPED = frozenset({"paused", *FINAL_STATUSES})  # the live page stops following
 
 router = APIRouter(dependencies=[Depends(page_auth)], include_in_schema=False)
 
