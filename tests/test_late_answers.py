@@ -291,6 +291,7 @@ def test_the_command_line_takes_the_late_answer_and_reconciles(tmp_path: Path) -
     sid = declined_and_ended(db, tmp_path)
     mixed = invoke("resume", sid, "--choice", "Redis", "--reconcile", db=db)
     assert mixed.returncode == 2 and "--reconcile goes alone" in mixed.stderr
+    assert f"then `orchestrator resume {sid} --db {db} --reconcile`" in mixed.stderr
     late = invoke("resume", sid, "--choice", "Redis", db=db)
     assert late.returncode == 0, late.stderr
     hint = f"reconcile with: orchestrator resume {sid} --db {db} --reconcile"  # runs as shown

@@ -146,6 +146,7 @@ def test_read_only_filesystem_reconcile_exit_2_and_reconciles_once_writable(
     document = json.loads(result.stdout)
     assert document["session_id"] == session_id
     assert "cannot be written" in document["error"] or "cannot be opened" in document["error"]
+    assert f"then `orchestrator resume {session_id} --reconcile` goes on" in document["error"]
     assert _status(db, session_id)["needs_review"] is True  # nothing reopened
     assert _mount("-o", "remount,rw", str(small_fs)).returncode == 0
     done = invoke("resume", session_id, "--reconcile", "--json", db=db)

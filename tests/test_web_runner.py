@@ -89,3 +89,19 @@ def test_a_run_that_exits_leaves_the_worker_serving_and_a_stopped_runner_restart
     assert runner.submit("again")
     runner.shutdown(wait=True)
     assert sessions.ran[-1] == "again"
+
+
+def test_a_program_that_never_shuts_the_runner_down_still_exits() -> None:
+    """A server ended without its lifespan's shutdown (uvicorn's forced exit): the idle
+    worker threads leave with the main thread instead of holding the interpreter."""
+    import subprocess
+    import sys
+
+    program = (
+        "from orchestrator.web.driver import Runner\n"
+        "class S:\n"
+        "    def run_on(self, sid): return {'status': 'completed'}\n"
+        "Runner(S(), 2).submit('x')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], timeout=60, capture_output=True)
+    assert done.returncode == 0, done.stderr

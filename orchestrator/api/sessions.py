@@ -211,7 +211,7 @@ class Sessions:
         try:
             view = engine.reconcile(session_id, hand_off=not run)
         except Exception as exc:
-            raise _storage_failed(exc, session_id, None, engine) from exc
+            raise _storage_failed(exc, session_id, None, engine, again="--reconcile") from exc
         return self._ended_on(session_id, view) if run else self.status(session_id)
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
@@ -339,7 +339,7 @@ def _model_options(
 
 
 def _storage_failed(
-    exc: Exception, session_id: str, reply: UserReply | None, engine: Any
+    exc: Exception, session_id: str, reply: UserReply | None, engine: Any, *, again: str = ""
 ) -> Exception:
     """A storage fault met by `resume` (or `reconcile`) as the user's error, saying
     truthfully whether the answer is stored: the engine marks `answered` once the answer's
@@ -366,5 +366,6 @@ def _storage_failed(
                 "once the database works again"
             )
     else:
-        message += f"; then `orchestrator resume {session_id}` goes on where the session was"
+        command = " ".join(["orchestrator", "resume", session_id, *([again] if again else [])])
+        message += f"; then `{command}` goes on where the session was"
     return StorageFailed(message, session_id=session_id, answer_kept=kept)

@@ -21,6 +21,7 @@ from orchestrator.cli.options import (
 from orchestrator.cli.output import emit, finish, user_errors
 from orchestrator.cli.runs import collect_from_here_on, question_shown, sessions_for
 from orchestrator.present.readout import handed_off_text
+from orchestrator.present.render import command_line
 
 __all__ = ["resume", "cli_flags"]
 
@@ -109,9 +110,10 @@ def resume(
             raise ConfigError("give at most one of --reconcile, --cancel")
         if reconcile and (given or note is not None):
             first = given[0] if given else "--note"
+            then = command_line("resume", session_id, db, "--reconcile")
             raise ConfigError(
                 f"--reconcile goes alone: give the late answer first ({first} without "
-                f"--reconcile), then `orchestrator resume {session_id} --reconcile`"
+                f"--reconcile), then `{then}`"
             )
         if len(given) > 1:
             raise ConfigError(f"give at most one of {', '.join(given)}")

@@ -257,7 +257,7 @@ def _decide_ask(
     if same_ask:
         question = part.question if part else state.question
         safe = part.default if part else state.default
-        if (part is None and state.resolution in ("declined", "timeout")) or (
+        if (part is None and defaults_taken(state.resolved, state.resolution)) or (
             part is not None and part.declined
         ):
             # The user's decline (or the deadline) answers this very ask: it always gets

@@ -36,7 +36,7 @@ def form_of(session_id: str, task: str, question: Mapping[str, Any]) -> tuple[st
     parts = question_parts(question)
     properties: dict[str, Any] = {}
     for part in parts:
-        askers = ", ".join(part.get("askers") or [part.get("asked_by") or "an agent"])
+        askers = ", ".join(a for a in part.get("askers") or [] if a) or "an agent"
         title = part["question"] if len(parts) == 1 else f"{part['part']}. {part['question']}"
         default = part.get("default")
         hint = f"asked by {askers}; leave empty to proceed with " + (

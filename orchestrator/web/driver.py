@@ -21,6 +21,8 @@ __all__ = ["Runner"]
 
 log = logging.getLogger("orchestrator.web")
 
+IDLE_CHECK_SECONDS = 0.5
+
 
 class Runner:
     """`workers` threads running sessions on, fed from a queue of session ids.
@@ -46,6 +48,7 @@ class Runner:
                 return False
             self._queued.add(session_id)
             self._waiting.append(session_id)
+            self._threads = [thread for thread in self._threads if thread.is_alive()]
             if len(self._threads) < min(self.workers, len(self._queued)):
                 thread = threading.Thread(target=self._work, name=f"run-on-{len(self._threads)}")
                 thread.start()
@@ -63,7 +66,12 @@ class Runner:
         while True:
             with self._lock:
                 while not self._waiting and not self._stopping:
-                    self._lock.wait()
+                    # An idle thread leaves once the program's main thread has: a server
+                    # ended without its lifespan's shutdown (a forced exit) still exits,
+                    # after the runs in progress (not daemons: the interpreter waits).
+                    self._lock.wait(IDLE_CHECK_SECONDS)
+                    if not threading.main_thread().is_alive():
+                        return
                 if not self._waiting:
                     return
                 session_id = self._waiting.popleft()
