@@ -48,6 +48,9 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
         resolution = rng.choice([None, None, "cancelled", "declined"]) if used else None
         resolution = "answered" if resolved and resolution is None else resolution
         deadline = rng.choice([None, 1000.0, 1000.0, 1000.0, 2000.5, 3000.25 + n]) if used else None
+        # Who drives it: nobody (handed off), a process whose lease ran out, or a claim
+        # whose agent call failed; the inbox tells these apart.
+        driver = rng.choice(["none", "gone", "failed"])
         rows.append(
             {
                 "id": sid,
@@ -57,9 +60,15 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
                 "updated_at": created,
                 "agents": {"kind": "script", "agents": {}},
                 "settings": {},
-                "tasks": [],
+                "tasks": [{"id": "t1", "title": "a task", "status": "done"}],
                 "round": 1,
                 "answers_used": 0,
+                "owner": None if driver == "none" else f"owner-{n}",
+                "owner_pid": None if driver == "none" else 4_000_000 + n,
+                "owner_host": None if driver == "none" else "elsewhere",
+                "lease_expires_at": None if driver == "none" else 1000.0,
+                "last_error": "the model timed out" if driver == "failed" else None,
+                "usage": {"pm": {"input_tokens": 3, "output_tokens": 4, "model_calls": 1}},
             }
         )
         states.append(
@@ -130,6 +139,25 @@ def test_pages_walked_by_cursor_keep_the_inbox_order(db_url: str, sessions: Sess
         assert [sid for page in pages for sid in page] == expected, size
         assert all(len(page) == size for page in pages[:-1]), size
         assert 0 < len(pages[-1]) <= size, size  # no empty page after a full last one
+
+
+def test_an_inbox_row_is_the_session_objects_fields_it_shows(
+    db_url: str, sessions: Sessions
+) -> None:
+    """The inbox reads only the columns it shows; what it shows is what `list` and every
+    other door say of the session (stalled or waiting for a driver included)."""
+    made = fill(db_url, 120)
+    rows, _ = sessions.inbox.page(limit=1000)
+    listed = {doc["session_id"]: doc for doc in sessions.list()}
+    assert len(rows) == len(made) == len(listed)
+    shown = {"session_id", "status", "task", "pending_question", "created_at"}
+    shown |= {"stalled", "waiting_for_driver", "last_error", "owner"}
+    for row in rows:
+        assert set(row) == shown
+        assert row == {key: listed[row["session_id"]][key] for key in row}
+    told_apart = {(r["status"], r["stalled"], r["waiting_for_driver"]) for r in rows}
+    assert {("running", True, False), ("running", False, True)} <= told_apart
+    assert any(r["owner"] for r in rows) and any(r["pending_question"] for r in rows)
 
 
 def test_the_waiting_count_is_capped(db_url: str, sessions: Sessions) -> None:

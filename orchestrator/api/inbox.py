@@ -20,10 +20,12 @@ class Inbox:
     def page(
         self, *, limit: int, after: str | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """One page of at most `limit` session objects after the cursor `after` (None: the
-        first page): those waiting for an answer first (soonest deadline first, then those
-        without one, newest first), then the others, newest first; and the next page's
-        cursor (None on the last page). A cursor is opaque: take it from a page; one that
+        """One page of at most `limit` inbox rows after the cursor `after` (None: the first
+        page). A row is the session object's fields the inbox shows (`session_id`,
+        `status`, `task`, `pending_question`, `created_at`, `stalled`,
+        `waiting_for_driver`, `last_error`, `owner`). Sessions waiting for an answer first
+        (soonest deadline first, then those without one, newest first), then the others,
+        newest first; and the next page's cursor (None on the last page). A cursor is opaque: take it from a page; one that
         is not a cursor raises UserError. Each page costs its own rows, not the table's."""
         from orchestrator.store.inbox_paging import inbox_page
 

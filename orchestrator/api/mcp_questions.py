@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.domain import gate
+from orchestrator.domain.clock import iso_epoch
 from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import CancelRequested, SessionNotWaiting, UserError
 from orchestrator.store import Owner, Store, resolve_url
 from orchestrator.store.owner import Claim, lease_seconds
-from orchestrator.store.views import iso_epoch
 
 __all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN", "summary_of"]
 

@@ -1,4 +1,5 @@
-"""The time that question deadlines are measured in: real time, or a virtual clock.
+"""The time that question deadlines are measured in (real time, or a virtual clock), and
+how the contract writes a time (`iso`, `iso_epoch`).
 
 Deadline code calls `now()` instead of `time.time()`. A scenario suite (or a test) runs
 under `virtual()`: the clock stands still until `advance()` moves it, so a 300 s deadline
@@ -13,8 +14,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
-__all__ = ["now", "virtual", "advance", "is_virtual", "parse_duration"]
+__all__ = ["now", "virtual", "advance", "is_virtual", "parse_duration", "iso", "iso_epoch"]
 
 _lock = threading.Lock()
 _virtual_now: float | None = None  # None: real time
@@ -78,3 +80,23 @@ def parse_duration(value: str | float | int) -> float:
     if seconds < 0:
         raise ValueError(f"a duration cannot be negative, got {value!r}")
     return seconds
+
+
+def iso(value: datetime | None) -> str | None:
+    """A stored time as the contract writes it: ISO 8601 in UTC with a `Z`."""
+    if value is None:
+        return None
+    if value.tzinfo is None:  # SQLite hands back naive datetimes; we only ever write UTC
+        return f"{value.isoformat()}Z"
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def iso_epoch(value: float | None) -> str | None:
+    """Seconds since the epoch (a deadline, a lease) as the contract writes a time."""
+    if value is None:
+        return None
+    try:
+        return iso(datetime.fromtimestamp(value, UTC))
+    except (OverflowError, ValueError, OSError):
+        # A deadline no calendar holds (inf, 1e12: stored by older versions): no deadline.
+        return None

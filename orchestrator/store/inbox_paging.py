@@ -23,18 +23,40 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.domain.clock import iso
 from orchestrator.errors import UserError
 from orchestrator.store.core import Store
-from orchestrator.store.listing import LISTED
-from orchestrator.store.views import LIVE_SESSION_SQL, OPEN_QUESTION_SQL, session_view
+from orchestrator.store.views import (
+    LIVE_SESSION_SQL,
+    OPEN_QUESTION_SQL,
+    driver_fields,
+    pending_question,
+)
 
-__all__ = ["InboxPage", "inbox_page", "waiting_count", "encode_cursor", "decode_cursor"]
+__all__ = [
+    "InboxPage",
+    "INBOX_COLUMNS",
+    "inbox_row",
+    "inbox_page",
+    "waiting_count",
+    "encode_cursor",
+    "decode_cursor",
+]
 
 InboxPage = tuple[list[dict[str, Any]], str | None]
 RUNS = ("t", "u", "o")
 MAX_CURSOR = 512  # characters
 
-_COLUMNS = ", ".join(f"{table}.{column}" for table, column in LISTED)
+# What a row of the inbox shows and what says who drives it (never the task board, the
+# usage or the script: a listed session's large columns), and the cursor's keys.
+INBOX_COLUMNS: tuple[tuple[str, str], ...] = (
+    *(("s", name) for name in ("id", "status", "task", "created_at", "last_error")),
+    *(("s", name) for name in ("owner", "owner_pid", "owner_host", "owner_boot")),
+    *(("s", name) for name in ("owner_pidns", "owner_started", "lease_expires_at")),
+    *(("t", name) for name in ("clarification_used", "clarification_resolved", "resolution")),
+    *(("t", name) for name in ("question_object", "asked_by", "deadline", "timed_out")),
+)
+_COLUMNS = ", ".join(f"{table}.{column}" for table, column in INBOX_COLUMNS)
 # The open question first (CROSS JOIN: SQLite keeps this join order, so it starts from the
 # partial index on orchestrator_state; PostgreSQL reads it as the inner join it is).
 _WAITING_FROM = (
@@ -145,7 +167,21 @@ def inbox_page(store: Store, *, limit: int, after: str | None = None) -> InboxPa
     if len(found) > limit:
         last_run, last = shown[-1]
         cursor = encode_cursor(last_run, last, number + 1)
-    return [session_view(row, row) for _, row in shown], cursor
+    return [inbox_row(row) for _, row in shown], cursor
+
+
+def inbox_row(row: Any) -> dict[str, Any]:
+    """What the inbox shows of a session (a row of INBOX_COLUMNS): the session object's
+    fields of the same names, without the task board, usage and ledger it does not show."""
+    pending = pending_question(row, row)
+    return {
+        "session_id": row.id,
+        "status": row.status,
+        "task": row.task,
+        "pending_question": pending,
+        "created_at": iso(row.created_at),
+        **driver_fields(row, pending),
+    }
 
 
 def page_number(after: str | None) -> int:

@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.domain import gate, reconcile
+from orchestrator.domain.clock import iso
 from orchestrator.errors import SessionNotWaiting
 from orchestrator.store._tx import add_event, fence, json_value, utcnow
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Tx
-from orchestrator.store.views import LEDGER_SQL, iso, joined_row
+from orchestrator.store.views import LEDGER_SQL, joined_row
 
 __all__ = [
     "record",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from orchestrator.domain.clock import iso_epoch
 from orchestrator.errors import CancelRequested, SessionBusy, SessionNotFound, SessionNotWaiting
 from orchestrator.store._tx import (
     FINAL_STATUSES,
@@ -26,7 +27,7 @@ from orchestrator.store._tx import (
 from orchestrator.store.owner import Claim, Owner, lease_left
 from orchestrator.store.sql import Row, Tx
 from orchestrator.store.turns import add_usage
-from orchestrator.store.views import iso_epoch, owner_alive
+from orchestrator.store.views import owner_alive
 
 __all__ = [
     "create",

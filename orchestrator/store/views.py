@@ -7,10 +7,10 @@ the answer, never half of each). Plain dicts: no pydantic on this path."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from orchestrator.domain import clock, gate
+from orchestrator.domain.clock import iso, iso_epoch
 from orchestrator.errors import SessionNotFound
 from orchestrator.records import OwnerRecord, PendingQuestion
 from orchestrator.store.listing import CURSOR_SQL, page_sql
@@ -38,8 +38,7 @@ __all__ = [
     "waiting_for_driver",
     "state_from_row",
     "waiting",
-    "iso",
-    "iso_epoch",
+    "driver_fields",
 ]
 
 
@@ -90,14 +89,6 @@ def state_row(tx: Tx, session_id: str) -> Row:
 
 
 # -- views ------------------------------------------------------------------------------
-
-
-def iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:  # SQLite hands back naive datetimes; we only ever write UTC
-        return f"{value.isoformat()}Z"
-    return value.isoformat().replace("+00:00", "Z")
 
 
 # "A question is open", in SQL over `orchestrator_state AS t`: GateState.waiting, term for
@@ -227,12 +218,26 @@ def owner_record(session: Any) -> OwnerRecord | None:
     }
 
 
-def session_view(
-    session: Any, state: Any, assumptions: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
+def driver_fields(session: Any, pending: PendingQuestion | None) -> dict[str, Any]:
+    """The session object's `stalled`, `waiting_for_driver`, `last_error` and `owner`.
+    Stalled: running, nobody drives it (its agent call failed, or its process is gone). Not
+    one handed off on purpose once answered (owner cleared: store.lifecycle.hand_off): that
+    one is `waiting_for_driver`, a worker's, `serve`'s or `resume`'s to run on."""
     owner = owner_record(session)
     last_error = getattr(session, "last_error", None)
     running = session.status == "running"
+    dead = owner is not None and not owner["alive"]
+    return {
+        "stalled": running and (last_error is not None or dead),
+        "waiting_for_driver": pending is None and waiting_for_driver(session),
+        "last_error": last_error if running else None,
+        "owner": owner,
+    }
+
+
+def session_view(
+    session: Any, state: Any, assumptions: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     pending = pending_question(session, state)
     return {
         "session_id": session.id,
@@ -255,15 +260,9 @@ def session_view(
         "round": session.round,
         "created_at": iso(session.created_at),
         "updated_at": iso(session.updated_at),
-        # A running session nobody drives: its agent call failed, or its process is gone.
-        # Not one handed off on purpose once answered (owner cleared: store.lifecycle.hand_off):
-        # that one is `waiting_for_driver`, a worker's, `serve`'s or `resume`'s to run on.
-        "stalled": running
-        and (last_error is not None or (owner is not None and not owner["alive"])),
-        "waiting_for_driver": pending is None and waiting_for_driver(session),
-        "last_error": last_error if running else None,
-        "owner": owner,
-        "cancel_requested": running and getattr(session, "cancel_requested_at", None) is not None,
+        **driver_fields(session, pending),
+        "cancel_requested": session.status == "running"
+        and getattr(session, "cancel_requested_at", None) is not None,
         "usage": usage_view(getattr(session, "usage", None)),
         "late_question": late_question(session, state),
         "late_answer": (late := (state.question_object or {}).get("late")),
@@ -293,16 +292,6 @@ def usage_view(per_agent: dict[str, dict[str, int]] | None) -> dict[str, Any] | 
     }
     totals = {name: sum(a[name] for a in agents.values()) for name in USAGE_COUNTS}
     return {**totals, "agents": agents}
-
-
-def iso_epoch(value: float | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return iso(datetime.fromtimestamp(value, UTC))
-    except (OverflowError, ValueError, OSError):
-        # A deadline no calendar holds (inf, 1e12: stored by older versions): no deadline.
-        return None
 
 
 def event_view(row: Mapping[str, Any]) -> dict[str, Any]:
