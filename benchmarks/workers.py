@@ -1,6 +1,6 @@
 """Worker scaling: sessions/s through 1, 2 and 4 `orchestrator worker` processes.
 
-    .venv/bin/python benchmarks/workers.py            # 200 sessions per run (make bench)
+    .venv/bin/python benchmarks/workers.py            # 400 sessions per run (make bench)
     .venv/bin/python benchmarks/workers.py --quick    # 60 sessions, a smoke test
 
 For each backend (PostgreSQL on a throwaway server from tests/pgcluster.py, and SQLite),
@@ -10,7 +10,9 @@ every run. Each run starts the workers together and polls the count of completed
 the figure is the steady-state rate between 10% and 90% done (process start-up and the
 tail excluded), and the ratio is to one worker. After the answer each session makes four
 scripted agent calls (PM, two developers, PM). Target (issue 22): on PostgreSQL, >= 1.7x at
-2 workers on this 2-core machine, and no fall beyond. Then the worker's own cost: a worker
+2 workers on this 2-core machine, and no fall beyond. Beside the rates, the CPU per
+session in the same steady state (the workers' and the server's), which shows whether a
+fall comes from the cores or from the sessions. Then the worker's own cost: a worker
 thread's CPU claiming sessions against its CPU driving them (target: <= 10%).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import shutil
@@ -26,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from pathlib import Path
 
@@ -67,8 +70,16 @@ def completed(url: str) -> int:
 _engines: dict[str, object] = {}
 
 
-def one_run(url: str, workers: int, sessions: int, env: dict[str, str]) -> dict[str, float]:
-    """Start `workers` workers on `url`; return the steady-state rate and the total time."""
+def one_run(
+    url: str,
+    workers: int,
+    sessions: int,
+    env: dict[str, str],
+    server_cpu: Callable[[], float | None] = lambda: None,
+) -> dict[str, float]:
+    """Start `workers` workers on `url`; return the steady-state rate and the total time,
+    and the CPU per session in the steady state: the workers' and the database server's
+    (NaN where /proc or the server's processes are not known)."""
     command = [sys.executable, "-m", "orchestrator", "worker", "--exit-when-idle", "2",
                "--json", "--db", url]  # fmt: skip
     started = time.monotonic()
@@ -84,6 +95,7 @@ def one_run(url: str, workers: int, sessions: int, env: dict[str, str]) -> dict[
         for _ in range(workers)
     ]
     marks: dict[float, float] = {}
+    cpu: dict[float, tuple[float, float]] = {}  # (the workers', the server's) at a mark
     low, high = int(sessions * 0.1), int(sessions * 0.9)
     while True:
         done = completed(url)
@@ -91,6 +103,7 @@ def one_run(url: str, workers: int, sessions: int, env: dict[str, str]) -> dict[
         for fraction, threshold in ((0.1, low), (0.9, high), (1.0, sessions)):
             if done >= threshold and fraction not in marks:
                 marks[fraction] = now
+                cpu[fraction] = (_cpu_of(p.pid for p in procs), server_cpu() or math.nan)
         if done >= sessions or all(p.poll() is not None for p in procs):
             break
         time.sleep(0.02)
@@ -103,7 +116,22 @@ def one_run(url: str, workers: int, sessions: int, env: dict[str, str]) -> dict[
     return {
         "rate": (high - low) / (marks[0.9] - marks[0.1]),
         "total": marks[1.0] - started,
+        "cpu": (cpu[0.9][0] - cpu[0.1][0]) / (high - low),
+        "server": (cpu[0.9][1] - cpu[0.1][1]) / (high - low),
     }
+
+
+def _cpu_of(pids: Iterable[int]) -> float:
+    """CPU seconds the processes `pids` have used so far, every thread (Linux /proc; NaN
+    where there is none)."""
+    total = 0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (ticks)
+    except (OSError, ValueError, IndexError):
+        return math.nan
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _children_cpu() -> float:
@@ -175,12 +203,16 @@ def claim_share(fresh: Callable[[], str], sessions: int) -> dict[str, float]:
 
 
 def bench(
-    name: str, fresh: Callable[[], str], sessions: int, env: dict[str, str]
+    name: str,
+    fresh: Callable[[], str],
+    sessions: int,
+    env: dict[str, str],
+    server_cpu: Callable[[], float | None] = lambda: None,
 ) -> dict[int, dict[str, float]]:
     results = {}
     for workers in WORKERS:
         url = fresh()
-        results[workers] = one_run(url, workers, sessions, env)
+        results[workers] = one_run(url, workers, sessions, env, server_cpu)
         print(
             f"  {name}: {workers} worker(s) {results[workers]['rate']:.1f} sessions/s",
             file=sys.stderr,
@@ -217,7 +249,7 @@ def postgres_runs(
             cluster.admin(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
             return cluster.url(copy)
 
-        return bench("postgresql", fresh, sessions, env)
+        return bench("postgresql", fresh, sessions, env, cluster.cpu_seconds)
     finally:
         _dispose()
         cluster.close()
@@ -268,6 +300,17 @@ def table(results: dict[str, dict[int, dict[str, float]] | str], sessions: int) 
               for name, runs in results.items() if not isinstance(runs, str)
           ) + ")")  # fmt: skip
     print("target: PostgreSQL >= 1.7x at 2 workers on 2 cores, and no fall beyond")
+    print("CPU per session in the same steady state, the workers' + the server's, at "
+          f"{', '.join(map(str, WORKERS))} workers:")  # fmt: skip
+    print("   the same work each time, so where it grows the processes contend for the cores")
+    for name, runs in results.items():
+        if isinstance(runs, str):
+            continue
+        cells = []
+        for n in WORKERS:
+            own, server = runs[n]["cpu"] * 1000, runs[n]["server"] * 1000
+            cells.append(f"{own:.1f}" + ("" if math.isnan(server) else f" + {server:.1f}") + " ms")
+        print(f"{name:<12}" + "; ".join(cells))
     print("\n== the worker's own cost: one worker thread's CPU finding and claiming sessions")
     print("   against its CPU driving them (run_worker in this process, thread CPU per session);")
     print("   then, as context, one worker process's whole CPU per session against the same")
@@ -292,7 +335,7 @@ def table(results: dict[str, dict[int, dict[str, float]] | str], sessions: int) 
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=400)
     parser.add_argument("--quick", action="store_true", help="60 sessions per run")
     args = parser.parse_args(argv)
     sessions = 60 if args.quick else args.sessions

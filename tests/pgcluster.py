@@ -165,6 +165,29 @@ class Cluster:
 
     port: int = 0
 
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds this server's processes have used so far: the postmaster, its live
+        children and those it has reaped (Linux /proc; None where there is none)."""
+        if self._stop is None:
+            return None
+        try:
+            pid_file = self._stop[1] / "data" / "postmaster.pid"
+            postmaster = int(pid_file.read_text().split()[0])
+            total = 0
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:  # gone meanwhile
+                    continue
+                # fields[1] is the parent; [11:15] utime, stime, cutime, cstime (ticks)
+                if int(entry.name) == postmaster or int(fields[1]) == postmaster:
+                    total += sum(int(value) for value in fields[11:15])
+        except (OSError, ValueError, IndexError):
+            return None
+        return total / os.sysconf("SC_CLK_TCK")
+
     def restart(self) -> None:
         """Stop the server (fast: clients are cut off) and start it again on the same port."""
         assert self._stop is not None, "only a cluster this suite started can be restarted"

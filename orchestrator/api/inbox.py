@@ -25,8 +25,9 @@ class Inbox:
         `status`, `task`, `pending_question`, `created_at`, `stalled`,
         `waiting_for_driver`, `last_error`, `owner`). Sessions waiting for an answer first
         (soonest deadline first, then those without one, newest first), then the others,
-        newest first; and the next page's cursor (None on the last page). A cursor is opaque: take it from a page; one that
-        is not a cursor raises UserError. Each page costs its own rows, not the table's."""
+        newest first; and the next page's cursor (None on the last page). A cursor is
+        opaque: take it from a page; one that is not a cursor raises UserError. Each page
+        costs its own rows, not the table's."""
         from orchestrator.store.inbox_paging import inbox_page
 
         return inbox_page(self._store, limit=max(1, limit), after=after)
