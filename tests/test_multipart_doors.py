@@ -17,10 +17,12 @@ from tests.test_web_api import client_for, wait_for
 PARTS = [{"choices": ["Memcached"]}, {"answer": "us-east"}]
 
 
-def paused_with_parts(db: str, tmp_path: Path) -> str:
-    """examples/multi-part-question.yaml without its answers: paused on two parts."""
+def paused_with_parts(db: str, tmp_path: Path, settings: str = "") -> str:
+    """examples/multi-part-question.yaml without its answers: paused on two parts
+    (`settings`: more of its settings, YAML lines)."""
     script = tmp_path / "paused.yaml"
-    script.write_text((EXAMPLES / "multi-part-question.yaml").read_text().split("answers:")[0])
+    text = (EXAMPLES / "multi-part-question.yaml").read_text().split("answers:")[0]
+    script.write_text(text.replace("settings:\n", f"settings:\n{settings}", 1))
     with Sessions(db) as sessions:
         doc = sessions.start_scenario(str(script))
     assert doc["status"] == "paused"
@@ -229,6 +231,35 @@ def test_a_plain_decline_declines_every_part_whichever_door(
         log, view = sessions.log(sid), sessions.status(sid)
     assert view["orchestrator_state"]["answer_status"] == "declined"
     assert {e["agent"]: e["why"] for e in log if e["kind"] == "fallback"} == DECLINED_EVERY_PART
+
+
+@pytest.mark.backends()
+def test_a_deadline_that_proceeds_settles_every_part_as_a_decline(
+    db_url: str, tmp_path: Path
+) -> None:
+    """`on_timeout: proceed` gives every asker of every part its part's default, as a plain
+    decline does (it settled the first ask only, and the others got the hard cap)."""
+    from orchestrator.domain import clock
+
+    with clock.virtual():
+        settings = "  timeout: 60\n  on_timeout: proceed\n  max_fallbacks: 0\n"
+        sid = paused_with_parts(db_url, tmp_path, settings)
+        clock.advance(61)
+        with Sessions(db_url) as sessions:
+            assert sessions.status(sid)["orchestrator_state"]["answer_status"] == "timeout"
+            done = sessions.resume(sid)
+            log = sessions.log(sid)
+    assert done["status"] == "completed", done.get("error")
+    fallbacks = {e["agent"]: e["why"] for e in log if e["kind"] == "fallback"}
+    assert fallbacks == {
+        "developer-1": "timeout",
+        "developer-2": "timeout",
+        "developer-3": "timeout",
+        "developer-4": "part_cap",
+    }
+    assumed = {a["agent"]: a["assumption"] for a in done["assumptions"]}
+    assert "(safe default: Redis)" in assumed["developer-3"]
+    assert "(safe default: eu-west)" in assumed["developer-2"]
 
 
 def test_the_forms_decline_declines_every_part(db_url: str, tmp_path: Path) -> None:

@@ -204,7 +204,14 @@ def decide(
     if isinstance(event, Cancel):
         return Resolve(GateUpdate(resolution="cancelled") | named, cancel=True)
     if event.policy == "proceed":
-        return Resolve(GateUpdate(resolved=True, resolution="timeout", timed_out=True))
+        # As a plain decline: every part of a multi-part question is settled, each of its
+        # askers takes its part's default.
+        proceed = GateUpdate(resolved=True, resolution="timeout", timed_out=True)
+        if state.parts:
+            proceed["parts"] = tuple(
+                dataclasses.replace(part, response=None, declined=True) for part in state.parts
+            )
+        return Resolve(proceed)
     if event.policy == "cancel":
         return Resolve(GateUpdate(resolution="cancelled", timed_out=True), cancel=True)
     return Resolve(GateUpdate(timed_out=True))
@@ -263,7 +270,7 @@ def _decide_ask(
             # The user's decline (or the deadline) answers this very ask: it always gets
             # the fallback, even with max_fallbacks=0; the cap is for agents that ask *again*.
             why: Literal["declined", "timeout"] = (
-                "timeout" if state.resolution == "timeout" and part is None else "declined"
+                "timeout" if state.resolution == "timeout" else "declined"
             )
             message = FALLBACK_MESSAGE
             if safe:

@@ -272,9 +272,15 @@ class Tools:
 def _form_state(session_id: str, question: dict[str, Any]) -> str:
     """ask_session's request_state: the session and its question, so that a second call
     answers only the question its form showed."""
-    # What the question asks, not how its clock stands (`deadline`, `timed_out` change
-    # while the person fills the form).
+    # What the question asks, not how it stands: its clock (`deadline`, `timed_out`) and
+    # its parts' outcomes (`response`, `declined`: a deadline that proceeds declines every
+    # part) change while the person fills the form.
     asked = {k: v for k, v in question.items() if k not in ("deadline", "timed_out")}
+    if question.get("parts"):
+        outcome = ("response", "declined")
+        asked["parts"] = [
+            {k: v for k, v in p.items() if k not in outcome} for p in question["parts"]
+        ]
     digest = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
     return f"{session_id}:{digest}"
 
