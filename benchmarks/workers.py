@@ -103,7 +103,11 @@ def one_run(
         for fraction, threshold in ((0.1, low), (0.9, high), (1.0, sessions)):
             if done >= threshold and fraction not in marks:
                 marks[fraction] = now
-                cpu[fraction] = (_cpu_of(p.pid for p in procs), server_cpu() or math.nan)
+                server = server_cpu()  # None: not known (0.0 is a figure)
+                cpu[fraction] = (
+                    _cpu_of(p.pid for p in procs),
+                    math.nan if server is None else server,
+                )
         if done >= sessions or all(p.poll() is not None for p in procs):
             break
         time.sleep(0.02)
