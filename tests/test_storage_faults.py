@@ -154,6 +154,36 @@ def test_read_only_filesystem_reconcile_exit_2_and_reconciles_once_writable(
     assert json.loads(done.stdout)["late_answer"]["reconciled"] is not None
 
 
+def test_a_fault_after_the_reconciliation_reopened_names_a_plain_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reopening committed, then the disk filled during the round: the session runs
+    again, so the hint is `resume ID` (a second `--reconcile` would be refused)."""
+    import yaml
+
+    from orchestrator import Reply, Sessions
+    from orchestrator.errors import StorageFailed
+    from orchestrator.runtime.engine import Engine
+
+    data = yaml.safe_load((EXAMPLES / "late-answer.yaml").read_text())
+    del data["late_answer"]
+    script = tmp_path / "declined.yaml"
+    script.write_text(yaml.safe_dump(data))
+    with Sessions(f"sqlite:///{tmp_path / 'o.db'}") as sessions:
+        session_id = str(sessions.start_scenario(str(script))["session_id"])
+        assert sessions.resume(session_id, Reply(choices=("Redis",)))["needs_review"]
+
+        def full(*_args: object, **_kwargs: object) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(Engine, "_drive", full)
+        with pytest.raises(StorageFailed) as failed:
+            sessions.reconcile(session_id)
+        assert sessions.status(session_id)["status"] == "running"  # reopened
+    message = failed.value.message
+    assert f"then `orchestrator resume {session_id}` goes on" in message, message
+
+
 def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:
     """The header's page count is ahead of the file (the pages are in the -wal): SQLite
     opens it, so the check must not advise restoring it from a backup."""

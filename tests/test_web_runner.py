@@ -105,3 +105,29 @@ def test_a_program_that_never_shuts_the_runner_down_still_exits() -> None:
     )
     done = subprocess.run([sys.executable, "-c", program], timeout=60, capture_output=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_after_the_main_thread_a_runner_takes_no_new_run() -> None:
+    """A forced exit with answers still queued, and the pick-up poll (a daemon) still
+    submitting: the run in progress finishes, nothing else starts, and the process exits."""
+    import subprocess
+    import sys
+
+    program = (
+        "import threading, time\n"
+        "from orchestrator.web.driver import Runner\n"
+        "class S:\n"
+        "    def run_on(self, sid):\n"
+        "        print('ran', sid, flush=True); time.sleep(0.5); return {'status': 'completed'}\n"
+        "runner = Runner(S(), 1)\n"
+        "for n in range(5): runner.submit(f'queued-{n}')\n"
+        "def poll():\n"
+        "    for n in range(100): runner.submit(f'polled-{n}'); time.sleep(0.05)\n"
+        "threading.Thread(target=poll, daemon=True).start()\n"
+        "time.sleep(0.1)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], timeout=60, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["ran queued-0"]

@@ -211,7 +211,9 @@ class Sessions:
         try:
             view = engine.reconcile(session_id, hand_off=not run)
         except Exception as exc:
-            raise _storage_failed(exc, session_id, None, engine, again="--reconcile") from exc
+            # Once the reopening committed the session runs: a plain `resume` goes on.
+            again = "" if engine.reopened == session_id else "--reconcile"
+            raise _storage_failed(exc, session_id, None, engine, again=again) from exc
         return self._ended_on(session_id, view) if run else self.status(session_id)
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:

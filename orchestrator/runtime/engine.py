@@ -63,6 +63,7 @@ class Engine:
         self.owner = owner or Owner()
         self.activity = activity  # told when each agent call starts and stops
         self.answered: str | None = None  # the session whose answer this engine committed
+        self.reopened: str | None = None  # the session whose reconciliation it reopened
 
     # -- entry points -------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class Engine:
         `hand_off` the session is only reopened, for a driver (worker, serve, resume)."""
         counts = self.store.reply_counts(session_id)
         claim = late_tx.reopen(self.store, session_id, self.owner, counts, hand_off=hand_off)
+        self.reopened = session_id  # committed: running now, a plain `resume` goes on
         if hand_off:
             return self.store.view(session_id)
         row = self.store.session(session_id)

@@ -21,8 +21,6 @@ from orchestrator.web.security import bearer_or_cookie, csrf_ok
 
 __all__ = ["router", "AnswerBody", "after_answer"]
 
-StatusFilter = SessionStatus
-
 
 def api_auth(request: Request) -> None:
     web = request.app.state.web
@@ -65,7 +63,7 @@ MAX_API_PAGE = 1000
 def list_sessions(
     request: Request,
     response: Response,
-    status: StatusFilter | None = None,
+    status: SessionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_API_PAGE)] = API_PAGE,
     after: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Any:

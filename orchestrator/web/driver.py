@@ -9,6 +9,7 @@ between the commit and the run leaves a session that the next server (or a plain
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import deque
@@ -38,19 +39,26 @@ class Runner:
         self._waiting: deque[str] = deque()
         self._queued: set[str] = set()  # waiting or running here
         self._threads: list[threading.Thread] = []
+        self._names = itertools.count()
         self._stopping = False
+
+    def _leaving(self) -> bool:
+        """Stopping: `shutdown`, or the program's main thread has ended (a server forced
+        to exit skips its lifespan's shutdown; these threads are not daemons)."""
+        return self._stopping or not threading.main_thread().is_alive()
 
     def submit(self, session_id: str) -> bool:
         """Queue `session_id` to be run on (once: False when it is queued already, or the
         server is stopping)."""
         with self._lock:
-            if session_id in self._queued or self._stopping:
+            if session_id in self._queued or self._leaving():
                 return False
             self._queued.add(session_id)
             self._waiting.append(session_id)
             self._threads = [thread for thread in self._threads if thread.is_alive()]
             if len(self._threads) < min(self.workers, len(self._queued)):
-                thread = threading.Thread(target=self._work, name=f"run-on-{len(self._threads)}")
+                name = f"run-on-{next(self._names)}"
+                thread = threading.Thread(target=self._work, name=name)
                 thread.start()
                 self._threads.append(thread)
             self._lock.notify()
@@ -65,14 +73,11 @@ class Runner:
     def _work(self) -> None:
         while True:
             with self._lock:
-                while not self._waiting and not self._stopping:
-                    # An idle thread leaves once the program's main thread has: a server
-                    # ended without its lifespan's shutdown (a forced exit) still exits,
-                    # after the runs in progress (not daemons: the interpreter waits).
+                while not self._waiting and not self._leaving():
                     self._lock.wait(IDLE_CHECK_SECONDS)
-                    if not threading.main_thread().is_alive():
-                        return
-                if not self._waiting:
+                # Once the main thread has ended, a thread finishes its run in progress and
+                # takes no other: the queued answers are committed, the next start runs them.
+                if not self._waiting or not threading.main_thread().is_alive():
                     return
                 session_id = self._waiting.popleft()
             try:
@@ -98,11 +103,9 @@ class Runner:
     def recover(self, *, handed_off_only: bool = False) -> list[str]:
         """Queue every answered session whose driving process is gone (`handed_off_only`:
         those answered and handed off, waiting for a driver: `resume --no-run`); return
-        their ids."""
+        the ids newly queued (not those queued already)."""
         found: list[str] = self.sessions.inbox.answered_not_run_on(handed_off_only=handed_off_only)
-        for session_id in found:
-            self.submit(session_id)
-        return found
+        return [session_id for session_id in found if self.submit(session_id)]
 
     def busy(self) -> bool:
         with self._lock:

@@ -30,7 +30,7 @@ from orchestrator.web.security import (
     token_ok,
 )
 
-__all__ = ["router", "render", "error_page", "page_templates", "page_auth", "time_left"]
+__all__ = ["router", "render", "error_page", "page_templates", "page_auth", "time_left", "FILTERS"]
 
 
 class _Redirect(Exception):
