@@ -306,7 +306,8 @@ def table(results: dict[str, dict[int, dict[str, float]] | str], sessions: int) 
     print("target: PostgreSQL >= 1.7x at 2 workers on 2 cores, and no fall beyond")
     print("CPU per session in the same steady state, the workers' + the server's, at "
           f"{', '.join(map(str, WORKERS))} workers:")  # fmt: skip
-    print("   the same work each time, so where it grows the processes contend for the cores")
+    print("   the same work each time, so where it grows the processes contend: for the cores,")
+    print("   or for the sessions (benchmarks/README.md: with nothing shared it fell alike)")
     for name, runs in results.items():
         if isinstance(runs, str):
             continue

@@ -174,7 +174,9 @@ class Cluster:
             pid_file = self._stop[1] / "data" / "postmaster.pid"
             postmaster = int(pid_file.read_text().split()[0])
             total = 0
-            for entry in os.scandir("/proc"):
+            # The postmaster last: a backend reaped meanwhile is then in its cutime.
+            entries = sorted(os.scandir("/proc"), key=lambda e: e.name == str(postmaster))
+            for entry in entries:
                 if not entry.name.isdigit():
                     continue
                 try:

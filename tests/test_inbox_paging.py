@@ -16,6 +16,7 @@ from sqlalchemy import insert
 
 from orchestrator.api import Sessions
 from orchestrator.errors import UserError
+from orchestrator.store.owner import boot_id, pid_namespace
 
 pytestmark = pytest.mark.backends()
 
@@ -50,7 +51,8 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
         deadline = rng.choice([None, 1000.0, 1000.0, 1000.0, 2000.5, 3000.25 + n]) if used else None
         # Who drives it: nobody (handed off), a process whose lease ran out, or a claim
         # whose agent call failed; the inbox tells these apart.
-        driver = rng.choice(["none", "gone", "failed"])
+        driver = rng.choice(["none", "gone", "failed", "gone here"])
+        here = driver == "gone here"  # within its lease, a pid this kernel no longer has
         rows.append(
             {
                 "id": sid,
@@ -66,7 +68,9 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
                 "owner": None if driver == "none" else f"owner-{n}",
                 "owner_pid": None if driver == "none" else 4_000_000 + n,
                 "owner_host": None if driver == "none" else "elsewhere",
-                "lease_expires_at": None if driver == "none" else 1000.0,
+                "lease_expires_at": None if driver == "none" else 4e9 if here else 1000.0,
+                "owner_boot": boot_id() if here else None,
+                "owner_pidns": pid_namespace() if here else None,
                 "last_error": "the model timed out" if driver == "failed" else None,
                 "usage": {"pm": {"input_tokens": 3, "output_tokens": 4, "model_calls": 1}},
             }
