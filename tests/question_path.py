@@ -4,7 +4,7 @@ to the asker re-run with the answer: `python tests/question_path.py` lists them.
 Traced, not read: a session with a question runs in-process under a profiler, and every
 package function called while one of the path's entry points is on the stack names its
 file. The entries: the graph turning a reply into an ask and deciding it (`graph._ask`,
-`graph.gate_node`), and the answer coming in (`Sessions.answer`, `Engine.answer`). Shared
+`graph.gate_node`), and the answer coming in (`Sessions.answer`, `Store.answer`). Shared
 plumbing that every path runs through (the SQL runner, the clock, crash points) is listed
 apart.
 """
@@ -24,7 +24,7 @@ ENTRIES = {
     ("runtime/graph.py", "_ask"),
     ("runtime/graph.py", "gate_node"),
     ("api/sessions.py", "answer"),
-    ("runtime/engine.py", "answer"),
+    ("store/core.py", "answer"),
 }
 PLUMBING = {"store/sql.py", "domain/clock.py", "faults.py"}
 SCENARIO = Path(__file__).resolve().parents[1] / "examples" / "pause-and-resume.yaml"

@@ -15,7 +15,7 @@ from orchestrator.domain.question import UserReply
 from orchestrator.errors import InvalidAnswer, SessionNotFound, SessionNotWaiting
 from orchestrator.runtime.engine import Engine
 from orchestrator.scenario import Scenario
-from orchestrator.store import Store, open_engine
+from orchestrator.store import Owner, Store, open_engine
 
 ASK = {"status": "NEEDS_CLARIFICATION", "question": "Which columns?"}
 SELECT = {
@@ -375,7 +375,6 @@ def test_each_developers_result_is_merged_into_its_own_task_on_the_board(db_url:
 
 def test_a_lost_claim_is_fenced_out_of_every_write(db_url: str) -> None:
     from orchestrator.errors import ClaimLost
-    from orchestrator.store import Owner
 
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
     first = store.claim(sid, Owner())
@@ -405,7 +404,6 @@ def test_a_driver_taken_over_mid_call_stops_without_another_call_or_write(db_url
     from sqlalchemy import update
 
     from orchestrator.errors import ClaimLost
-    from orchestrator.store import Owner
     from orchestrator.store.schema import sessions
 
     parsed = Scenario.model_validate(
@@ -473,7 +471,6 @@ def test_a_lease_taken_over_says_so_at_its_next_check(db_url: str) -> None:
     stopping on it is test_a_driver_taken_over_mid_call_stops_without_another_call_or_write."""
     from orchestrator.errors import ClaimLost
     from orchestrator.runtime.lease import Lease
-    from orchestrator.store import Owner
 
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
     claim = store.claim(sid, Owner())
@@ -519,7 +516,6 @@ def test_owner_identity_beyond_the_pid(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_busy_message_names_the_owner_its_lease_and_the_takeover_time(db_url: str) -> None:
     from orchestrator.errors import SessionBusy
-    from orchestrator.store import Owner
 
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
     holder = Owner()
@@ -631,17 +627,17 @@ def test_cancel_a_live_driver_stops_it_before_its_next_agent_call(db_url: str) -
     assert kinds(store, sid)["cancel_requested"] == 1
 
 
-def test_engine_answer_commits_without_running_and_run_on_drives(db_url: str) -> None:
+def test_store_answer_commits_without_running_and_resume_drives(db_url: str) -> None:
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
     engine = Engine(Store.open(db_url), db_url)
-    decision = engine.answer(sid, UserReply(text="All"))
+    decision = engine.store.answer(sid, engine.owner, UserReply(text="All"))
     assert not decision.cancel
     view = store.view(sid)
     assert view["orchestrator_state"]["user_clarification_response"] == "All"
     assert view["status"] == "running" and kinds(store, sid)["agent_reply"] == 1
     assert engine.resume(sid)["status"] == "completed"
     with pytest.raises(SessionNotWaiting):
-        engine.answer(sid, UserReply(text="again"))
+        engine.store.answer(sid, engine.owner, UserReply(text="again"))
 
 
 def test_plain_resume_racing_an_answer_reports_waiting_or_busy(
@@ -660,7 +656,7 @@ def test_plain_resume_racing_an_answer_reports_waiting_or_busy(
         snap = real(conn, session_id)
         if not injected:  # after the plain resume's read, before it acts
             injected.append(1)
-            Engine(Store.open(db_url), db_url).answer(session_id, UserReply(text="A"))
+            Store.open(db_url).answer(session_id, Owner(), UserReply(text="A"))
         return snap
 
     monkeypatch.setattr(views, "snapshot", answered_meanwhile)
@@ -707,7 +703,6 @@ def test_backends_are_loaded_through_the_registry() -> None:
 def test_a_second_drive_in_the_same_process_fences_out_the_first(db_url: str) -> None:
     """Two threads of one process (one owner) cannot both drive a session either."""
     from orchestrator.errors import ClaimLost
-    from orchestrator.store import Owner
 
     store, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
     me = Owner()

@@ -183,7 +183,7 @@ class Sessions:
         `orchestrator serve` or `orchestrator resume ID` anywhere. Until one takes it, its
         document says `"status": "running"` with `"waiting_for_driver": true` (not
         `stalled`). A `cancel` reply ends the session at once."""
-        self._engine().answer(session_id, check_size(reply), hand_off=True)
+        self._opened.answer(session_id, self.owner, check_size(reply), hand_off=True)
         return self.status(session_id)
 
     def run_on(self, session_id: str) -> SessionDoc:

@@ -78,21 +78,6 @@ class Engine:
         self._scripted_late_at_end(claim.session_id, stored)
         return claim.session_id
 
-    def answer(
-        self, session_id: str, reply: UserReply, *, hand_off: bool = False
-    ) -> gate.Resolve | gate.Late:
-        """Validate `reply` against the open question and commit it durably; no agent runs.
-
-        The session is claimed for this engine's owner in the same transaction, so that
-        `resume` drives it on; with `hand_off` nobody claims it, and it waits for a driver
-        (a worker, `serve`, `resume` anywhere). A
-        deadline that passed is applied first (its policy may have ended the session).
-        """
-        self.store.expire(session_id, owner=self.owner)
-        decision, _ = self.store.resolve(session_id, self.owner, reply, hand_off=hand_off)
-        crash_point("answer_committed")
-        return decision
-
     def resume(self, session_id: str, reply: UserReply | None = None) -> dict[str, Any]:
         """Continue a session: with `reply` it answers; without, it re-asks or recovers.
 
@@ -106,7 +91,7 @@ class Engine:
             return self.store.view(session_id)  # the deadline passed; the policy cancels
         claim: Claim | None
         if reply is not None:
-            recorded = self.answer(session_id, reply)
+            recorded = self.store.answer(session_id, self.owner, reply)
             self.answered = session_id  # committed: a later fault must not say otherwise
             if recorded.cancel or isinstance(recorded, gate.Late):
                 # A late answer runs nothing here: a live driver's PM gets it on its next

@@ -1,10 +1,9 @@
 """The Store: one short transaction per method, over the functions of the store modules.
 
     gate_tx    the gate's read-decide-write transactions (round_tx: one round's asks)
-    lifecycle  create, claim, heartbeat, release, abandon, cancel, the fence
-    turns      recorded agent turns
-    reads      the session object, the open question, listings, the log
-    inbox      the web inbox, answer links, notifications; queue: the workers' claims
+    lifecycle  create, claim, heartbeat, hand-off, release, abandon, cancel
+    views      the session object and its gate state; turns: recorded agent turns
+    _tx        events, the fence, the gate state's columns: what the others share
 
 Each runs plain SQL on a `Tx` (orchestrator.store.sql): one sqlite3 connection per store
 on SQLite, a small psycopg pool on PostgreSQL (orchestrator.store.pg_db).
@@ -25,6 +24,7 @@ from typing import Any
 
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
+from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, lifecycle, round_tx, turns, views
 from orchestrator.store._tx import (
@@ -72,82 +72,76 @@ class Store:
         if self._engine is not None:
             self._engine.dispose()
 
-    def _write(self, *, durable: bool = False) -> AbstractContextManager[Tx]:
-        return heard(self.db.write(durable=durable), self.listener)
-
     def _statement(self) -> AbstractContextManager[Tx]:
         """One writing statement, atomic on its own: on SQLite without a transaction around
         it (one statement less on each side), elsewhere in a write transaction."""
         opened = self.db.read() if isinstance(self.db, SqliteDb) else self.db.write()
         return heard(opened, self.listener)
 
-    def _read(self) -> Any:
-        return self.db.read()
-
-    def writing(self) -> Any:
-        """A write transaction for the store's own modules (inbox, queue): a `Tx`; the
-        listener hears its new events once it commits."""
-        return self._write()
+    def writing(self, *, durable: bool = False) -> AbstractContextManager[Tx]:
+        """A write transaction (`durable`: fsynced on commit); the listener hears its new
+        events once it commits. The store's own modules (inbox, queue) write in it too."""
+        return heard(self.db.write(durable=durable), self.listener)
 
     def reading(self) -> Any:
-        """Reads for the store's own modules (inbox, queue): a `Tx`."""
-        return self._read()
+        """A read transaction: a `Tx`."""
+        return self.db.read()
 
     # -- reads --------------------------------------------------------------------------
 
     def session(self, session_id: str) -> Row:
         """The session's row (raises SessionNotFound)."""
-        with self._read() as tx:
+        with self.reading() as tx:
             return session_row(tx, session_id)
 
     def gate_state(self, session_id: str) -> gate.GateState:
-        with self._read() as tx:
+        with self.reading() as tx:
             return gate_state(tx, session_id)
 
     def snapshot(self, session_id: str) -> views.Snapshot:
         """Row, gate state, open question and session object, as one statement read them."""
-        with self._read() as tx:
+        with self.reading() as tx:
             return views.snapshot(tx, session_id)
 
     def view(self, session_id: str) -> dict[str, Any]:
         """The contract's session object."""
-        with self._read() as tx:
+        with self.reading() as tx:
             return views.view(tx, session_id)
 
     def status(self, session_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the session object, the session's settings), a question deadline that passed
         while nothing ran applied first. One read unless a deadline is due."""
-        with self._read() as tx:
+        with self.reading() as tx:
             doc, row, due = views.status(tx, session_id)
         if due and self.expire(session_id) is not None:
-            with self._read() as tx:
+            with self.reading() as tx:
                 doc, row, _ = views.status(tx, session_id)
         return doc, row.settings
 
     def pending(self, session_id: str) -> tuple[Row, PendingQuestion | None]:
         """The session's row and its open question (None if none waits), in one read."""
-        with self._read() as tx:
+        with self.reading() as tx:
             return views.pending(tx, session_id)
 
     def list_views(
         self, status: str | None = None, *, limit: int | None = None, after: str | None = None
     ) -> list[dict[str, Any]]:
         """Sessions, newest first: at most `limit`, those listed after session `after`."""
-        with self._read() as tx:
+        with self.reading() as tx:
             return views.list_views(tx, status, limit=limit, after=after)
 
     def events(self, session_id: str, *, after: int = 0) -> list[dict[str, Any]]:
-        with self._read() as tx:
+        with self.reading() as tx:
             return views.events(tx, session_id, after=after)
 
     def reply_counts(self, session_id: str) -> dict[str, int]:
-        with self._read() as tx:
+        with self.reading() as tx:
             return turns.reply_counts(tx, session_id)
 
     def recorded_turns(self, session_id: str) -> dict[str, dict[str, Any]]:
         """Read once when a process starts driving the session: only the claim's holder
         records turns, so from then on its copy is complete."""
-        with self._read() as tx:
+        with self.reading() as tx:
             return turns.recorded_turns(tx, session_id)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -156,13 +150,13 @@ class Store:
         self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
     ) -> tuple[Claim, Row]:
         """Create a session, claimed by `owner`: the claim and the row as written."""
-        with self._write() as tx:
+        with self.writing() as tx:
             return lifecycle.create(tx, task, agents=agents, settings=settings, owner=owner)
 
     def claim(self, session_id: str, owner: Owner) -> Claim:
         """Take a paused session, or one whose owner is gone, for `owner` (raises
         SessionBusy if a live process holds it); renew it if `owner` holds it already."""
-        with self._write() as tx:
+        with self.writing() as tx:
             return lifecycle.take(tx, session_row(tx, session_id, lock=True), owner)
 
     def heartbeat(self, claim: Claim) -> bool:
@@ -171,7 +165,7 @@ class Store:
 
     def check_fence(self, claim: Claim) -> None:
         """Raise ClaimLost unless `claim` still holds its session (one read)."""
-        with self._read() as tx:
+        with self.reading() as tx:
             lifecycle.check_held(tx, claim)
 
     def fence_in(self, tx: Tx, claim: Claim) -> None:
@@ -187,7 +181,7 @@ class Store:
     def check_call(self, claim: Claim) -> None:
         """Before an agent call: ClaimLost or CancelRequested, or go ahead. A read: it
         writes nothing, and the call itself runs outside any transaction anyway."""
-        with self._read() as tx:
+        with self.reading() as tx:
             lifecycle.check_call(tx, claim)
 
     def release(
@@ -204,7 +198,7 @@ class Store:
 
         `checkpoints`: also delete the session's LangGraph checkpoints (SQLite: the same
         file and transaction), which nothing reads once the session has ended."""
-        with self._write() as tx:
+        with self.writing() as tx:
             lifecycle.release(tx, claim, status, summary=summary, error=error, usage=usage)
             if checkpoints:
                 lifecycle.drop_checkpoints(tx, claim.session_id)
@@ -216,7 +210,7 @@ class Store:
     def hand_off(self, session_id: str, owner: Owner) -> bool:
         """Drop `owner`'s claim on a running session on purpose: it waits for a driver
         (not stalled). False if `owner` did not hold it."""
-        with self._write() as tx:
+        with self.writing() as tx:
             row = session_row(tx, session_id, lock=True)
             if row.status != "running" or row.owner != owner.id:
                 return False
@@ -230,14 +224,14 @@ class Store:
         message: str,
         usage: dict[str, dict[str, int]] | None = None,
     ) -> None:
-        with self._write() as tx:
+        with self.writing() as tx:
             lifecycle.record_failure(tx, claim, agent, message, usage)
 
     def cancel(self, session_id: str) -> str:
         """Stop a session that has not ended: "cancelled" at once (waiting, or its process
         is gone), or "cancel_requested" (its live driver stops before its next agent
         call). Raises SessionNotFound, or SessionNotWaiting for an ended session."""
-        with self._write(durable=True) as tx:
+        with self.writing(durable=True) as tx:
             row = joined_row(tx, session_id, lock=True)
             outcome = lifecycle.cancel(tx, row, resolve=lambda: gate_tx.cancel_question(tx, row))
             if outcome == "cancelled":  # ended: nothing reads its checkpoints any more
@@ -259,7 +253,7 @@ class Store:
     ) -> gate.Decision:
         """Case A, B or D for one NEEDS_CLARIFICATION reply: fence, read, decide, write
         (the fence, the gate state and a decision stored for this reply: one SELECT)."""
-        with self._write() as tx:
+        with self.writing() as tx:
             row = fence(
                 tx, claim, extra=gate_tx.STORED_DECISION, params={"final_key": f"gate:{ask.key}"}
             )
@@ -286,7 +280,7 @@ class Store:
     ) -> list[gate.Decision]:
         """One round's NEEDS_CLARIFICATION replies (ask, question, repairs), decided together
         in one transaction: asks of the same round merge into one multi-part question."""
-        with self._write() as tx:
+        with self.writing() as tx:
             return round_tx.ask_round(
                 tx,
                 fence(tx, claim, joined=True),
@@ -316,7 +310,7 @@ class Store:
         With `hand_off` nobody claims it: answered, it waits for a driver. (After a cancel
         or a hand-off the claim returned holds nothing: its fence refuses every write.)"""
         taken: list[Claim] = []
-        with self._write(durable=source != "script") as tx:
+        with self.writing(durable=source != "script") as tx:
             if claim is not None:
                 row = fence(tx, claim, joined=True)  # the driver's own claim: it goes on
             else:
@@ -341,6 +335,16 @@ class Store:
                 lifecycle.hand_off(tx, row, owner)
             return decision, claim or (taken[0] if taken else Claim(session_id, owner, -1))
 
+    def answer(
+        self, session_id: str, owner: Owner, reply: UserReply, *, hand_off: bool = False
+    ) -> gate.Resolve | gate.Late:
+        """A person's reply from outside any drive, after a deadline that passed (whose
+        policy may end the session): `resolve`, claimed for `owner` or with `hand_off` not."""
+        self.expire(session_id, owner=owner)
+        decision, _ = self.resolve(session_id, owner, reply, hand_off=hand_off)
+        crash_point("answer_committed")
+        return decision
+
     def expire(
         self, session_id: str, *, owner: Owner | None = None, claim: Claim | None = None
     ) -> gate.Resolve | None:
@@ -350,10 +354,10 @@ class Store:
         when a prompt times out. Not while another live process holds the session: that
         process applies its own deadline. Returns the decision, or None if nothing applied.
         """
-        with self._read() as tx:  # the common case: nothing to do, and no write lock
+        with self.reading() as tx:  # the common case: nothing to do, and no write lock
             if not gate_tx.deadline_passed(tx, session_id):
                 return None
-        with self._write(durable=True) as tx:
+        with self.writing(durable=True) as tx:
             if claim is not None:
                 row = fence(tx, claim, joined=True)
                 mine = True
@@ -390,6 +394,6 @@ class Store:
                     return turn
             # Nothing went in: the claim was lost (the fence below says so) or the turn
             # is stored already (returned as stored).
-        with self._write() as tx:
+        with self.writing() as tx:
             row = fence(tx, claim)
             return turns.record_reply(tx, row, key, agent, turn, plan=plan, task=task)
