@@ -1,16 +1,19 @@
 """The options of `status`, `list` and `log`, said once for both paths that answer them:
 the fast read path (orchestrator.cli.fastread) parses argv with this table, and the Typer
 commands (orchestrator.cli.read_cmds) declare the same names and status values; a test
-holds Typer's registered options equal to it. Standard library only."""
+holds Typer's registered options equal to it. Standard library only (and the contract's
+statuses, `orchestrator.documents`)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from orchestrator import documents
+
 __all__ = ["ReadOptions", "READ_COMMANDS", "STATUSES"]
 
-# --status values; "waiting" is a synonym for paused.
-STATUSES = ("running", "paused", "completed", "failed", "cancelled", "waiting")
+# --status values: the session statuses, and "waiting", a synonym for paused.
+STATUSES = (*documents.STATUSES, "waiting")
 
 
 class ReadOptions(NamedTuple):

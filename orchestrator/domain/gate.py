@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.domain.gate_records import (
+    DEFAULT_TAKEN,
     FALLBACK_MESSAGE,
     FALLBACK_WHY,
     Answer,
@@ -56,6 +57,7 @@ __all__ = [
     "GateState",
     "GateUpdate",
     "FALLBACK_WHY",
+    "DEFAULT_TAKEN",
     "Event",
     "Resolution",
     "parts_from_object",
@@ -125,7 +127,7 @@ def question_open(used: Any, resolved: Any, resolution: str | None) -> bool:
 def defaults_taken(resolved: Any, resolution: str | None) -> bool:
     """The one definition of a question whose askers took their defaults (declined, or
     timed out to proceed): what a late answer is then taken for (docs/late-answers.md)."""
-    return bool(resolved) and resolution in ("declined", "timeout")
+    return bool(resolved) and resolution in DEFAULT_TAKEN
 
 
 def parts_from_object(question_object: Mapping[str, Any] | None) -> tuple[Part, ...]:

@@ -12,6 +12,7 @@ from typing import Literal, TypedDict
 __all__ = [
     "FALLBACK_MESSAGE",
     "FALLBACK_WHY",
+    "DEFAULT_TAKEN",
     "Part",
     "Resolution",
     "GateUpdate",
@@ -82,6 +83,9 @@ FALLBACK_WHY = {
     "timeout": "no answer before the question's deadline",
     "part_cap": "the question already had its max_question_parts parts",
 }
+# The question's ends after which its askers take their defaults: a resolution, a
+# fallback's `why` and an assumption's ledger source, all spelled alike.
+DEFAULT_TAKEN = frozenset({"declined", "timeout"})
 
 # -- events -------------------------------------------------------------------------------
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from orchestrator.domain.gate_records import DEFAULT_TAKEN
+
 __all__ = [
     "question_parts",
     "Check",
@@ -38,8 +40,6 @@ __all__ = [
 ]
 
 Verdict = Literal["confirmed", "contradicted", "for_pm"]
-
-_DEFAULT_TAKEN = ("declined", "timeout")  # ledger sources: an asker took its default
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def judge(
         if value is not None:
             labels = [str(o.get("label", "")) for o in part.get("options") or []]
             verdict, why = _compare(kind, str(value), response, labels)
-        elif entry.get("source") in _DEFAULT_TAKEN:
+        elif entry.get("source") in DEFAULT_TAKEN:
             verdict, why = "for_pm", "proceeded without a default (the PM judges)"
         else:
             verdict, why = "for_pm", "written as a sentence (the PM judges)"
@@ -168,7 +168,7 @@ def judge(
 def _part_for(entry: Mapping[str, Any], parts: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The part an assumption stood in for, or None when it is not about the question."""
     source = entry.get("source")
-    if source in _DEFAULT_TAKEN:
+    if source in DEFAULT_TAKEN:
         number = entry.get("part")
         if number is not None:
             return next((p for p in parts if int(p.get("part", 1)) == int(number)), None)

@@ -15,7 +15,7 @@ from typing import Any
 from orchestrator.documents import FINAL_STATUSES, STATUSES
 from orchestrator.domain import gate
 from orchestrator.errors import ClaimLost, SessionNotFound
-from orchestrator.store.owner import Claim
+from orchestrator.store.owner import OWNER_COLUMNS, Claim
 from orchestrator.store.sql import Row, Tx
 from orchestrator.store.views import event_view, joined_row
 
@@ -288,19 +288,7 @@ def json_value(value: Any) -> Any:
 
 
 # A session nobody drives: its claim columns cleared (on finishing, or on a hand-off).
-RELEASED = dict.fromkeys(
-    (
-        "owner",
-        "owner_pid",
-        "owner_host",
-        "owner_boot",
-        "owner_pidns",
-        "owner_started",
-        "lease_expires_at",
-        "cancel_requested_at",
-        "last_error",
-    )
-)
+RELEASED = dict.fromkeys((*OWNER_COLUMNS, "cancel_requested_at", "last_error"))
 
 
 def finish(

@@ -195,7 +195,7 @@ def _apply_final(
         kind = "fallback"
         details = {"decision": "fallback", "why": decision.why, "message": decision.message}
         ledger = (decision.assumption, gate.FALLBACK_WHY[decision.why], decision.why)
-        if decision.why in ("declined", "timeout"):
+        if decision.why in gate.DEFAULT_TAKEN:
             part = before.part_of(key)
             facts = {"value": part.default if part else before.default}
             facts |= {"part": part.number} if part else {}

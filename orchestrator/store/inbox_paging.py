@@ -26,6 +26,7 @@ from typing import Any
 from orchestrator.domain.clock import iso
 from orchestrator.errors import UserError
 from orchestrator.store.core import Store
+from orchestrator.store.owner import OWNER_COLUMNS
 from orchestrator.store.views import (
     LIVE_SESSION_SQL,
     OPEN_QUESTION_SQL,
@@ -51,8 +52,7 @@ MAX_CURSOR = 512  # characters
 # usage or the script: a listed session's large columns), and the cursor's keys.
 INBOX_COLUMNS: tuple[tuple[str, str], ...] = (
     *(("s", name) for name in ("id", "status", "task", "created_at", "last_error")),
-    *(("s", name) for name in ("owner", "owner_pid", "owner_host", "owner_boot")),
-    *(("s", name) for name in ("owner_pidns", "owner_started", "lease_expires_at")),
+    *(("s", name) for name in OWNER_COLUMNS),
     *(("t", name) for name in ("clarification_used", "clarification_resolved", "resolution")),
     *(("t", name) for name in ("question_object", "asked_by", "deadline", "timed_out")),
 )

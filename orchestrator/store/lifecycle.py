@@ -49,18 +49,6 @@ __all__ = [
 ]
 
 
-def _owner_columns(owner: Owner) -> dict[str, Any]:
-    return {
-        "owner": owner.id,
-        "owner_pid": owner.pid,
-        "owner_host": owner.host,
-        "owner_boot": owner.boot,
-        "owner_pidns": owner.pidns,
-        "owner_started": owner.started,
-        "lease_expires_at": owner.lease_until(),
-    }
-
-
 def _insert_sql(table: str, columns: list[str]) -> str:
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
@@ -80,7 +68,7 @@ def create(
         created_at=now,
         updated_at=now,
         claim_generation=1,
-        **_owner_columns(owner),
+        **owner.columns(),
         agents=agents,
         settings=settings,
         tasks=[],
@@ -147,7 +135,7 @@ def take(tx: Tx, row: Any, owner: Owner) -> Claim:
         raise SessionNotWaiting(f"session {row.id} is {row.status}; there is nothing to resume")
     if row.status == "running" and owner_alive(row):
         raise SessionBusy(busy_message(row))
-    generation = _run_again(tx, row, _owner_columns(owner))
+    generation = _run_again(tx, row, owner.columns())
     if row.status != "running":
         note = "resumed"
     elif row.owner is None:
@@ -180,7 +168,7 @@ def _run_again(tx: Tx, row: Any, holder: dict[str, Any], **also: Any) -> int:
 def reopen(tx: Tx, row: Any, owner: Owner, *, nobody: bool) -> Claim:
     """Make the ended session `row` (read under lock) run again, for its late answer's
     reconciliation round: claimed by `owner`, or with `nobody` left for a driver."""
-    generation = _run_again(tx, row, RELEASED if nobody else _owner_columns(owner), error=None)
+    generation = _run_again(tx, row, RELEASED if nobody else owner.columns(), error=None)
     note = "reopened to reconcile the late answer"
     add_event(tx, row.id, "status", status="running", previous=row.status, note=note)
     return Claim(row.id, owner, generation if not nobody else -1)

@@ -1,10 +1,13 @@
 """The listing's SQL: the columns a listed session shows and one page of sessions.
 
 Shared by the store's reads and the command line's fast read path (which runs it on a
-plain sqlite3 connection), so that both read the same rows. Standard library only.
+plain sqlite3 connection), so that both read the same rows. Standard library only (as
+`owner`, whose columns it names).
 """
 
 from __future__ import annotations
+
+from orchestrator.store.owner import OWNER_COLUMNS
 
 __all__ = ["LISTED", "CURSOR_SQL", "select_listed", "page_sql"]
 
@@ -21,13 +24,7 @@ LISTED: tuple[tuple[str, str], ...] = (
     ("s", "round"),
     ("s", "created_at"),
     ("s", "updated_at"),
-    ("s", "owner"),
-    ("s", "owner_pid"),
-    ("s", "owner_host"),
-    ("s", "owner_boot"),
-    ("s", "owner_pidns"),
-    ("s", "owner_started"),
-    ("s", "lease_expires_at"),
+    *(("s", name) for name in OWNER_COLUMNS),
     ("s", "cancel_requested_at"),
     ("s", "last_error"),
     ("s", "usage"),

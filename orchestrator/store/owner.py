@@ -24,7 +24,20 @@ __all__ = [
     "boot_id",
     "pid_namespace",
     "process_start",
+    "OWNER_COLUMNS",
 ]
+
+# The session columns a claim writes, which say who holds it and whether that process
+# still lives (`is_dead`): what every read that tells "driven" from "stalled" selects.
+OWNER_COLUMNS = (
+    "owner",
+    "owner_pid",
+    "owner_host",
+    "owner_boot",
+    "owner_pidns",
+    "owner_started",
+    "lease_expires_at",
+)
 
 LEASE_ENV = "ORCHESTRATOR_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 30.0
@@ -98,6 +111,11 @@ class Owner:
 
     def lease_until(self) -> float:
         return time.time() + lease_seconds()
+
+    def columns(self) -> dict[str, object]:
+        """The session row's OWNER_COLUMNS for a claim by this owner, its lease from now."""
+        values = (self.id, self.pid, self.host, self.boot, self.pidns, self.started)
+        return dict(zip(OWNER_COLUMNS, (*values, self.lease_until()), strict=True))
 
 
 @dataclass(frozen=True)
