@@ -495,78 +495,31 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
     assert any(e["kind"] == "status" and e.get("previous") == "running" for e in log)
 
 
-# -- 3c. a kill after the work, inside the checkpoint that records it ---------------------
+# -- 3c. a kill after the work, before the release that records it -----------------------
 
-# Runs the real CLI with one change: LangGraph's saver's put (SQLite or PostgreSQL) SIGKILLs
-# the process instead of saving the checkpoint it was about to write, once the session's
-# last agent reply is in the store. The engine checkpoints at interrupts and at the end
-# only (durability="exit"), so here every agent turn of the resumed run is recorded in our
-# tables while LangGraph's newest checkpoint is still the one at the question: the widest
-# gap between the two sources of truth. The next `resume` re-runs the graph from that
-# checkpoint and must replay every recorded turn, never call an agent twice.
-# (Under per-step checkpoints this test killed between a task's saved writes and its
-# step's checkpoint, inside put_writes' window; those writes no longer exist.)
-KILL_IN_EXIT_CHECKPOINT = """
-import os, signal, sqlite3, sys
-
-sys.path.insert(0, os.environ["KILL_HARNESS_ROOT"])  # this checkout, as `python -m` from ROOT
-DB = os.environ["KILL_HARNESS_DB"]
-DONE = (
-    "SELECT 1 FROM events WHERE kind = 'agent_reply' AND agent = 'pm' "
-    "AND CAST(payload AS TEXT) LIKE '%COMPLETE%'"
-)
-if DB.startswith("sqlite"):
-    from langgraph.checkpoint.sqlite import SqliteSaver as Saver
-
-    def run_done():
-        return sqlite3.connect(DB.removeprefix("sqlite:///"), timeout=30).execute(DONE).fetchone()
-else:
-    import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver as Saver
-
-    def run_done():
-        info = DB.replace("postgresql+psycopg://", "postgresql://", 1)
-        with psycopg.connect(info, autocommit=True) as conn:
-            return conn.execute(DONE).fetchone()
+# The engine checkpoints at interrupts only (durability="exit", and no checkpoint at the
+# run's end: the release deletes the session's checkpoints in the same breath,
+# runtime.checkpoints.not_at_the_end). So a kill after the last agent turn, before the
+# release commits, leaves every turn of the resumed run in our tables while LangGraph's
+# newest checkpoint is still the one at the question: the widest gap between the two
+# sources of truth. The next `resume` re-runs the graph from that checkpoint and must
+# replay every recorded turn, never call an agent twice.
 
 
-def put(self, config, checkpoint, metadata, new_versions):
-    if run_done() is None:
-        os._exit(99)  # a checkpoint before the end of the run: the harness is out of date
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-Saver.put = put
-sys.argv[0] = "orchestrator"
-from orchestrator.cli import main
-
-main()
-"""
-
-
-def test_kill_in_the_exit_checkpoint_then_resume_replays_every_turn(
-    db_url: str, tmp_path: Path
+def test_a_kill_after_the_run_before_its_release_then_resume_replays_every_turn(
+    db_url: str,
 ) -> None:
     session_id = start_paused(db_url)["session_id"]
     checkpoints_at_question = checkpoint_count(db_url, session_id)
     assert checkpoints_at_question > 0
-    harness = tmp_path / "kill_in_exit_checkpoint.py"
-    harness.write_text(KILL_IN_EXIT_CHECKPOINT, encoding="utf-8")
-    killed = forkserver.run(
-        [
-            sys.executable,
-            str(harness),
-            "resume",
-            session_id,
-            "--answer",
-            "Weekly",
-            "--json",
-            "--db",
-            db_url,
-        ],
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, "KILL_HARNESS_DB": db_url, "KILL_HARNESS_ROOT": str(ROOT)},
+    killed = cli(
+        "resume",
+        session_id,
+        "--answer",
+        "Weekly",
+        "--json",
+        db=db_url,
+        env=crash_env("before_finish"),
     )
     assert killed.returncode == KILLED, describe(killed)
     assert session_row(db_url, session_id)["status"] == "running"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -24,7 +24,7 @@ from orchestrator.install_hints import install_extra
 from orchestrator.store.connect import sqlite_path
 from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx, configure_sqlite
 
-__all__ = ["checkpointer", "fenced", "unwritten", "StoreSaver"]
+__all__ = ["checkpointer", "fenced", "unwritten", "not_at_the_end", "StoreSaver"]
 
 _setup_lock = threading.Lock()
 _set_up: set[str] = set()  # URLs whose checkpoint tables this process has set up
@@ -280,4 +280,22 @@ def unwritten(saver: Any, thread_id: str) -> Any:
     saver.get_tuple = first_get_tuple
     saver.put = noted_put
     saver.put_writes = noted_put_writes
+    return saver
+
+
+def not_at_the_end(saver: Any, ended: Callable[[Mapping[str, Any]], bool]) -> Any:
+    """`saver`, writing no checkpoint whose channel values say the run has `ended`: the
+    session's release deletes its checkpoints in the same breath, so that one would be
+    serialised and written only to go. A crash before the release commits resumes from
+    the checkpoint before it, and meets every turn and decision of the rest in the store
+    (keyed): replayed, never repeated. Wrapped on the instance, as `fenced` does."""
+    put = saver.put
+
+    def put_unless_ended(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if ended(checkpoint.get("channel_values") or {}):
+            configurable = config.get("configurable", {})
+            return {"configurable": {**configurable, "checkpoint_id": checkpoint["id"]}}
+        return put(config, checkpoint, metadata, new_versions)
+
+    saver.put = put_unless_ended
     return saver

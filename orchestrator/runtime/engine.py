@@ -180,7 +180,12 @@ class Engine:
         from langgraph.errors import GraphRecursionError
         from langgraph.types import Command
 
-        from orchestrator.runtime.checkpoints import checkpointer, fenced, unwritten
+        from orchestrator.runtime.checkpoints import (
+            checkpointer,
+            fenced,
+            not_at_the_end,
+            unwritten,
+        )
         from orchestrator.runtime.graph import RunContext, compiled, initial_state
         from orchestrator.runtime.graph_state import reconciling_state
 
@@ -220,6 +225,7 @@ class Engine:
                         saver = fenced(saver, still_ours)
                     if fresh:
                         saver = unwritten(saver, session_id)
+                    saver = not_at_the_end(saver, lambda values: bool(values.get("outcome")))
                     ctx = RunContext(
                         claim=claim,
                         task=row.task,
@@ -257,7 +263,8 @@ class Engine:
                     if snapshot is not None and snapshot.interrupts:
                         payload = self._resume_command(snapshot.interrupts, Command)
                     elif snapshot is not None and snapshot.values and not snapshot.tasks:
-                        # Crashed after the last step. (Not `not snapshot.next`: a task
+                        # Crashed after the last step (a checkpoint at the end: written by
+                        # versions before not_at_the_end). (Not `not snapshot.next`: a task
                         # whose writes were saved before its step's checkpoint leaves
                         # next == () with the run unfinished; invoke(None) applies those
                         # writes and goes on.)
@@ -270,7 +277,8 @@ class Engine:
                         # checkpoints went with its end): the round starts from the store.
                         payload = reconciling_state(reopened, late or {})
                     while True:
-                        # Checkpoints at interrupts and at the end only: a crash in between
+                        # Checkpoints at interrupts only (none at the end, which the
+                        # release would delete at once): a crash in between
                         # re-runs from the last one, and every agent turn, gate decision and
                         # event the re-run meets is already in the store (keyed), so it is
                         # replayed, never repeated. Per-step checkpoints would add nothing.
