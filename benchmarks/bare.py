@@ -129,9 +129,10 @@ def session_factory(
     db: Path | str, synchronous: str | None = None, *, durability: str | None = None
 ) -> tuple[Callable[[], dict[str, Any]], Any]:
     """One whole bare session per call (ask, resume with the answer, run to the end), on
-    SqliteSaver (a file) or PostgresSaver (a postgresql URL). `durability="exit"` is our
-    checkpoint policy (a checkpoint at the question and at the end, none per step),
-    beside LangGraph's default (one per step)."""
+    SqliteSaver (a file) or PostgresSaver (a postgresql URL). `durability="exit"` is the
+    issue's "our checkpoint policy" baseline (a checkpoint at the question and at the end,
+    none per step; ours now writes none at the end), beside LangGraph's default (one per
+    step)."""
     from langgraph.types import Command
 
     if isinstance(db, str):

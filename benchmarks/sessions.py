@@ -57,7 +57,7 @@ def figure_inprocess(tmp: Path, sessions: int, warmup: int, batches: int) -> Row
         "ours": "ours (Sessions.start_scenario)",
         "bare_n": "bare LangGraph + SqliteSaver, synchronous=NORMAL (as ours)",
         "bare_f": "bare, SqliteSaver defaults (synchronous=FULL)",
-        "bare_x": "bare, NORMAL, our checkpoint policy (durability=exit)",
+        "bare_x": "bare, NORMAL, checkpoints at the question and the end (exit)",
     }
     for name, label in labels.items():
         print(
@@ -74,7 +74,7 @@ def figure_inprocess(tmp: Path, sessions: int, warmup: int, batches: int) -> Row
             f"(ours {ms(cpu['ours'] / n).strip()} CPU per session, bare "
             f"{ms(cpu['bare_n'] / n).strip()}); vs bare at FULL: "
             f"{wall['bare_f'] / wall['ours']:.2f}x wall",
-            f"against bare with our checkpoint policy (durability='exit', NORMAL): "
+            f"against bare checkpointing at the question and the end (durability='exit', NORMAL): "
             f"{wall['bare_x'] / wall['ours']:.2f}x by wall, {cpu['bare_x'] / cpu['ours']:.2f}x "
             f"by CPU (bare {ms(cpu['bare_x'] / n).strip()})",
         ],
@@ -132,7 +132,7 @@ def figure_inprocess_pg(sessions: int, warmup: int, batches: int) -> Row:
     for name, label in (
         ("ours", "ours (Sessions.start_scenario)"),
         ("bare", "bare + PostgresSaver"),
-        ("bare_exit", "bare + PostgresSaver, our checkpoint policy"),
+        ("bare_exit", "bare + PostgresSaver, checkpoints at the question and the end"),
     ):
         print(
             f"{label:<62} {n / wall[name]:6.1f} sessions/s  {ms(wall[name] / n)} per session"
@@ -146,7 +146,8 @@ def figure_inprocess_pg(sessions: int, warmup: int, batches: int) -> Row:
             f"{by_wall:.2f}x by wall, {by_cpu:.2f}x by client CPU (ours "
             f"{ms(cpu['ours'] / n).strip()} CPU per session, bare {ms(cpu['bare'] / n).strip()}; "
             f"the server's CPU is not counted)",
-            f"against bare with our checkpoint policy (durability='exit'): {exit_wall:.2f}x by "
+            f"against bare checkpointing at the question and the end (durability='exit'): "
+            f"{exit_wall:.2f}x by "
             f"wall, {exit_cpu:.2f}x by client CPU (bare {ms(cpu['bare_exit'] / n).strip()})",
         ],
         f">= {TARGET_PG}x",

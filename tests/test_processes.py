@@ -542,6 +542,50 @@ def test_a_kill_after_the_run_before_its_release_then_resume_replays_every_turn(
     assert checkpoint_count(db_url, session_id) == 0
 
 
+# A database an older version left: it wrote a checkpoint at the run's end, and was killed
+# after that, before the release. The harness is the real CLI with that checkpoint written
+# again (runtime.checkpoints.not_at_the_end made a pass-through).
+END_CHECKPOINT_WRITTEN = """
+import os, sys
+
+sys.path.insert(0, os.environ["KILL_HARNESS_ROOT"])  # this checkout, as `python -m` from ROOT
+from orchestrator.runtime import checkpoints
+
+checkpoints.not_at_the_end = lambda saver, ended: saver
+sys.argv[0] = "orchestrator"
+from orchestrator.cli import main
+
+main()
+"""
+
+
+def test_an_end_checkpoint_an_older_version_left_finishes_without_an_agent_call(
+    db_url: str, tmp_path: Path
+) -> None:
+    session_id = start_paused(db_url)["session_id"]
+    checkpoints_at_question = checkpoint_count(db_url, session_id)
+    harness = tmp_path / "end_checkpoint_written.py"
+    harness.write_text(END_CHECKPOINT_WRITTEN, encoding="utf-8")
+    argv = [sys.executable, str(harness), "resume", session_id, "--answer", "Weekly"]
+    killed = forkserver.run(
+        [*argv, "--json", "--db", db_url],
+        timeout=120,
+        cwd=ROOT,
+        env={**crash_env("before_finish"), "KILL_HARNESS_ROOT": str(ROOT)},
+    )
+    assert killed.returncode == KILLED, describe(killed)
+    assert session_row(db_url, session_id)["status"] == "running"
+    assert checkpoint_count(db_url, session_id) > checkpoints_at_question  # the end's
+
+    finished = cli("resume", session_id, "--json", db=db_url)
+    assert finished.returncode == 0, describe(finished)
+    assert run_json(finished)["status"] == "completed"
+    log = events(db_url, session_id)
+    assert Counter(e["agent"] for e in log if e["kind"] == "agent_reply") == THREE_AND_TWO
+    assert Counter(e["kind"] for e in log)["answer"] == 1
+    assert checkpoint_count(db_url, session_id) == 0
+
+
 def checkpoint_count(db_url: str, session_id: str) -> int:
     sql = "SELECT count(*) FROM checkpoints WHERE thread_id = ?"
     return int(query(db_url, sql, session_id)[0][0])

@@ -263,8 +263,9 @@ class Engine:
                     if snapshot is not None and snapshot.interrupts:
                         payload = self._resume_command(snapshot.interrupts, Command)
                     elif snapshot is not None and snapshot.values and not snapshot.tasks:
-                        # Crashed after the last step (a checkpoint at the end: written by
-                        # versions before not_at_the_end). (Not `not snapshot.next`: a task
+                        # Crashed after the last step (a checkpoint at the end: an older
+                        # version's, or a run ended without an outcome, which
+                        # not_at_the_end lets through). (Not `not snapshot.next`: a task
                         # whose writes were saved before its step's checkpoint leaves
                         # next == () with the run unfinished; invoke(None) applies those
                         # writes and goes on.)
