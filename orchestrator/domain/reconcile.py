@@ -86,9 +86,12 @@ def _labels(kind: str, value: str, options: Sequence[str]) -> frozenset[str]:
     if kind != "multi_select":
         return frozenset({_norm(value)})
     exact, loose = {label.strip() for label in options}, {_norm(label) for label in options}
+    # No run is longer than the longest label: linear in the value, whatever it holds.
+    widest = max((label.count(",") for label in options), default=0) + 1
     pieces, found, start = value.split(","), set(), 0
     while start < len(pieces):
-        runs = [",".join(pieces[start:end]) for end in range(len(pieces), start, -1)]
+        last = min(len(pieces), start + widest)
+        runs = [",".join(pieces[start:end]) for end in range(last, start, -1)]
         run = next((r for r in runs if r.strip() in exact), None) or next(
             (r for r in runs if _norm(r) in loose), runs[-1]
         )
