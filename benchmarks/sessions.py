@@ -22,6 +22,7 @@ TARGET_INPROC = 0.6  # ours / bare sessions per second at equal durability, CPU 
 TARGET_STATEMENTS = 70
 TARGET_BYTES = 8 * 1024
 TARGET_PG = 0.8  # issue 22: ours / bare + PostgresSaver sessions per second
+TARGET_POLICY = 0.8  # issue 22: ours / bare checkpointing at the question and the end
 
 
 def _ours(db: Path | str) -> tuple[Callable[[], str], Any]:
@@ -78,8 +79,11 @@ def figure_inprocess(tmp: Path, sessions: int, warmup: int, batches: int) -> Row
             f"{wall['bare_x'] / wall['ours']:.2f}x by wall, {cpu['bare_x'] / cpu['ours']:.2f}x "
             f"by CPU (bare {ms(cpu['bare_x'] / n).strip()})",
         ],
-        f">= {TARGET_INPROC}x by CPU and by wall",
-        by_wall >= TARGET_INPROC and by_cpu >= TARGET_INPROC,
+        f">= {TARGET_INPROC}x by CPU and by wall; >= {TARGET_POLICY}x bare checkpointing at "
+        "the question and the end (issue 22)",
+        by_wall >= TARGET_INPROC
+        and by_cpu >= TARGET_INPROC
+        and wall["bare_x"] / wall["ours"] >= TARGET_POLICY,
         "benchmarks/run.py --only inprocess",
     )
 
@@ -150,7 +154,7 @@ def figure_inprocess_pg(sessions: int, warmup: int, batches: int) -> Row:
             f"{exit_wall:.2f}x by "
             f"wall, {exit_cpu:.2f}x by client CPU (bare {ms(cpu['bare_exit'] / n).strip()})",
         ],
-        f">= {TARGET_PG}x",
+        f">= {TARGET_PG}x by wall",
         by_wall >= TARGET_PG,
         reproduce,
     )

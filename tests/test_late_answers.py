@@ -91,6 +91,10 @@ def test_multi_select_compares_the_set_of_labels() -> None:
     assert judge(colours, ["Green, Red, green"], [both], [1])[0].verdict == "contradicted"
     three = DEFAULT_TAKEN | {"value": "Green, Red, green"}
     assert judge(colours, ["Red, green, Green"], [three], [1])[0].verdict == "confirmed"
+    slash = {"question": "Which?", "kind": "multi_select", "asked_by": "pm"}
+    slash["options"] = [{"label": "Red/green"}, {"label": "Blue"}]
+    loosely = DEFAULT_TAKEN | {"value": "red, green"}  # one label, as an agent wrote it
+    assert judge(slash, ["Red/green"], [loosely], [1])[0].verdict == "confirmed"
 
 
 def test_a_multi_select_value_of_many_commas_is_split_in_linear_work(

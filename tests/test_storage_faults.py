@@ -146,7 +146,10 @@ def test_read_only_filesystem_reconcile_exit_2_and_reconciles_once_writable(
     document = json.loads(result.stdout)
     assert document["session_id"] == session_id
     assert "cannot be written" in document["error"] or "cannot be opened" in document["error"]
-    assert f"then `orchestrator resume {session_id} --reconcile` goes on" in document["error"]
+    # the command that goes on names the --db this one was given (not the default's)
+    go_on = f"then `orchestrator resume {session_id} --db {db} --reconcile` goes on"
+    assert go_on in document["error"]
+    assert "run the command again" not in document["error"]  # that would re-answer
     assert _status(db, session_id)["needs_review"] is True  # nothing reopened
     assert _mount("-o", "remount,rw", str(small_fs)).returncode == 0
     done = invoke("resume", session_id, "--reconcile", "--json", db=db)
@@ -169,7 +172,8 @@ def test_a_fault_after_the_reconciliation_reopened_names_a_plain_resume(
     del data["late_answer"]
     script = tmp_path / "declined.yaml"
     script.write_text(yaml.safe_dump(data))
-    with Sessions(f"sqlite:///{tmp_path / 'o.db'}") as sessions:
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    with Sessions(db) as sessions:
         session_id = str(sessions.start_scenario(str(script))["session_id"])
         assert sessions.resume(session_id, Reply(choices=("Redis",)))["needs_review"]
 
@@ -181,7 +185,7 @@ def test_a_fault_after_the_reconciliation_reopened_names_a_plain_resume(
             sessions.reconcile(session_id)
         assert sessions.status(session_id)["status"] == "running"  # reopened
     message = failed.value.message
-    assert f"then `orchestrator resume {session_id}` goes on" in message, message
+    assert f"then `orchestrator resume {session_id} --db {db}` goes on" in message, message
 
 
 def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:

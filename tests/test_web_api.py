@@ -286,3 +286,35 @@ def test_the_session_list_is_paged_with_a_next_link(client: TestClient, sessions
     # without a limit: the first 100, no link when they are all
     whole = client.get("/api/sessions")
     assert len(whole.json()) == 5 and "link" not in whole.headers
+
+
+def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
+    client: TestClient,
+    sessions: Sessions,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A full disk (or a database server gone) is the server's storage, not the request:
+    503 `{"error": …}` saying what to do, one log line and no traceback; nothing written."""
+    import sqlite3
+
+    from orchestrator.store.core import Store
+
+    sid = paused(sessions)
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Store, "answer", full)
+    answered = client.post(f"/api/sessions/{sid}/answer", json={"answer": "Weekly"})
+    assert answered.status_code == 503, answered.text
+    error = answered.json()["error"]
+    assert "the disk holding the database is full" in error
+    assert "Your answer was not recorded" in error
+    monkeypatch.setattr(Store, "status", full)  # a read, through no wrapper of ours
+    read = client.get(f"/api/sessions/{sid}")
+    assert read.status_code == 503, read.text
+    assert "the disk holding the database is full" in read.json()["error"]
+    assert not [record for record in caplog.records if record.exc_info]
+    monkeypatch.undo()
+    assert sessions.status(sid)["status"] == "paused"

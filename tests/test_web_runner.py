@@ -97,14 +97,25 @@ def test_a_program_that_never_shuts_the_runner_down_still_exits() -> None:
     import subprocess
     import sys
 
+    # The run ends and its thread goes idle before the main thread does: the idle wait
+    # is what has to notice the main thread has gone.
     program = (
+        "import threading\n"
         "from orchestrator.web.driver import Runner\n"
+        "ran = threading.Event()\n"
         "class S:\n"
-        "    def run_on(self, sid): return {'status': 'completed'}\n"
-        "Runner(S(), 2).submit('x')\n"
+        "    def run_on(self, sid):\n"
+        "        print('ran', sid, flush=True); ran.set(); return {'status': 'completed'}\n"
+        "runner = Runner(S(), 2)\n"
+        "runner.submit('x')\n"
+        "ran.wait(30)\n"
+        "while runner.busy(): pass\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], timeout=60, capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-c", program], timeout=60, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["ran x"] and not done.stderr
 
 
 def test_after_the_main_thread_a_runner_takes_no_new_run() -> None:
@@ -116,15 +127,17 @@ def test_after_the_main_thread_a_runner_takes_no_new_run() -> None:
     program = (
         "import threading, time\n"
         "from orchestrator.web.driver import Runner\n"
+        "started = threading.Event()\n"
         "class S:\n"
         "    def run_on(self, sid):\n"
-        "        print('ran', sid, flush=True); time.sleep(0.5); return {'status': 'completed'}\n"
+        "        print('ran', sid, flush=True); started.set(); time.sleep(0.5)\n"
+        "        return {'status': 'completed'}\n"
         "runner = Runner(S(), 1)\n"
         "for n in range(5): runner.submit(f'queued-{n}')\n"
         "def poll():\n"
         "    for n in range(100): runner.submit(f'polled-{n}'); time.sleep(0.05)\n"
         "threading.Thread(target=poll, daemon=True).start()\n"
-        "time.sleep(0.1)\n"
+        "started.wait(30)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", program], timeout=60, capture_output=True, text=True

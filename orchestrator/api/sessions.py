@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from orchestrator.documents import EventDoc, SessionDoc
 from orchestrator.domain.expect import ENDED, check_expect
@@ -183,8 +183,15 @@ class Sessions:
         `orchestrator serve` or `orchestrator resume ID` anywhere. Until one takes it, its
         document says `"status": "running"` with `"waiting_for_driver": true` (not
         `stalled`). A `cancel` reply ends the session at once."""
-        self._opened.answer(session_id, self.owner, check_size(reply), hand_off=True)
-        return self.status(session_id)
+        reply = check_size(reply)
+        try:
+            self._opened.answer(session_id, self.owner, reply, hand_off=True)
+        except Exception as exc:
+            self._raise_storage_failed(exc, session_id, answered=False)
+        try:
+            return self.status(session_id)
+        except Exception as exc:
+            self._raise_storage_failed(exc, session_id, answered=True)
 
     def run_on(self, session_id: str) -> SessionDoc:
         """Drive a session whose answer is committed, or whose driver is gone, until it ends
@@ -198,7 +205,8 @@ class Sessions:
         try:
             view = engine.resume(session_id, reply)
         except Exception as exc:
-            raise _storage_failed(exc, session_id, reply, engine) from exc
+            answered = None if reply is None else engine.answered == session_id
+            self._raise_storage_failed(exc, session_id, answered=answered)
         return self._ended_on(session_id, view)
 
     def reconcile(self, session_id: str, *, run: bool = True) -> SessionDoc:
@@ -212,9 +220,53 @@ class Sessions:
             view = engine.reconcile(session_id, hand_off=not run)
         except Exception as exc:
             # Once the reopening committed the session runs: a plain `resume` goes on.
-            again = "" if engine.reopened == session_id else "--reconcile"
-            raise _storage_failed(exc, session_id, None, engine, again=again) from exc
+            again = () if engine.reopened == session_id else ("--reconcile",)
+            self._raise_storage_failed(exc, session_id, answered=None, again=again)
         return self._ended_on(session_id, view) if run else self.status(session_id)
+
+    def _raise_storage_failed(
+        self,
+        exc: Exception,
+        session_id: str,
+        *,
+        answered: bool | None,
+        again: tuple[str, ...] = (),
+    ) -> NoReturn:
+        """Raise a storage fault met by `answer`, `resume` or `reconcile` as the user's
+        error (StorageFailed), saying truthfully whether the answer is stored (`answered`:
+        its transaction committed; None: no answer was given) and which command goes on,
+        with this database's `--db` (masked) when it is not the default. Anything else is
+        raised as it was."""
+        from orchestrator.api.database import storage_failure
+        from orchestrator.errors import StorageFailed
+        from orchestrator.present.render import command_line
+        from orchestrator.store.connect import resolve_url
+
+        message = storage_failure(exc)
+        if message is None:
+            raise exc
+        said = message.rstrip(". ")
+        fix = said.removesuffix(", then run the command again")  # what the storage needs
+        db = None if self.url == resolve_url(None) else self.url
+
+        def command(verb: str, *args: str) -> str:
+            return f"`{command_line(verb, session_id, db, *args)}`"
+
+        if answered:
+            message = (
+                f"{fix}. Your answer was kept: session {session_id} goes on from it with "
+                f"{command('resume')} once the database works again"
+            )
+        elif answered is False:
+            message = (
+                f"{said}. Your answer was not recorded (if the fault came while it was being "
+                f"committed, check with {command('status')}): give it again once the database "
+                "works again"
+            )
+        else:
+            then = f"then {command('resume', *again)} goes on where the session was"
+            message = f"{fix}, {then}" if fix != said else f"{said}; {then}"
+        raise StorageFailed(message, session_id=session_id, answer_kept=answered) from exc
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
         """The document the command ended on. Not a fresh read: another process may have
@@ -338,36 +390,3 @@ def _model_options(
         from orchestrator.redact import mask_url
 
         raise ConfigError(mask_url(f"model options: {problems}")) from None
-
-
-def _storage_failed(
-    exc: Exception, session_id: str, reply: UserReply | None, engine: Any, *, again: str = ""
-) -> Exception:
-    """A storage fault met by `resume` (or `reconcile`) as the user's error, saying
-    truthfully whether the answer is stored: the engine marks `answered` once the answer's
-    transaction committed. Anything else is returned unchanged (and raised as it was)."""
-    from orchestrator.api.database import storage_failure
-    from orchestrator.errors import StorageFailed
-
-    message = storage_failure(exc)
-    if message is None:
-        return exc
-    message = message.rstrip(". ")
-    kept: bool | None = None
-    if reply is not None:
-        kept = getattr(engine, "answered", None) == session_id
-        if kept:
-            message += (
-                f". Your answer was kept: session {session_id} goes on from it with "
-                f"`orchestrator resume {session_id}` once the database works again"
-            )
-        else:
-            message += (
-                f". Your answer was not recorded (if the fault came while it was being "
-                f"committed, check with `orchestrator status {session_id}`): give it again "
-                "once the database works again"
-            )
-    else:
-        command = " ".join(["orchestrator", "resume", session_id, *([again] if again else [])])
-        message += f"; then `{command}` goes on where the session was"
-    return StorageFailed(message, session_id=session_id, answer_kept=kept)

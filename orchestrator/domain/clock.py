@@ -88,7 +88,8 @@ def iso(value: datetime | None) -> str | None:
         return None
     if value.tzinfo is None:  # SQLite hands back naive datetimes; we only ever write UTC
         return f"{value.isoformat()}Z"
-    return value.isoformat().replace("+00:00", "Z")
+    # PostgreSQL hands them back in the connection's time zone, whatever the server's is.
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def iso_epoch(value: float | None) -> str | None:

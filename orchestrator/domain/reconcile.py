@@ -86,8 +86,11 @@ def _labels(kind: str, value: str, options: Sequence[str]) -> frozenset[str]:
     if kind != "multi_select":
         return frozenset({_norm(value)})
     exact, loose = {label.strip() for label in options}, {_norm(label) for label in options}
-    # No run is longer than the longest label: linear in the value, whatever it holds.
-    widest = max((label.count(",") for label in options), default=0) + 1
+    # No run is longer than the longest label, in pieces or (loosely, "Red/green" for
+    # "red, green") in words: linear in the value, whatever it holds.
+    widest = max(
+        (max(label.count(",") + 1, len(_norm(label).split())) for label in options), default=1
+    )
     pieces, found, start = value.split(","), set(), 0
     while start < len(pieces):
         last = min(len(pieces), start + widest)

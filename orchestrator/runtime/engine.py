@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orchestrator.documents import FINAL_STATUSES
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply, from_scripted
 from orchestrator.errors import (
@@ -35,7 +36,6 @@ from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store, late_tx
-from orchestrator.store.core import FINAL_STATUSES
 from orchestrator.store.lifecycle import ASK_ONLY, held_by_asker
 
 __all__ = ["Engine", "AskUser"]
@@ -262,17 +262,11 @@ class Engine:
                     snapshot = None if fresh else graph.get_state(config)
                     if snapshot is not None and snapshot.interrupts:
                         payload = self._resume_command(snapshot.interrupts, Command)
-                    elif snapshot is not None and snapshot.values and not snapshot.tasks:
-                        # Crashed after the last step (a checkpoint at the end: an older
-                        # version's, or a run ended without an outcome, which
-                        # not_at_the_end lets through). (Not `not snapshot.next`: a task
-                        # whose writes were saved before its step's checkpoint leaves
-                        # next == () with the run unfinished; invoke(None) applies those
-                        # writes and goes on.)
-                        finish(snapshot.values)
-                        return
                     elif snapshot is not None and snapshot.values:
-                        payload = None  # go on from the checkpoint
+                        # Go on from the checkpoint. One at the run's end (an older
+                        # version's, killed before its release) has nothing left to run:
+                        # invoke(None) returns its values, and the run is finished below.
+                        payload = None
                     elif reopened is not None:
                         # An ended run reopened to reconcile its late answer (its
                         # checkpoints went with its end): the round starts from the store.

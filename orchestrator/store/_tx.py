@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.documents import FINAL_STATUSES, STATUSES
 from orchestrator.domain import gate
 from orchestrator.errors import ClaimLost, SessionNotFound
 from orchestrator.store.owner import OWNER_COLUMNS, Claim
@@ -20,8 +19,6 @@ from orchestrator.store.sql import Row, Tx
 from orchestrator.store.views import event_view, joined_row
 
 __all__ = [
-    "STATUSES",
-    "FINAL_STATUSES",
     "Listener",
     "utcnow",
     "heard",

@@ -28,8 +28,6 @@ from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, lifecycle, round_tx, turns, views
 from orchestrator.store._tx import (
-    FINAL_STATUSES,
-    STATUSES,
     Listener,
     add_fenced_event,
     fence,
@@ -39,7 +37,7 @@ from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Db, Row, SqliteDb, Tx
 from orchestrator.store.views import gate_state, joined_row, owner_alive, session_row
 
-__all__ = ["Store", "FINAL_STATUSES", "STATUSES", "Listener"]
+__all__ = ["Store", "Listener"]
 
 
 class Store:

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orchestrator.documents import FINAL_STATUSES
 from orchestrator.domain import clock, gate
 from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import SessionNotFound, SessionNotWaiting
 from orchestrator.store import late_tx
 from orchestrator.store._tx import (
-    FINAL_STATUSES,
     add_assumption,
     add_event,
     finish,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from orchestrator.documents import FINAL_STATUSES
 from orchestrator.domain.clock import iso_epoch
 from orchestrator.errors import CancelRequested, SessionBusy, SessionNotFound, SessionNotWaiting
 from orchestrator.store._tx import (
-    FINAL_STATUSES,
     RELEASED,
     add_event,
     check_holds,

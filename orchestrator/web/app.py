@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api import Inbox
+from orchestrator.api.database import storage_failure
 from orchestrator.errors import OrchestratorError, validation_text
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
@@ -154,6 +155,18 @@ def _handlers(app: FastAPI) -> None:
     async def _ours(request: Request, exc: OrchestratorError) -> Any:
         return respond(request, status_of(exc), exc.message)
 
+    async def _storage(request: Request, exc: Exception) -> Any:
+        """A full disk, a read-only file, a database server gone: 503 and one log line,
+        not a 500 with a traceback (anything else the driver raises is a bug: re-raised)."""
+        fault = storage_failure(exc)
+        if fault is None:
+            raise exc
+        log.warning("%s %s: %s", request.method, request.url.path, fault)
+        return respond(request, 503, fault)
+
+    for kind in _driver_errors():
+        app.add_exception_handler(kind, _storage)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Any:
         return respond(request, 422, _validation_message(exc))
@@ -161,6 +174,19 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Any:
         return respond(request, exc.status_code, str(exc.detail))
+
+
+def _driver_errors() -> list[type[Exception]]:
+    """The database drivers' errors, whose storage faults `_storage` answers."""
+    import importlib.util
+    import sqlite3
+
+    kinds: list[type[Exception]] = [sqlite3.Error]
+    if importlib.util.find_spec("psycopg") is not None:  # the postgres extra
+        import psycopg
+
+        kinds.append(psycopg.Error)
+    return kinds
 
 
 def _validation_message(exc: RequestValidationError) -> str:

@@ -15,6 +15,7 @@ import threading
 from collections import deque
 from typing import Any
 
+from orchestrator.api.database import storage_failure
 from orchestrator.errors import AgentCallError, UserError
 from orchestrator.faults import crash_point
 
@@ -55,7 +56,6 @@ class Runner:
                 return False
             self._queued.add(session_id)
             self._waiting.append(session_id)
-            self._threads = [thread for thread in self._threads if thread.is_alive()]
             if len(self._threads) < min(self.workers, len(self._queued)):
                 name = f"run-on-{next(self._names)}"
                 thread = threading.Thread(target=self._work, name=name)
@@ -68,7 +68,6 @@ class Runner:
         """Take answers again after a `shutdown` (an app whose lifespan is entered anew)."""
         with self._lock:
             self._stopping = False
-            self._threads = [thread for thread in self._threads if thread.is_alive()]
 
     def _work(self) -> None:
         while True:
@@ -78,6 +77,9 @@ class Runner:
                 # Once the main thread has ended, a thread finishes its run in progress and
                 # takes no other: the queued answers are committed, the next start runs them.
                 if not self._waiting or not threading.main_thread().is_alive():
+                    # Counted out under the lock it decided under: a `submit` from now on
+                    # starts a thread of its own rather than count on this one.
+                    self._threads.remove(threading.current_thread())
                     return
                 session_id = self._waiting.popleft()
             try:
@@ -94,8 +96,12 @@ class Runner:
             log.info("session %s not run on here: %s", session_id, exc.message)
         except AgentCallError as exc:  # stalled; kept for `resume` or the next start
             log.warning("session %s stalled: %s", session_id, exc.message)
-        except Exception:  # a bug in one run must not take the server down; keep the trace
-            log.exception("session %s: the run on failed", session_id)
+        except Exception as exc:  # a bug in one run must not take the server down
+            fault = storage_failure(exc)
+            if fault is None:
+                log.exception("session %s: the run on failed", session_id)  # keep the trace
+            else:  # its answer is committed: the next start (or `resume`) runs it on
+                log.warning("session %s not run on: %s", session_id, fault)
         finally:
             with self._lock:
                 self._queued.discard(session_id)

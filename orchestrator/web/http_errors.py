@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from orchestrator.errors import (
+    DatabaseUnavailable,
     InvalidAnswer,
     OrchestratorError,
     SessionBusy,
     SessionNotFound,
     SessionNotWaiting,
+    StorageFailed,
     UserError,
 )
 
@@ -31,6 +33,8 @@ def status_of(exc: OrchestratorError) -> int:
         return 409
     if isinstance(exc, InvalidAnswer):
         return 422
+    if isinstance(exc, StorageFailed | DatabaseUnavailable):
+        return 503  # the server's storage, not the request: the same request works later
     if isinstance(exc, UserError):
         return 400
     return 500
