@@ -4,8 +4,10 @@ only where a power loss could lose what nothing can replay (a person's answer)."
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,30 +176,57 @@ def test_sessions_on_postgresql_reuse_the_stores_connections(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store and LangGraph's checkpointer borrow from one pool: running sessions opens
-    no connection per session (each drive opened a checkpoint connection of its own before),
-    and the pool keeps no more than POOL_SIZE."""
+    no connection but the pool's, the pool opens one only when every one it has is in use
+    (so never more than it ever lent at once), and it keeps no more than POOL_SIZE."""
     import psycopg
 
-    from orchestrator.store.pg_db import POOL_SIZE
+    from orchestrator.store.pg_db import POOL_SIZE, PgDb
+
+    lock = threading.Lock()
+    lent = {"now": 0, "most": 0}
+    in_pool = threading.local()
+    made: list[bool] = []  # one per connection opened: was the pool opening it?
+    connect, take, give_back = psycopg.Connection.connect, PgDb._take, PgDb._give_back
+
+    def counted_connect(*args: Any, **kwargs: Any) -> Any:
+        made.append(getattr(in_pool, "taking", False))
+        return connect(*args, **kwargs)
+
+    def counted_take(self: PgDb) -> Any:
+        in_pool.taking = True
+        try:
+            taken = take(self)
+        finally:
+            in_pool.taking = False
+        with lock:
+            lent["now"] += 1
+            lent["most"] = max(lent["most"], lent["now"])
+        return taken
+
+    def counted_give_back(self: PgDb, conn: Any, when: float) -> None:
+        with lock:
+            lent["now"] -= 1
+        give_back(self, conn, when)
 
     with Sessions(db_url) as sessions:
-        sessions.start_scenario(EXAMPLES / "answered-question.yaml")  # warm: tables set up
-        made: list[object] = []
-        connect = psycopg.Connection.connect
-
-        def counted(*args: object, **kwargs: object) -> object:
-            made.append(args)
-            return connect(*args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(psycopg.Connection, "connect", counted)
+        # Warm: LangGraph's tables are checked once per database per process, on a
+        # connection of that check's own.
+        sessions.start_scenario(EXAMPLES / "answered-question.yaml")
+        kept = len(sessions._opened.db._idle)  # what the pool holds for the next session
+        monkeypatch.setattr(psycopg.Connection, "connect", counted_connect)
+        monkeypatch.setattr(PgDb, "_take", counted_take)
+        monkeypatch.setattr(PgDb, "_give_back", counted_give_back)
         for _ in range(8):
             assert sessions.start_scenario(EXAMPLES / "answered-question.yaml")["status"] == (
                 "completed"
             )
-        # One per session (8) was the bug. The warm-up may not have needed as many at once
-        # as a later session does (the lease thread's heartbeat coinciding with a write,
-        # under load): the pool then opens one or two more, and keeps them.
-        assert len(made) <= 2, f"{len(made)} connections made for 8 sessions"
+        # A connection of its own per drive (the bug this guards), or one the pool failed
+        # to keep, opens more than the demand beyond what the pool already held.
+        assert all(made), f"{made.count(False)} connections opened outside the pool"
+        assert len(made) <= max(0, lent["most"] - kept), (
+            f"{len(made)} opened; {kept} were kept and at most {lent['most']} lent at once"
+        )
+        assert lent["now"] == 0  # every one given back
         with sessions._opened.db.read() as tx:
             count = tx.scalar(
                 "SELECT COUNT(*) FROM pg_stat_activity"

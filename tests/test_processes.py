@@ -655,7 +655,8 @@ def test_session_held_by_live_process_is_not_taken(db_url: str, store: Store) ->
 
 # The real CLI with slow scripted agents: every agent call is logged (pid, agent, call,
 # time) to $HARNESS_LOG, and calls of agents whose name starts with $HARNESS_SLOW sleep
-# $HARNESS_DELAY seconds first. $HARNESS_SNAPSHOT_DELAY holds a plain resume's first
+# $HARNESS_DELAY seconds first, or, with $HARNESS_HOLD set, wait until that file exists
+# (a test releases them when it is done). $HARNESS_SNAPSHOT_DELAY holds a plain resume's first
 # decision read open that long (a marker file says when it is in it).
 SLOW_AGENTS = """
 import json, os, sys, time
@@ -672,6 +673,10 @@ def respond(self, request):
                 "time": time.time()}
         log.write(json.dumps(line) + "\\n")
     if request.agent.startswith(os.environ.get("HARNESS_SLOW", "-")):
+        hold = os.environ.get("HARNESS_HOLD")
+        until = time.monotonic() + 120
+        while hold and not os.path.exists(hold) and time.monotonic() < until:
+            time.sleep(0.02)
         time.sleep(float(os.environ.get("HARNESS_DELAY", "0")))
     return _respond(self, request)
 
@@ -783,16 +788,19 @@ def _unshare_works() -> bool:
 
 
 def test_live_owner_in_another_pid_namespace_is_not_taken_over(
-    harness: Harness, db_url: str
+    harness: Harness, db_url: str, tmp_path: Path
 ) -> None:
+    """An owner whose pid cannot be checked from here (another PID namespace) is alive for as
+    long as its lease is renewed: a resume after its first lease ran out is still refused.
+    Its slow call is held until the test is done, so no machine is too slow for the check."""
     if not _unshare_works():
         pytest.skip("unshare --pid is not available here (needs root or user namespaces)")
+    hold = tmp_path / "release-the-owner"
     owner = forkserver.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc",
          *harness.argv("run", "--script", str(harness.script))],
         env=harness.env(
-            # One slow call holds the session over two resumes more than a lease apart.
-            HARNESS_SLOW="developer-1", HARNESS_DELAY="5.5", ORCHESTRATOR_LEASE_SECONDS="3"
+            HARNESS_SLOW="developer-1", HARNESS_HOLD=str(hold), ORCHESTRATOR_LEASE_SECONDS="2"
         ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
@@ -802,25 +810,31 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
         session_id = only_session_id(db_url)
         row = session_row(db_url, session_id)
         assert row["owner_pidns"] != os.readlink("/proc/self/ns/pid")  # really elsewhere
-        refusals = 0
-        for _ in range(2):  # at once, and again after more than a lease (it renews)
-            refused = cli("resume", session_id, "--json", db=db_url, env=harness.env())
-            assert refused.returncode == 2, describe(refused)
-            if owner.poll() is not None and "nothing to resume" in refused.stderr:
-                break  # the owner finished first (a slow machine): nothing was taken over
-            assert "being resumed elsewhere" in refused.stderr
-            assert "takeover is possible in" in refused.stderr
-            refusals += 1
-            time.sleep(3.2)  # more than a lease (3 s): its heartbeats renewed it
-        stdout, stderr = owner.communicate(timeout=120)
-        assert refusals >= 1, "the owner must still have been running at the first resume"
+        first_lease = float(row["lease_expires_at"])
+        _refused_as_driven_elsewhere(session_id, db_url, harness)
+        # The first lease runs out; only the owner's heartbeats keep it from a takeover.
+        deadline = time.monotonic() + 60
+        while time.time() <= first_lease + 0.1 or (
+            float(session_row(db_url, session_id)["lease_expires_at"]) <= first_lease
+        ):
+            assert owner.poll() is None, f"exit {owner.returncode}: {owner.communicate()}"
+            assert time.monotonic() < deadline, "the owner never renewed its lease"
+            time.sleep(0.05)
+        _refused_as_driven_elsewhere(session_id, db_url, harness)
+        assert owner.poll() is None  # held: both refusals came while it was running
     finally:
-        if owner.poll() is None:  # pragma: no cover - only if an assertion fired above
-            owner.kill()
-            owner.wait()
+        hold.touch()
+    stdout, stderr = owner.communicate(timeout=120)
     assert owner.returncode == 0, f"exit {owner.returncode}\n{stdout}\n{stderr}"
     assert json.loads(stdout)["status"] == "completed"
     assert not [e for e in events(db_url, session_id) if e.get("previous") == "running"]
+
+
+def _refused_as_driven_elsewhere(session_id: str, db_url: str, harness: Harness) -> None:
+    refused = cli("resume", session_id, "--json", db=db_url, env=harness.env())
+    assert refused.returncode == 2, describe(refused)
+    assert "being resumed elsewhere" in refused.stderr
+    assert "takeover is possible in" in refused.stderr
 
 
 def test_eight_concurrent_first_uses_of_a_fresh_database(empty_db_url: str) -> None:
@@ -910,22 +924,25 @@ def test_plain_resumes_racing_an_answer_never_exit_1(db_url: str) -> None:
 
 
 def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
-    harness: Harness, db_url: str
+    harness: Harness, db_url: str, tmp_path: Path
 ) -> None:
+    hold = tmp_path / "release-the-owner"  # developer-1's call waits for it: frozen inside
     first = forkserver.Popen(
         harness.argv("run", "--script", str(harness.script)),
         env=harness.env(
-            HARNESS_SLOW="developer", HARNESS_DELAY="2", ORCHESTRATOR_LEASE_SECONDS="1"
+            HARNESS_SLOW="developer-1", HARNESS_HOLD=str(hold), ORCHESTRATOR_LEASE_SECONDS="1"
         ),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
     )  # fmt: skip
     try:
         harness.wait_for_call("developer-1", first)
-        time.sleep(0.3)  # well inside developer-1's 2 s call
         os.kill(first.pid, signal.SIGSTOP)
         session_id = only_session_id(db_url)
-        time.sleep(1.5)  # past the 1 s lease: the frozen process renews nothing
+        # Past the lease the frozen process last wrote: it renews nothing while stopped.
+        lease = float(session_row(db_url, session_id)["lease_expires_at"])
+        while time.time() <= lease + 0.1:
+            time.sleep(0.05)
         taken = forkserver.run(
             harness.argv("resume", session_id),
             env=harness.env(ORCHESTRATOR_LEASE_SECONDS="1"), timeout=120, cwd=ROOT,
@@ -934,6 +951,7 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
         assert run_json(taken)["status"] == "completed"
         after_takeover = dump_db(db_url)
     finally:
+        hold.touch()
         os.kill(first.pid, signal.SIGCONT)
     stdout, stderr = first.communicate(timeout=120)
     assert first.returncode == 2, f"exit {first.returncode}\n{stdout}\n{stderr}"
