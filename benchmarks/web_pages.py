@@ -3,7 +3,9 @@ JSON list (`GET /api/sessions?status=paused`), each a first page and a late one,
 the same requests on a 1-session database and on 1,000 sessions of the same mix.
 
 Each figure is the median time of a whole response (request sent to the last byte read)
-from a server started as a process on that database, over one kept-alive connection.
+from a server started as a process on that database, over one kept-alive connection. The
+three servers run at the same time and their requests are taken in turn, so a ratio never
+compares servers measured one after another.
 """
 
 from __future__ import annotations
@@ -50,27 +52,46 @@ def _json_after(db: Path, page: int, size: int = 100) -> str:
     return str(row[0])
 
 
-def _measure(web: Any, db: Path, env: dict[str, str], paths: dict[str, str], reps: int) -> dict:
-    proc, base = web.start_server(str(db), env)
+def _measure_together(
+    web: Any, env: dict[str, str], paths_of: dict[Path, dict[str, str]], reps: int
+) -> dict[Path, dict[str, tuple[float, int]]]:
+    """Each database's server started at once, and their requests taken in turn (one
+    round: every path of every server), so a change in the machine's load falls on every
+    figure alike: (median ms, bytes) per database and path."""
+    servers = []
     try:
-        host, port = base.removeprefix("http://").split(":")
-        auth = {**web.AUTH, "Host": f"{host}:{port}"}
-        with closing(http.client.HTTPConnection(host, int(port))) as conn:
+        for db in paths_of:
+            servers.append(web.start_server(str(db), env))
+        conns = {}
+        for db, (_proc, base) in zip(paths_of, servers, strict=True):
+            host, port = base.removeprefix("http://").split(":")
+            conn = http.client.HTTPConnection(host, int(port))
             conn.connect()  # without Nagle: a request is one small write, sent at once
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for path in paths.values():  # warm: templates compiled, pages cached
+            conns[db] = (conn, {**web.AUTH, "Host": f"{host}:{port}"})
+        for db, paths in paths_of.items():  # warm: templates compiled, pages cached
+            conn, auth = conns[db]
+            for path in paths.values():
                 for _ in range(3):
                     _whole(conn, path, auth)
-            times: dict[str, list[float]] = {name: [] for name in paths}
-            sizes: dict[str, int] = {}
-            for _ in range(reps):  # interleaved, so drift hits all alike
+        times = {db: {name: [] for name in paths} for db, paths in paths_of.items()}
+        sizes: dict[Path, dict[str, int]] = {db: {} for db in paths_of}
+        for _ in range(reps):
+            for db, paths in paths_of.items():
+                conn, auth = conns[db]
                 for name, path in paths.items():
-                    taken, sizes[name] = _whole(conn, path, auth)
-                    times[name].append(taken)
+                    taken, sizes[db][name] = _whole(conn, path, auth)
+                    times[db][name].append(taken)
+        for conn, _auth in conns.values():
+            conn.close()
     finally:
-        proc.terminate()
-        proc.wait()
-    return {name: (statistics.median(ts) * 1000, sizes[name]) for name, ts in times.items()}
+        for proc, _base in servers:
+            proc.terminate()
+            proc.wait()
+    return {
+        db: {name: (statistics.median(ts) * 1000, sizes[db][name]) for name, ts in named.items()}
+        for db, named in times.items()
+    }
 
 
 def figure_pages(web: Any, tmp: Path, env: dict[str, str], reps: int) -> list[Row]:
@@ -102,7 +123,7 @@ def figure_pages(web: Any, tmp: Path, env: dict[str, str], reps: int) -> list[Ro
             "list late": f"{listing}&after={_json_after(big, 300)}",
         },
     }
-    got = {db: _measure(web, db, env, paths, reps) for db, paths in paths_of.items()}
+    got = _measure_together(web, env, paths_of, reps)
     labels = {one: "1 session", small: f"{SMALL:,} sessions", big: f"{BIG:,} sessions"}
     late = {small: ("page 10", "page 3"), big: ("page 1,000", "page 300")}
     for db, figures in got.items():
@@ -112,8 +133,9 @@ def figure_pages(web: Any, tmp: Path, env: dict[str, str], reps: int) -> list[Ro
             shown.append(f"{name.split()[0]} {which} {ms:.2f} ms ({size / 1024:.0f} KiB)")
         print(f"{labels[db]:>16}: " + "; ".join(shown))
     print(
-        f"(medians of {reps} requests each, interleaved, after 3 warm-ups; the inbox shows 50 "
-        "sessions a page, the JSON list 100)"
+        f"(medians of {reps} requests each after 3 warm-ups; the three servers run at once "
+        "and their requests are interleaved; the inbox shows 50 sessions a page, the JSON "
+        "list 100)"
     )
 
     def ratios(kind: str) -> tuple[float, float, float, float]:

@@ -26,6 +26,7 @@ import os
 import resource
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -213,15 +214,33 @@ def bench(
     sessions: int,
     env: dict[str, str],
     server_cpu: Callable[[], float | None] = lambda: None,
+    rounds: int = 3,
 ) -> dict[int, dict[str, float]]:
-    results = {}
-    for workers in WORKERS:
-        url = fresh()
-        results[workers] = one_run(url, workers, sessions, env, server_cpu)
-        print(
-            f"  {name}: {workers} worker(s) {results[workers]['rate']:.1f} sessions/s",
-            file=sys.stderr,
-        )
+    """Rounds of one run at each worker count, interleaved (round r starts at the r-th
+    count: 1 2 4, 2 4 1, 4 1 2), so a change in the machine's load falls on every count
+    alike. Per count: the median rate and CPU; its ratio is the median of the rounds'
+    ratios (each to the same round's one-worker run), beside their lowest and highest."""
+    runs: dict[int, list[dict[str, float]]] = {n: [] for n in WORKERS}
+    for round_ in range(rounds):
+        order = WORKERS[round_ % len(WORKERS) :] + WORKERS[: round_ % len(WORKERS)]
+        for workers in order:
+            run = one_run(fresh(), workers, sessions, env, server_cpu)
+            runs[workers].append(run)
+            print(
+                f"  {name} round {round_ + 1}: {workers} worker(s) {run['rate']:.1f} sessions/s",
+                file=sys.stderr,
+            )
+    results: dict[int, dict[str, float]] = {}
+    for workers, measured in runs.items():
+        ratios = [run["rate"] / one["rate"] for run, one in zip(measured, runs[1], strict=True)]
+        results[workers] = {
+            key: statistics.median(run[key] for run in measured)
+            for key in ("rate", "total", "cpu", "server")
+        } | {
+            "ratio": statistics.median(ratios),
+            "low": min(ratios),
+            "high": max(ratios),
+        }
     cost = own_cost(fresh, sessions, env) | claim_share(fresh, sessions)
     results[0] = cost
     print(
@@ -233,7 +252,7 @@ def bench(
 
 
 def postgres_runs(
-    tmp: Path, sessions: int, env: dict[str, str]
+    tmp: Path, sessions: int, env: dict[str, str], rounds: int
 ) -> dict[int, dict[str, float]] | str:
     import pgcluster
 
@@ -246,7 +265,7 @@ def postgres_runs(
         prepare(template, sessions)
         _dispose()
         name = template.rsplit("/", 1)[1]
-        counter = iter(range(100))
+        counter = iter(range(1000))
 
         def fresh() -> str:
             _dispose()
@@ -254,16 +273,18 @@ def postgres_runs(
             cluster.admin(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
             return cluster.url(copy)
 
-        return bench("postgresql", fresh, sessions, env, cluster.cpu_seconds)
+        return bench("postgresql", fresh, sessions, env, cluster.cpu_seconds, rounds)
     finally:
         _dispose()
         cluster.close()
 
 
-def sqlite_runs(tmp: Path, sessions: int, env: dict[str, str]) -> dict[int, dict[str, float]]:
+def sqlite_runs(
+    tmp: Path, sessions: int, env: dict[str, str], rounds: int
+) -> dict[int, dict[str, float]]:
     source = tmp / "template.db"
     prepare(f"sqlite:///{source}", sessions)
-    counter = iter(range(100))
+    counter = iter(range(1000))
 
     def fresh() -> str:
         _dispose()
@@ -274,7 +295,7 @@ def sqlite_runs(tmp: Path, sessions: int, env: dict[str, str]) -> dict[int, dict
             conn.execute("PRAGMA journal_mode = WAL")
         return f"sqlite:///{target}"
 
-    return bench("sqlite", fresh, sessions, env)
+    return bench("sqlite", fresh, sessions, env, rounds=rounds)
 
 
 def _dispose() -> None:
@@ -283,7 +304,9 @@ def _dispose() -> None:
     _engines.clear()
 
 
-def table(results: dict[str, dict[int, dict[str, float]] | str], sessions: int) -> None:
+def table(
+    results: dict[str, dict[int, dict[str, float]] | str], sessions: int, rounds: int
+) -> None:
     print(f"\n== workers: sessions/s through 1, 2 and 4 `orchestrator worker` processes "
           f"({sessions} answered sessions each)")  # fmt: skip
     header = "backend     " + "".join(
@@ -294,12 +317,13 @@ def table(results: dict[str, dict[int, dict[str, float]] | str], sessions: int) 
         if isinstance(runs, str):
             print(f"{name:<12}{runs}")
             continue
-        base = runs[1]["rate"]
-        cells = [
-            f"{runs[n]['rate']:6.1f}/s {runs[n]['rate'] / base:4.2f}x".ljust(22) for n in WORKERS
-        ]
+        cells = [f"{runs[n]['rate']:6.1f}/s {runs[n]['ratio']:4.2f}x".ljust(22) for n in WORKERS]
         print(f"{name:<12}" + "".join(cells))
-    print("(steady state between 10% and 90% done; ratios to one worker; total times: "
+        spread = [f"{runs[n]['low']:.2f}-{runs[n]['high']:.2f}x".ljust(22) for n in WORKERS]
+        print(f"{'  rounds':<12}" + "".join(spread))
+    print(f"(steady state between 10% and 90% done; {rounds} interleaved round(s), medians; "
+          "a ratio is the median of the rounds' ratios to the same round's one worker, "
+          "beside their lowest and highest; total times: "
           + "; ".join(
               f"{name} " + ", ".join(f"{n}: {runs[n]['total']:.1f} s" for n in WORKERS)
               for name, runs in results.items() if not isinstance(runs, str)
@@ -342,9 +366,13 @@ def table(results: dict[str, dict[int, dict[str, float]] | str], sessions: int) 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=400)
-    parser.add_argument("--quick", action="store_true", help="60 sessions per run")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved runs at each worker count"
+    )
+    parser.add_argument("--quick", action="store_true", help="60 sessions per run, one round")
     args = parser.parse_args(argv)
     sessions = 60 if args.quick else args.sessions
+    rounds = 1 if args.quick else max(1, args.rounds)
     with tempfile.TemporaryDirectory(prefix="orch-bench-workers-") as tmp_name:
         tmp = Path(tmp_name)
         home = tmp / "home"
@@ -356,9 +384,9 @@ def main(argv: Sequence[str]) -> int:
         os.environ["HOME"] = str(home)
         print(f"load average at start: {os.getloadavg()}", file=sys.stderr)
         results: dict[str, dict[int, dict[str, float]] | str] = {}
-        results["postgresql"] = postgres_runs(tmp, sessions, env)
-        results["sqlite"] = sqlite_runs(tmp, sessions, env)
-        table(results, sessions)
+        results["postgresql"] = postgres_runs(tmp, sessions, env, rounds)
+        results["sqlite"] = sqlite_runs(tmp, sessions, env, rounds)
+        table(results, sessions, rounds)
         print(f"load average at end: {os.getloadavg()}")
     shutil.rmtree(tmp_name, ignore_errors=True)
     return 0
