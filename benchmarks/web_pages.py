@@ -74,7 +74,9 @@ def _measure_together(
             for path in paths.values():
                 for _ in range(3):
                     _whole(conn, path, auth)
-        times = {db: {name: [] for name in paths} for db, paths in paths_of.items()}
+        times: dict[Path, dict[str, list[float]]] = {
+            db: {name: [] for name in paths} for db, paths in paths_of.items()
+        }
         sizes: dict[Path, dict[str, int]] = {db: {} for db in paths_of}
         for _ in range(reps):
             for db, paths in paths_of.items():
