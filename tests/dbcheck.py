@@ -90,6 +90,25 @@ def dump_db(db_url: str) -> dict[str, list[tuple[Any, ...]]]:
         }
 
 
+def writing_now(db_url: str) -> bool:
+    """Is a transaction of the tool's open in the database (SQLite: its write lock held;
+    PostgreSQL: a connection of the tool's inside a statement or a transaction)?"""
+    if is_sqlite(db_url):
+        with closing(sqlite3.connect(sqlite_file(db_url), timeout=0)) as conn:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return True
+            conn.rollback()
+            return False
+    rows = query(
+        db_url,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND application_name = 'orchestrator' AND state <> 'idle'",
+    )
+    return bool(rows[0][0])
+
+
 class WriteLock:
     """Holds off every writer of `events` while held (SQLite: the database's write lock;
     PostgreSQL: an EXCLUSIVE lock on the table). `fetch` reads inside the lock."""

@@ -186,11 +186,14 @@ def test_sessions_on_postgresql_reuse_the_stores_connections(
     lent = {"now": 0, "most": 0}
     in_pool = threading.local()
     made: list[bool] = []  # one per connection opened: was the pool opening it?
-    connect, take, give_back = psycopg.Connection.connect, PgDb._take, PgDb._give_back
+    take, give_back = PgDb._take, PgDb._give_back
 
-    def counted_connect(*args: Any, **kwargs: Any) -> Any:
-        made.append(getattr(in_pool, "taking", False))
-        return connect(*args, **kwargs)
+    def counted(connect: Any) -> Any:
+        def counted_connect(*args: Any, **kwargs: Any) -> Any:
+            made.append(getattr(in_pool, "taking", False))
+            return connect(*args, **kwargs)
+
+        return counted_connect
 
     def counted_take(self: PgDb) -> Any:
         in_pool.taking = True
@@ -204,16 +207,18 @@ def test_sessions_on_postgresql_reuse_the_stores_connections(
         return taken
 
     def counted_give_back(self: PgDb, conn: Any, when: float) -> None:
+        give_back(self, conn, when)  # idle again before it is counted back (never too low)
         with lock:
             lent["now"] -= 1
-        give_back(self, conn, when)
 
     with Sessions(db_url) as sessions:
         # Warm: LangGraph's tables are checked once per database per process, on a
         # connection of that check's own.
         sessions.start_scenario(EXAMPLES / "answered-question.yaml")
         kept = len(sessions._opened.db._idle)  # what the pool holds for the next session
-        monkeypatch.setattr(psycopg.Connection, "connect", counted_connect)
+        # Both doors to a new connection (psycopg.connect is bound apart, at import).
+        monkeypatch.setattr(psycopg.Connection, "connect", counted(psycopg.Connection.connect))
+        monkeypatch.setattr(psycopg, "connect", counted(psycopg.connect))
         monkeypatch.setattr(PgDb, "_take", counted_take)
         monkeypatch.setattr(PgDb, "_give_back", counted_give_back)
         for _ in range(8):

@@ -26,7 +26,7 @@ import forkserver
 import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, argv, cli
-from dbcheck import dump_db, payload, query, session_row, write_lock
+from dbcheck import dump_db, payload, query, session_row, write_lock, writing_now
 
 from orchestrator.store import Owner, Store
 
@@ -822,6 +822,9 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
             time.sleep(0.05)
         _refused_as_driven_elsewhere(session_id, db_url, harness)
         assert owner.poll() is None  # held: both refusals came while it was running
+    except BaseException:
+        owner.kill()  # not left running after a failure
+        raise
     finally:
         hold.touch()
     stdout, stderr = owner.communicate(timeout=120)
@@ -937,8 +940,17 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
     )  # fmt: skip
     try:
         harness.wait_for_call("developer-1", first)
-        os.kill(first.pid, signal.SIGSTOP)
         session_id = only_session_id(db_url)
+        # Frozen between two of its writes (a heartbeat's transaction held open by a
+        # stopped process would hold the takeover up until its statement timeout).
+        for _ in range(100):
+            os.kill(first.pid, signal.SIGSTOP)
+            if not writing_now(db_url):
+                break
+            os.kill(first.pid, signal.SIGCONT)
+            time.sleep(0.01)
+        else:  # pragma: no cover - a heartbeat takes milliseconds of every third of a second
+            pytest.fail("the owner was always inside a write")
         # Past the lease the frozen process last wrote: it renews nothing while stopped.
         lease = float(session_row(db_url, session_id)["lease_expires_at"])
         while time.time() <= lease + 0.1:
@@ -950,6 +962,9 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
         assert taken.returncode == 0, describe(taken)
         assert run_json(taken)["status"] == "completed"
         after_takeover = dump_db(db_url)
+    except BaseException:
+        first.kill()  # not left running after a failure
+        raise
     finally:
         hold.touch()
         os.kill(first.pid, signal.SIGCONT)

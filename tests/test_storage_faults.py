@@ -188,6 +188,37 @@ def test_a_fault_after_the_reconciliation_reopened_names_a_plain_resume(
     assert f"then `orchestrator resume {session_id} --db {db}` goes on" in message, message
 
 
+def test_a_fault_with_a_malformed_orchestrator_db_still_says_whether_the_answer_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The storage fault's message compares this database with the default one: a
+    malformed ORCHESTRATOR_DB (not in use: the URL was given) must not replace it with an
+    error about that variable."""
+    from orchestrator import Reply, Sessions
+    from orchestrator.errors import StorageFailed
+    from orchestrator.store import gate_tx
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    with Sessions(db) as sessions:
+        session_id = str(
+            sessions.start_scenario(str(EXAMPLES / "pause-and-resume.yaml"))["session_id"]
+        )
+
+        def full(*_args: object, **_kwargs: object) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(gate_tx, "add_event", full)
+        monkeypatch.setenv("ORCHESTRATOR_DB", "relative.db")
+        with pytest.raises(StorageFailed) as failed:
+            sessions.answer(session_id, Reply(text="Weekly"))
+        monkeypatch.undo()
+        assert sessions.status(session_id)["pending_question"] is not None  # not kept
+    message = failed.value.message
+    assert "Your answer was not recorded" in message, message
+    assert f"`orchestrator status {session_id} --db {db}`" in message, message
+    assert failed.value.answer_kept is False
+
+
 def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:
     """The header's page count is ahead of the file (the pages are in the -wal): SQLite
     opens it, so the check must not advise restoring it from a backup."""

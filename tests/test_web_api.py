@@ -294,10 +294,13 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A full disk (or a database server gone) is the server's storage, not the request:
-    503 `{"error": …}` saying what to do, one log line and no traceback; nothing written."""
+    """A full disk (or a database server gone, or a damaged file) is the server's
+    storage, not the request: 503 `{"error": …}` saying what to do, one log line naming the
+    route (never an answer link's token) and no traceback; nothing half written."""
     import sqlite3
 
+    from orchestrator.api.inbox import Inbox
+    from orchestrator.store import gate_tx
     from orchestrator.store.core import Store
 
     sid = paused(sessions)
@@ -305,8 +308,10 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     def full(*_args: object, **_kwargs: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(Store, "answer", full)
-    answered = client.post(f"/api/sessions/{sid}/answer", json={"answer": "Weekly"})
+    # The disk fills after the gate state's update, at the answer's event: rolled back.
+    monkeypatch.setattr(gate_tx, "add_event", full)
+    answer = {"choices": ["All visible columns"]}
+    answered = client.post(f"/api/sessions/{sid}/answer", json=answer)
     assert answered.status_code == 503, answered.text
     error = answered.json()["error"]
     assert "the disk holding the database is full" in error
@@ -315,6 +320,27 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     read = client.get(f"/api/sessions/{sid}")
     assert read.status_code == 503, read.text
     assert "the disk holding the database is full" in read.json()["error"]
+    monkeypatch.setattr(Inbox, "session_of_link", full)
+    link = client.get("/q/SECRET-LINK-TOKEN")
+    assert link.status_code == 503 and "disk holding the database is full" in link.text
+
+    def damaged(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.DatabaseError("file is not a database")
+
+    monkeypatch.setattr(Store, "status", damaged)
+    broken = client.get(f"/api/sessions/{sid}")
+    assert broken.status_code == 503, broken.text
+    assert "damaged or not a SQLite database" in broken.json()["error"]
+    lines = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert [line.split(": ", 1)[0] for line in lines] == [  # one a fault, by its route
+        "POST /api/sessions/{session_id}/answer",
+        "GET /api/sessions/{session_id}",
+        "GET /q/{token}",
+        "GET /api/sessions/{session_id}",
+    ]
+    assert lines[0].endswith(error) and not [line for line in lines if "SECRET" in line]
     assert not [record for record in caplog.records if record.exc_info]
     monkeypatch.undo()
-    assert sessions.status(sid)["status"] == "paused"
+    doc = sessions.status(sid)
+    assert doc["status"] == "paused" and doc["pending_question"] is not None
+    assert "answer" not in [event["kind"] for event in sessions.log(sid)]

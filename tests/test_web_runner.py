@@ -4,6 +4,8 @@ shutdown lets the runs in progress finish."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -94,9 +96,6 @@ def test_a_run_that_exits_leaves_the_worker_serving_and_a_stopped_runner_restart
 def test_a_program_that_never_shuts_the_runner_down_still_exits() -> None:
     """A server ended without its lifespan's shutdown (uvicorn's forced exit): the idle
     worker threads leave with the main thread instead of holding the interpreter."""
-    import subprocess
-    import sys
-
     # The run ends and its thread goes idle before the main thread does: the idle wait
     # is what has to notice the main thread has gone.
     program = (
@@ -111,19 +110,13 @@ def test_a_program_that_never_shuts_the_runner_down_still_exits() -> None:
         "ran.wait(30)\n"
         "while runner.busy(): pass\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program], timeout=60, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    done = _exits(program)
     assert done.stdout.splitlines() == ["ran x"] and not done.stderr
 
 
 def test_after_the_main_thread_a_runner_takes_no_new_run() -> None:
     """A forced exit with answers still queued, and the pick-up poll (a daemon) still
     submitting: the run in progress finishes, nothing else starts, and the process exits."""
-    import subprocess
-    import sys
-
     program = (
         "import threading, time\n"
         "from orchestrator.web.driver import Runner\n"
@@ -139,8 +132,14 @@ def test_after_the_main_thread_a_runner_takes_no_new_run() -> None:
         "threading.Thread(target=poll, daemon=True).start()\n"
         "started.wait(30)\n"
     )
+    assert _exits(program).stdout.splitlines() == ["ran queued-0"]
+
+
+def _exits(program: str) -> subprocess.CompletedProcess[str]:
+    """`program` run in a fresh interpreter, which must exit on its own, with status 0 (a
+    thread holding it would run into the timeout)."""
     done = subprocess.run(
         [sys.executable, "-c", program], timeout=60, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["ran queued-0"]
+    return done

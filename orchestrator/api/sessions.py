@@ -238,7 +238,7 @@ class Sessions:
         with this database's `--db` (masked) when it is not the default. Anything else is
         raised as it was."""
         from orchestrator.api.database import storage_failure
-        from orchestrator.errors import StorageFailed
+        from orchestrator.errors import ConfigError, StorageFailed
         from orchestrator.present.render import command_line
         from orchestrator.store.connect import resolve_url
 
@@ -247,7 +247,11 @@ class Sessions:
             raise exc
         said = message.rstrip(". ")
         fix = said.removesuffix(", then run the command again")  # what the storage needs
-        db = None if self.url == resolve_url(None) else self.url
+        try:
+            default = resolve_url(None)
+        except ConfigError:  # ORCHESTRATOR_DB not a URL: this fault's message still stands
+            default = None
+        db = None if self.url == default else self.url
 
         def command(verb: str, *args: str) -> str:
             return f"`{command_line(verb, session_id, db, *args)}`"

@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api import Inbox
-from orchestrator.api.database import storage_failure
+from orchestrator.api.database import damaged, storage_failure
 from orchestrator.errors import OrchestratorError, validation_text
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
@@ -151,18 +151,28 @@ def _handlers(app: FastAPI) -> None:
     async def _api_error(request: Request, exc: ApiError) -> Any:
         return respond(request, exc.status, exc.message)
 
+    def unavailable(request: Request, fault: str) -> Any:
+        """503 and one log line naming the route, not the path (an answer link's path is
+        its token, which the server's log never shows)."""
+        route = request.scope.get("route")
+        log.warning("%s %s: %s", request.method, getattr(route, "path", "(a route)"), fault)
+        return respond(request, 503, fault)
+
     @app.exception_handler(OrchestratorError)
     async def _ours(request: Request, exc: OrchestratorError) -> Any:
-        return respond(request, status_of(exc), exc.message)
+        status = status_of(exc)
+        if status == 503:
+            return unavailable(request, exc.message)
+        return respond(request, status, exc.message)
 
     async def _storage(request: Request, exc: Exception) -> Any:
-        """A full disk, a read-only file, a database server gone: 503 and one log line,
-        not a 500 with a traceback (anything else the driver raises is a bug: re-raised)."""
-        fault = storage_failure(exc)
+        """A full disk, a read-only file, a damaged file, a database server gone: 503 and
+        one log line, not a 500 with a traceback (anything else the driver raises is a
+        bug: re-raised). The same messages as the CLI's."""
+        fault = damaged(exc) or storage_failure(exc)
         if fault is None:
             raise exc
-        log.warning("%s %s: %s", request.method, request.url.path, fault)
-        return respond(request, 503, fault)
+        return unavailable(request, fault)
 
     for kind in _driver_errors():
         app.add_exception_handler(kind, _storage)
