@@ -5,8 +5,8 @@ Traced, not read: a session with a question runs in-process under a profiler, an
 package function called while one of the path's entry points is on the stack names its
 file. The entries: the graph turning a reply into an ask and deciding it (`graph._ask`,
 `graph.gate_node`), and the answer coming in (`Sessions.answer`, `Store.answer`). Shared
-plumbing that every path runs through (the SQL runner, the clock, crash points) is listed
-apart.
+plumbing that every path runs through (the SQL runner, the clock, crash points, the
+storage-fault wrapper around `Sessions`) is listed apart.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ ENTRIES = {
     ("api/sessions.py", "answer"),
     ("store/core.py", "answer"),
 }
-PLUMBING = {"store/sql.py", "domain/clock.py", "faults.py"}
+# (api/storage_errors.py: the wrapper around every `Sessions` method that raises a storage
+# fault as StorageFailed; it runs around every call, on every path, like the SQL runner.)
+PLUMBING = {"store/sql.py", "domain/clock.py", "faults.py", "api/storage_errors.py"}
 SCENARIO = Path(__file__).resolve().parents[1] / "examples" / "pause-and-resume.yaml"
 
 

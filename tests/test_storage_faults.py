@@ -219,6 +219,83 @@ def test_a_fault_with_a_malformed_orchestrator_db_still_says_whether_the_answer_
     assert failed.value.answer_kept is False
 
 
+def test_a_fault_under_any_door_is_the_same_storage_failed_at_every_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every door goes through `Sessions`, which raises each storage fault as StorageFailed:
+    the Python API, the web (503) and MCP (`internal`) say the same words for the same
+    fault, name the cause and what to do, and log no traceback; a read of the inbox
+    through `Sessions.inbox` alike. (Before, MCP said "failed unexpectedly
+    (OperationalError); see the server log" with a traceback.)"""
+    import logging
+
+    import anyio
+    from fastapi.testclient import TestClient
+
+    from orchestrator import Sessions
+    from orchestrator.errors import DatabaseUnavailable, StorageFailed
+    from orchestrator.mcp_server import build_server
+    from orchestrator.mcp_server.envelope import from_exception
+    from orchestrator.store import inbox_paging, views
+    from orchestrator.web import WebConfig, create_app
+    from tests.mcp_client import call, in_memory
+    from tests.web_support import AUTH, BASE, TOKEN
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    with Sessions(db) as sessions:
+        session_id = str(sessions.start_scenario(SCENARIO)["session_id"])
+    said = "the disk holding the database failed a read or write (SQLite: disk I/O error)"
+    server = build_server(db.removeprefix("sqlite:///"), page=None)  # (it reads at start)
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    for name in ("status", "events", "list_views"):
+        monkeypatch.setattr(views, name, failing)
+    monkeypatch.setattr(inbox_paging, "inbox_page", failing)
+    caplog.set_level(logging.WARNING)
+
+    with Sessions(db) as sessions:
+        for read in (sessions.status, sessions.log):
+            with pytest.raises(StorageFailed) as failed:
+                read(session_id)
+            assert failed.value.message.startswith(said) and failed.value.session_id == session_id
+        with pytest.raises(StorageFailed, match="disk I/O error"):
+            sessions.list()
+        with pytest.raises(StorageFailed, match="disk I/O error"):
+            sessions.inbox.page(limit=10)
+
+    web = TestClient(
+        create_app(WebConfig(db=db, token=TOKEN, run_on=False)), base_url=BASE, headers=AUTH
+    )
+    for path in (
+        f"/api/sessions/{session_id}",
+        f"/api/sessions/{session_id}/events",
+        "/api/sessions",
+    ):
+        got = web.get(path)
+        assert got.status_code == 503, got.text
+        assert got.json()["error"].startswith(said)
+    inbox = web.get("/", headers={"Accept": "text/html"})  # the inbox page, as a browser asks
+    assert inbox.status_code == 503 and said in inbox.text, inbox.text
+
+    async def ask_mcp() -> list[dict[str, object]]:
+        async with in_memory(server, None, ("form",)) as session:
+            return [
+                await call(session, tool, {"session_id": session_id})
+                for tool in ("session_status", "session_log")
+            ]
+
+    for doc in anyio.run(ask_mcp):
+        assert doc["ok"] is False
+        assert doc["error"]["code"] == "internal"  # type: ignore[index]
+        assert doc["error"]["message"].startswith(said)  # type: ignore[index]
+    assert not [record for record in caplog.records if record.exc_info], "a traceback was logged"
+    # A server that cannot be reached is not the caller's input either (it was invalid_input).
+    away = from_exception("session_status", DatabaseUnavailable("the server went away"))
+    assert json.loads(away.content[0].text)["error"]["code"] == "internal"  # type: ignore[union-attr]
+
+
 def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:
     """The header's page count is ahead of the file (the pages are in the -wal): SQLite
     opens it, so the check must not advise restoring it from a backup."""

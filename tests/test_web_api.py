@@ -299,8 +299,7 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     route (never an answer link's token) and no traceback; nothing half written."""
     import sqlite3
 
-    from orchestrator.api.inbox import Inbox
-    from orchestrator.store import gate_tx
+    from orchestrator.store import gate_tx, inbox_sql
     from orchestrator.store.core import Store
 
     sid = paused(sessions)
@@ -316,11 +315,11 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     error = answered.json()["error"]
     assert "the disk holding the database is full" in error
     assert "Your answer was not recorded" in error
-    monkeypatch.setattr(Store, "status", full)  # a read, through no wrapper of ours
+    monkeypatch.setattr(Store, "status", full)  # a read: Sessions.status says StorageFailed
     read = client.get(f"/api/sessions/{sid}")
     assert read.status_code == 503, read.text
     assert "the disk holding the database is full" in read.json()["error"]
-    monkeypatch.setattr(Inbox, "session_of_link", full)
+    monkeypatch.setattr(inbox_sql, "session_of_link", full)  # below Sessions.inbox
     link = client.get("/q/SECRET-LINK-TOKEN")
     assert link.status_code == 503 and "disk holding the database is full" in link.text
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.api.storage_errors import storage_faults
+
 if TYPE_CHECKING:
     from orchestrator.store import Store
 
 __all__ = ["Inbox"]
 
 
+@storage_faults
 class Inbox:
-    """The inbox's reads and writes on one session database."""
+    """The inbox's reads and writes on one session database (a storage fault is
+    StorageFailed, as everywhere in the session API)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.api.storage_errors import storage_faults
 from orchestrator.domain import gate
 from orchestrator.domain.clock import iso_epoch
 from orchestrator.domain.question import UserReply, to_gate_event
@@ -59,8 +60,10 @@ class Asked:
         return {**self.question, "asked_by": ASKED_BY, "deadline": deadline, "timed_out": False}
 
 
+@storage_faults
 class QuestionLog:
-    """Record MCP questions in the store (each public method is one or two transactions)."""
+    """Record MCP questions in the store (each public method is one or two transactions; a
+    storage fault is StorageFailed, as everywhere in the session API)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

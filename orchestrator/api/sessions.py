@@ -20,8 +20,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from orchestrator.api.storage_errors import raise_storage_failed, storage_faults
 from orchestrator.documents import EventDoc, SessionDoc
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.domain.question import UserReply, check_size
@@ -45,6 +46,7 @@ AskUser = Callable[[Mapping[str, Any]], UserReply | None]
 EventListener = Callable[[str, dict[str, Any]], None]
 
 
+@storage_faults
 class Sessions:
     """Start, answer, run on, cancel and read sessions in one database.
 
@@ -187,16 +189,20 @@ class Sessions:
         try:
             self._opened.answer(session_id, self.owner, reply, hand_off=True)
         except Exception as exc:
-            self._raise_storage_failed(exc, session_id, answered=False)
+            raise_storage_failed(exc, self.url, session_id, answered=False)
         try:
             return self.status(session_id)
         except Exception as exc:
-            self._raise_storage_failed(exc, session_id, answered=True)
+            raise_storage_failed(exc, self.url, session_id, answered=True)
 
     def run_on(self, session_id: str) -> SessionDoc:
         """Drive a session whose answer is committed, or whose driver is gone, until it ends
         or pauses. A session still waiting for an answer is asked through `ask` again."""
-        return self._ended_on(session_id, self._engine().resume(session_id))
+        try:
+            view = self._engine().resume(session_id)
+        except Exception as exc:
+            raise_storage_failed(exc, self.url, session_id, answered=None)
+        return self._ended_on(session_id, view)
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
@@ -206,7 +212,7 @@ class Sessions:
             view = engine.resume(session_id, reply)
         except Exception as exc:
             answered = None if reply is None else engine.answered == session_id
-            self._raise_storage_failed(exc, session_id, answered=answered)
+            raise_storage_failed(exc, self.url, session_id, answered=answered)
         return self._ended_on(session_id, view)
 
     def reconcile(self, session_id: str, *, run: bool = True) -> SessionDoc:
@@ -221,56 +227,8 @@ class Sessions:
         except Exception as exc:
             # Once the reopening committed the session runs: a plain `resume` goes on.
             again = () if engine.reopened == session_id else ("--reconcile",)
-            self._raise_storage_failed(exc, session_id, answered=None, again=again)
+            raise_storage_failed(exc, self.url, session_id, answered=None, again=again)
         return self._ended_on(session_id, view) if run else self.status(session_id)
-
-    def _raise_storage_failed(
-        self,
-        exc: Exception,
-        session_id: str,
-        *,
-        answered: bool | None,
-        again: tuple[str, ...] = (),
-    ) -> NoReturn:
-        """Raise a storage fault met by `answer`, `resume` or `reconcile` as the user's
-        error (StorageFailed), saying truthfully whether the answer is stored (`answered`:
-        its transaction committed; None: no answer was given) and which command goes on,
-        with this database's `--db` (masked) when it is not the default. Anything else is
-        raised as it was."""
-        from orchestrator.api.database import storage_failure
-        from orchestrator.errors import ConfigError, StorageFailed
-        from orchestrator.present.render import command_line
-        from orchestrator.store.connect import resolve_url
-
-        message = storage_failure(exc)
-        if message is None:
-            raise exc
-        said = message.rstrip(". ")
-        fix = said.removesuffix(", then run the command again")  # what the storage needs
-        try:
-            default = resolve_url(None)
-        except ConfigError:  # ORCHESTRATOR_DB not a URL: this fault's message still stands
-            default = None
-        db = None if self.url == default else self.url
-
-        def command(verb: str, *args: str) -> str:
-            return f"`{command_line(verb, session_id, db, *args)}`"
-
-        if answered:
-            message = (
-                f"{fix}. Your answer was kept: session {session_id} goes on from it with "
-                f"{command('resume')} once the database works again"
-            )
-        elif answered is False:
-            message = (
-                f"{said}. Your answer was not recorded (if the fault came while it was being "
-                f"committed, check with {command('status')}): give it again once the database "
-                "works again"
-            )
-        else:
-            then = f"then {command('resume', *again)} goes on where the session was"
-            message = f"{fix}, {then}" if fix != said else f"{said}; {then}"
-        raise StorageFailed(message, session_id=session_id, answer_kept=answered) from exc
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
         """The document the command ended on. Not a fresh read: another process may have

@@ -12,12 +12,14 @@ from pydantic import ValidationError
 
 from orchestrator.errors import (
     ConfigError,
+    DatabaseUnavailable,
     InvalidAnswer,
     OrchestratorError,
     ScenarioError,
     SessionBusy,
     SessionNotFound,
     SessionNotWaiting,
+    StorageFailed,
     validation_text,
 )
 
@@ -70,6 +72,10 @@ def from_exception(tool: str, exc: BaseException) -> CallToolResult:
         return fail(exc.code, exc.message)
     if isinstance(exc, ValidationError):
         return fail("invalid_input", validation_message(exc))
+    if isinstance(exc, StorageFailed | DatabaseUnavailable):
+        # The server's storage, not the caller's input: the same call works later.
+        log.warning("tool %s: %s", tool, exc.message)
+        return fail("internal", exc.message)
     for kind, code in _CODES:
         if isinstance(exc, kind):
             return fail(code, exc.message)  # type: ignore[attr-defined]

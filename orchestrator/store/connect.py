@@ -293,29 +293,29 @@ _SQLITE_FAULTS = (
     (
         "database or disk is full",
         "the disk holding the database is full (SQLite: database or disk is full); free "
-        "some space there, then run the command again",
+        "some space there, then try again",
     ),
     (
         "attempt to write a readonly database",
         "the database cannot be written: the file or its folder is read-only, or the "
         "filesystem is mounted read-only (SQLite: attempt to write a readonly database); "
-        "make the file and its folder writable, then run the command again",
+        "make the file and its folder writable, then try again",
     ),
     (
         "database is locked",
         "the database stayed locked by another process for longer than the wait allows "
-        "(SQLite: database is locked); let that process finish or stop it, then run the "
-        "command again",
+        "(SQLite: database is locked); let that process finish or stop it, then try "
+        "again",
     ),
     (
         "disk i/o error",
         "the disk holding the database failed a read or write (SQLite: disk I/O error); "
-        "check the disk and its free space, then run the command again",
+        "check the disk and its free space, then try again",
     ),
     (
         "unable to open database file",
         "the database file cannot be opened (SQLite: unable to open database file); check "
-        "that its folder exists and is readable and writable, then run the command again",
+        "that its folder exists and is readable and writable, then try again",
     ),
 )
 
@@ -339,6 +339,6 @@ def storage_failure(exc: BaseException) -> str | None:
         detail = " ".join(str(orig).strip().splitlines()[0].split()) if str(orig).strip() else ""
         return (
             f"the PostgreSQL server went away or is restarting ({detail}); start it or wait "
-            "until it accepts connections, then run the command again"
+            "until it accepts connections, then try again"
         )
     return None

@@ -21,7 +21,6 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api import Inbox
-from orchestrator.api.database import damaged, storage_failure
 from orchestrator.errors import OrchestratorError, validation_text
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
@@ -151,31 +150,17 @@ def _handlers(app: FastAPI) -> None:
     async def _api_error(request: Request, exc: ApiError) -> Any:
         return respond(request, exc.status, exc.message)
 
-    def unavailable(request: Request, fault: str) -> Any:
-        """503 and one log line naming the route, not the path (an answer link's path is
-        its token, which the server's log never shows)."""
-        route = request.scope.get("route")
-        log.warning("%s %s: %s", request.method, getattr(route, "path", "(a route)"), fault)
-        return respond(request, 503, fault)
-
     @app.exception_handler(OrchestratorError)
     async def _ours(request: Request, exc: OrchestratorError) -> Any:
+        """Our errors, with the contract's status. A storage fault (`Sessions` raises every
+        one as StorageFailed: a full disk, a damaged file, a server gone) is a 503 and one
+        log line naming the route, not the path (an answer link's path is its token, which
+        the server's log never shows)."""
         status = status_of(exc)
         if status == 503:
-            return unavailable(request, exc.message)
+            route = getattr(request.scope.get("route"), "path", "(a route)")
+            log.warning("%s %s: %s", request.method, route, exc.message)
         return respond(request, status, exc.message)
-
-    async def _storage(request: Request, exc: Exception) -> Any:
-        """A full disk, a read-only file, a damaged file, a database server gone: 503 and
-        one log line, not a 500 with a traceback (anything else the driver raises is a
-        bug: re-raised). The same messages as the CLI's."""
-        fault = damaged(exc) or storage_failure(exc)
-        if fault is None:
-            raise exc
-        return unavailable(request, fault)
-
-    for kind in _driver_errors():
-        app.add_exception_handler(kind, _storage)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Any:
@@ -184,19 +169,6 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Any:
         return respond(request, exc.status_code, str(exc.detail))
-
-
-def _driver_errors() -> list[type[Exception]]:
-    """The database drivers' errors, whose storage faults `_storage` answers."""
-    import importlib.util
-    import sqlite3
-
-    kinds: list[type[Exception]] = [sqlite3.Error]
-    if importlib.util.find_spec("psycopg") is not None:  # the postgres extra
-        import psycopg
-
-        kinds.append(psycopg.Error)
-    return kinds
 
 
 def _validation_message(exc: RequestValidationError) -> str:

@@ -15,8 +15,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from orchestrator.api.database import storage_failure
-from orchestrator.errors import AgentCallError, UserError
+from orchestrator.errors import AgentCallError, StorageFailed, UserError
 from orchestrator.faults import crash_point
 
 __all__ = ["Runner"]
@@ -92,16 +91,14 @@ class Runner:
             crash_point("web_run_on")  # tests: SIGKILL after the answer, before the run
             doc = self.sessions.run_on(session_id)
             log.info("session %s ran on: %s", session_id, doc["status"])
+        except StorageFailed as exc:  # its answer is committed: the next start runs it on
+            log.warning("session %s not run on: %s", session_id, exc.message)
         except UserError as exc:  # e.g. a CLI `resume` took it first: that one runs it
             log.info("session %s not run on here: %s", session_id, exc.message)
         except AgentCallError as exc:  # stalled; kept for `resume` or the next start
             log.warning("session %s stalled: %s", session_id, exc.message)
-        except Exception as exc:  # a bug in one run must not take the server down
-            fault = storage_failure(exc)
-            if fault is None:
-                log.exception("session %s: the run on failed", session_id)  # keep the trace
-            else:  # its answer is committed: the next start (or `resume`) runs it on
-                log.warning("session %s not run on: %s", session_id, fault)
+        except Exception:  # a bug in one run must not take the server down
+            log.exception("session %s: the run on failed", session_id)  # keep the trace
         finally:
             with self._lock:
                 self._queued.discard(session_id)

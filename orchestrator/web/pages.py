@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.documents import FINAL_STATUSES
-from orchestrator.errors import OrchestratorError, UserError
+from orchestrator.errors import OrchestratorError
 from orchestrator.web.config import HERE
 from orchestrator.web.http_errors import ApiError, status_of
 from orchestrator.web.security import (
@@ -191,11 +191,10 @@ def inbox(request: Request, after: str | None = None, page: int | None = None) -
             )
         return RedirectResponse("/", status_code=303)  # an old bookmark: the first page
     web = request.app.state.web
-    try:
-        number = web.inbox.page_number(after)
-        rows, following = web.inbox.page(limit=web.config.page_size, after=after)
-    except UserError as exc:  # not a cursor (hand-edited, cut short): no traceback
-        raise ApiError(400, exc.message) from None
+    # A cursor that is not one (hand-edited, cut short) is a UserError: 400, as a storage
+    # fault is a 503 (StorageFailed), by the app's handler of our errors.
+    number = web.inbox.page_number(after)
+    rows, following = web.inbox.page(limit=web.config.page_size, after=after)
     waiting = web.inbox.waiting_count(cap=WAITING_CAP + 1)
     return render(
         request,

@@ -1,0 +1,102 @@
+"""Storage faults at the session API: a full disk, a read-only file, a damaged file, a lock
+held too long or a database server gone reach every door (the CLI, the web, MCP, the
+suites, a Python program) as the same `StorageFailed`, with the same message, never as a
+database driver's error. `Sessions` and `Inbox` are wrapped with `storage_faults`;
+`answer`, `resume`, `run_on` and `reconcile` also say whether the answer is kept and which
+command goes on (`raise_storage_failed`)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from orchestrator.errors import ConfigError, OrchestratorError, StorageFailed
+
+__all__ = ["storage_faults", "fault_message", "raise_storage_failed"]
+
+Kind = TypeVar("Kind", bound=type)
+
+
+def fault_message(exc: BaseException) -> str | None:
+    """What to tell the user for a storage fault (its cause and what to do), else None."""
+    from orchestrator.store.connect import damaged_database, storage_failure
+
+    return damaged_database(exc) or storage_failure(exc)
+
+
+def storage_faults(kind: Kind) -> Kind:
+    """Wrap every public method of the class `kind` so that a storage fault it meets is
+    raised as StorageFailed (naming the session when the method takes `session_id`). Our
+    own errors and anything that is not a storage fault (a bug) pass through unchanged."""
+    for name, method in list(vars(kind).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(kind, name, _translated(method))
+    return kind
+
+
+def _translated(method: Callable[..., Any]) -> Callable[..., Any]:
+    takes_id = list(inspect.signature(method).parameters)[1:2] == ["session_id"]
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except OrchestratorError:
+            raise
+        except Exception as exc:
+            message = fault_message(exc)
+            if message is None:
+                raise
+            session_id = kwargs.get("session_id", args[0] if args else None)
+            raise StorageFailed(message, session_id=session_id if takes_id else None) from exc
+
+    return call
+
+
+def raise_storage_failed(
+    exc: Exception,
+    url: str,
+    session_id: str,
+    *,
+    answered: bool | None,
+    again: tuple[str, ...] = (),
+) -> NoReturn:
+    """Raise a storage fault met by `answer`, `resume`, `run_on` or `reconcile` as the
+    user's error (StorageFailed), saying truthfully whether the answer is stored
+    (`answered`: its transaction committed; None: no answer was given) and which command
+    goes on, with the database `url` (masked) when it is not the default. Anything else is
+    raised as it was."""
+    from orchestrator.present.render import command_line
+    from orchestrator.store.connect import resolve_url, storage_failure
+
+    message = storage_failure(exc)  # (a damaged file: no command goes on; see _translated)
+    if message is None:
+        raise exc
+    said = message.rstrip(". ")
+    fix = said.removesuffix(", then try again")  # what the storage needs
+    try:
+        default = resolve_url(None)
+    except ConfigError:  # ORCHESTRATOR_DB not a URL: this fault's message still stands
+        default = None
+    db = None if url == default else url
+
+    def command(verb: str, *args: str) -> str:
+        return f"`{command_line(verb, session_id, db, *args)}`"
+
+    if answered:
+        message = (
+            f"{fix}. Your answer was kept: session {session_id} goes on from it with "
+            f"{command('resume')} once the database works again"
+        )
+    elif answered is False:
+        message = (
+            f"{said}. Your answer was not recorded (if the fault came while it was being "
+            f"committed, check with {command('status')}): give it again once the database "
+            "works again"
+        )
+    else:
+        then = f"then {command('resume', *again)} goes on where the session was"
+        message = f"{fix}, {then}" if fix != said else f"{said}; {then}"
+    raise StorageFailed(message, session_id=session_id, answer_kept=answered) from exc
