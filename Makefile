@@ -30,7 +30,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy orchestrator agents skills
+	$(BIN)/mypy orchestrator agents skills benchmarks
 	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)

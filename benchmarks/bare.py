@@ -120,7 +120,7 @@ def pg_saver(url: str) -> tuple[Any, Any]:
     conn = psycopg.connect(
         url.replace("+psycopg", "", 1), autocommit=True, prepare_threshold=0, row_factory=dict_row
     )
-    made = PostgresSaver(conn)  # type: ignore[arg-type]
+    made = PostgresSaver(conn)
     made.setup()
     return made, conn
 
@@ -146,7 +146,10 @@ def session_factory(
         thread = config(f"bare-{next(counter)}")
         first = compiled.invoke(initial(), thread, durability=durability)
         assert "__interrupt__" in first, "the bare graph did not stop at the question"
-        return compiled.invoke(Command(resume="All visible columns"), thread, durability=durability)
+        resumed = compiled.invoke(
+            Command(resume="All visible columns"), thread, durability=durability
+        )
+        return dict(resumed)
 
     return one, conn
 

@@ -120,7 +120,8 @@ def figure_inprocess_pg(sessions: int, warmup: int, batches: int) -> Row:
 
     bin_dir = pgcluster.find_bin()
     if bin_dir is None:
-        return Row(what, ["skipped: no PostgreSQL server binaries"], TARGET_PG, None, reproduce)
+        skipped = ["skipped: no PostgreSQL server binaries"]
+        return Row(what, skipped, f">= {TARGET_PG}x by wall", None, reproduce)
     cluster = pgcluster.Cluster.start(bin_dir)
     try:
         ours, api = _ours(cluster.database("empty"))
@@ -169,7 +170,7 @@ def traced(sink: list[str]) -> Iterator[None]:
     original = sqlite3.connect
 
     def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = original(*args, **kwargs)
+        conn: sqlite3.Connection = original(*args, **kwargs)
         conn.set_trace_callback(sink.append)
         return conn
 
@@ -177,7 +178,7 @@ def traced(sink: list[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        sqlite3.connect = sqlite3.dbapi2.connect = original  # type: ignore[assignment]
+        sqlite3.connect = sqlite3.dbapi2.connect = original
 
 
 def _count(sink: list[str], one: Callable[[], object], n: int) -> tuple[float, float]:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -35,7 +36,7 @@ def make_suite(folder: Path, count: int) -> None:
         (folder / f"{n:03d}-{source.name}").write_text(text)
 
 
-def run(folder: Path, jobs: int, env: dict[str, str]) -> tuple[float, dict]:
+def run(folder: Path, jobs: int, env: dict[str, str]) -> tuple[float, dict[str, Any]]:
     report = folder.parent / f"report-j{jobs}.xml"
     command = [sys.executable, "-m", "orchestrator", "test", str(folder), "-j", str(jobs)]
     cpu_before = _children_cpu()

@@ -106,7 +106,7 @@ def answer_latency(runs: int) -> tuple[list[float], list[float], list[float]]:
         ids = paused(sessions)
     here = Sessions(f"sqlite:///{tmp / 'inprocess.db'}")
     local = paused(here)
-    ScriptedBackend.respond = timed  # type: ignore[method-assign]
+    ScriptedBackend.respond = timed
     port = free_port()
     app = create_app(WebConfig(db=db, token=TOKEN, port=port))
     server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
@@ -136,7 +136,7 @@ def answer_latency(runs: int) -> tuple[list[float], list[float], list[float]]:
     here.close()
     server.should_exit = True
     thread.join()
-    ScriptedBackend.respond = respond  # type: ignore[method-assign]
+    ScriptedBackend.respond = respond
     return times, done, baseline
 
 
@@ -158,7 +158,8 @@ def fill(db_path: Path, count: int, waiting_every: int = 3) -> None:
 
     engine = open_engine(f"sqlite:///{db_path}")
     now = datetime.now(UTC)
-    rows, states = [], []
+    rows: list[dict[str, Any]] = []
+    states: list[dict[str, Any]] = []
     for n in range(count):
         sid = uuid.uuid4().hex[:12]
         waiting = n % waiting_every == 0
@@ -385,7 +386,8 @@ def inbox_pages(tmp: Path, reps: int) -> None:
             times = [once() for _ in range(reps)]
         return statistics.median(times) * 1000
 
-    fill(tmp / "one.db", 1), fill(tmp / "fifty.db", 50)
+    fill(tmp / "one.db", 1)
+    fill(tmp / "fifty.db", 50)
     base, full = median_ms(tmp / "one.db", None), median_ms(tmp / "fifty.db", None)
     print(
         f"4. inbox page (50 rows + capped waiting count): 1-session database {base:.2f} ms; "

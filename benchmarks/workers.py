@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -69,7 +70,7 @@ def completed(url: str) -> int:
         )
 
 
-_engines: dict[str, object] = {}
+_engines: dict[str, Any] = {}
 
 
 def one_run(
@@ -186,20 +187,23 @@ def claim_share(fresh: Callable[[], str], sessions: int) -> dict[str, float]:
     from orchestrator.runtime import worker_loop
 
     spent = {"claim": 0.0, "drive": 0.0}
-    methods = {"claim": worker_loop._Worker._claim, "drive": worker_loop._Worker._drive}
+    methods: dict[str, Callable[..., Any]] = {
+        "claim": worker_loop._Worker._claim,
+        "drive": worker_loop._Worker._drive,
+    }
 
-    def timed(name: str) -> Callable[..., object]:
+    def timed(name: str) -> Callable[..., Any]:
         def method(self: object, *args: object) -> object:
             started = time.thread_time()
             try:
-                return methods[name](self, *args)  # type: ignore[operator]
+                return methods[name](self, *args)
             finally:
                 spent[name] += time.thread_time() - started
 
         return method
 
-    worker_loop._Worker._claim = timed("claim")  # type: ignore[method-assign,assignment]
-    worker_loop._Worker._drive = timed("drive")  # type: ignore[method-assign,assignment]
+    worker_loop._Worker._claim = timed("claim")  # type: ignore[method-assign]
+    worker_loop._Worker._drive = timed("drive")  # type: ignore[method-assign]
     try:
         worker_loop.run_worker(fresh(), 1, idle_exit=0.3, poll=0.1)
     finally:
@@ -271,7 +275,7 @@ def postgres_runs(
             _dispose()
             copy = f"bench_{next(counter)}"
             cluster.admin(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
-            return cluster.url(copy)
+            return str(cluster.url(copy))
 
         return bench("postgresql", fresh, sessions, env, cluster.cpu_seconds, rounds)
     finally:
@@ -300,7 +304,7 @@ def sqlite_runs(
 
 def _dispose() -> None:
     for engine in _engines.values():
-        engine.dispose()  # type: ignore[attr-defined]
+        engine.dispose()
     _engines.clear()
 
 

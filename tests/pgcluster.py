@@ -167,28 +167,47 @@ class Cluster:
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds this server's processes have used so far: the postmaster, its live
-        children and those it has reaped (Linux /proc; None where there is none)."""
+        children and those it has reaped (Linux /proc; None where there is none).
+
+        A consistent reading: a child reaped during the scan would be counted twice (live,
+        then in the postmaster's cutime) or not at all, so the scan is taken again until
+        the postmaster's reaped total is the same before and after it."""
         if self._stop is None:
             return None
         try:
             pid_file = self._stop[1] / "data" / "postmaster.pid"
             postmaster = int(pid_file.read_text().split()[0])
-            total = 0
-            # The postmaster last: a backend reaped meanwhile is then in its cutime.
-            entries = sorted(os.scandir("/proc"), key=lambda e: e.name == str(postmaster))
-            for entry in entries:
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:  # gone meanwhile
-                    continue
-                # fields[1] is the parent; [11:15] utime, stime, cutime, cstime (ticks)
-                if int(entry.name) == postmaster or int(fields[1]) == postmaster:
-                    total += sum(int(value) for value in fields[11:15])
+            for _ in range(20):
+                reaped = self._reaped_ticks(postmaster)
+                live = self._children_ticks(postmaster)
+                if self._reaped_ticks(postmaster) == reaped:
+                    return (live + reaped) / os.sysconf("SC_CLK_TCK")
         except (OSError, ValueError, IndexError):
             return None
-        return total / os.sysconf("SC_CLK_TCK")
+        return None
+
+    @staticmethod
+    def _stat(pid: int | str) -> list[str]:
+        # After the command's closing parenthesis: [1] the parent; [11:15] utime, stime,
+        # cutime, cstime (ticks).
+        return Path("/proc", str(pid), "stat").read_text().rsplit(")", 1)[1].split()
+
+    def _reaped_ticks(self, postmaster: int) -> int:
+        return sum(int(value) for value in self._stat(postmaster)[13:15])
+
+    def _children_ticks(self, postmaster: int) -> int:
+        """The postmaster's own CPU and its live children's (with what they reaped)."""
+        total = sum(int(value) for value in self._stat(postmaster)[11:13])
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = self._stat(entry.name)
+            except OSError:  # gone meanwhile
+                continue
+            if int(fields[1]) == postmaster:
+                total += sum(int(value) for value in fields[11:15])
+        return total
 
     def restart(self) -> None:
         """Stop the server (fast: clients are cut off) and start it again on the same port."""

@@ -296,6 +296,90 @@ def test_a_fault_under_any_door_is_the_same_storage_failed_at_every_door(
     assert json.loads(away.content[0].text)["error"]["code"] == "internal"  # type: ignore[union-attr]
 
 
+def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`resume` with an answer: the answer commits, then the file reads as damaged. The
+    error says so, and that the answer is kept (it was `answer_kept=None` and silent)."""
+    from orchestrator import Reply, Sessions
+    from orchestrator.errors import StorageFailed
+    from orchestrator.runtime.engine import Engine
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    with Sessions(db) as sessions:
+        session_id = str(sessions.start_scenario(SCENARIO)["session_id"])
+
+        def damaged(*_args: object, **_kwargs: object) -> None:
+            raise sqlite3.DatabaseError("file is not a database")
+
+        monkeypatch.setattr(Engine, "_drive", damaged)
+        with pytest.raises(StorageFailed) as failed:
+            sessions.resume(session_id, Reply(text="Weekly"))
+        monkeypatch.undo()
+        assert sessions.status(session_id)["orchestrator_state"]["clarification_resolved"]
+    assert failed.value.answer_kept is True
+    assert failed.value.message.startswith("the database file is damaged"), failed.value.message
+    assert "Your answer was kept" in failed.value.message
+
+
+def test_a_damaged_file_is_a_503_at_the_inbox_its_links_and_the_json_api(tmp_path: Path) -> None:
+    """A real damaged file (its header overwritten), met where the web first opens the
+    store through `Sessions.inbox` (the inbox page, an answer link) as much as through a
+    method: 503 with the cause, never a 500 with a traceback."""
+    from fastapi.testclient import TestClient
+
+    from orchestrator import Sessions
+    from orchestrator.web import WebConfig, create_app
+    from tests.web_support import AUTH, BASE, TOKEN
+
+    path = tmp_path / "o.db"
+    db = f"sqlite:///{path}"
+    with Sessions(db) as sessions:
+        session_id = str(sessions.start_scenario(SCENARIO)["session_id"])
+    header = bytearray(path.read_bytes())
+    header[:16] = b"not a database!!"
+    path.write_bytes(bytes(header))
+    for path_ in ("/", "/q/SOME-LINK-TOKEN", f"/api/sessions/{session_id}"):
+        # A server of its own each time: the first request opens the store.
+        app = create_app(WebConfig(db=db, token=TOKEN, run_on=False))
+        web = TestClient(app, base_url=BASE, headers=AUTH, raise_server_exceptions=False)
+        got = web.get(path_, headers={"Accept": "text/html"})
+        assert got.status_code == 503, (path_, got.status_code, got.text[:300])
+        assert "damaged or not a SQLite database" in got.text
+
+
+def test_a_fault_while_an_mcp_question_waits_ends_the_call_with_the_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiting `ask_user` call renews its claim in a task of its own: a storage fault
+    there ends the call with the fault's message (`internal`), not "failed unexpectedly
+    (ExceptionGroup)"."""
+    import anyio
+
+    from orchestrator.mcp_server import build_server
+    from orchestrator.store.core import Store
+    from tests.mcp_client import Person, call, in_memory
+
+    server = build_server(str(tmp_path / "o.db"), page=None)
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(Store, "heartbeat", failing)  # the first renewal, half a second in
+
+    async def ask() -> dict[str, object]:
+        async with in_memory(server, Person([("silent",)]), ("form",)) as session:
+            return await call(session, "ask_user", {"question": "Which?", "timeout_seconds": 20})
+
+    doc = anyio.run(ask)
+    assert doc["ok"] is False, doc
+    assert doc["error"] == {  # type: ignore[comparison-overlap]
+        "code": "internal",
+        "message": "the disk holding the database failed a read or write (SQLite: disk I/O "
+        "error); check the disk and its free space, then try again",
+    }
+
+
 def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path: Path) -> None:
     """The header's page count is ahead of the file (the pages are in the -wal): SQLite
     opens it, so the check must not advise restoring it from a backup."""

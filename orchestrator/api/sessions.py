@@ -199,21 +199,19 @@ class Sessions:
         """Drive a session whose answer is committed, or whose driver is gone, until it ends
         or pauses. A session still waiting for an answer is asked through `ask` again."""
         try:
-            view = self._engine().resume(session_id)
+            return self._ended_on(session_id, self._engine().resume(session_id))
         except Exception as exc:
             raise_storage_failed(exc, self.url, session_id, answered=None)
-        return self._ended_on(session_id, view)
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
         reply = None if reply is None else check_size(reply)
         engine = self._engine()
-        try:
-            view = engine.resume(session_id, reply)
+        try:  # (reading back what it ended on too: a fault then still says it was kept)
+            return self._ended_on(session_id, engine.resume(session_id, reply))
         except Exception as exc:
             answered = None if reply is None else engine.answered == session_id
             raise_storage_failed(exc, self.url, session_id, answered=answered)
-        return self._ended_on(session_id, view)
 
     def reconcile(self, session_id: str, *, run: bool = True) -> SessionDoc:
         """Reconcile an ended session with its late answer (`resume ID --reconcile`): one
@@ -224,11 +222,11 @@ class Sessions:
         engine = self._engine()
         try:
             view = engine.reconcile(session_id, hand_off=not run)
+            return self._ended_on(session_id, view) if run else self.status(session_id)
         except Exception as exc:
             # Once the reopening committed the session runs: a plain `resume` goes on.
             again = () if engine.reopened == session_id else ("--reconcile",)
             raise_storage_failed(exc, self.url, session_id, answered=None, again=again)
-        return self._ended_on(session_id, view) if run else self.status(session_id)
 
     def _ended_on(self, session_id: str, view: Mapping[str, Any]) -> SessionDoc:
         """The document the command ended on. Not a fresh read: another process may have

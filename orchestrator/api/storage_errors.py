@@ -27,12 +27,19 @@ def fault_message(exc: BaseException) -> str | None:
 
 
 def storage_faults(kind: Kind) -> Kind:
-    """Wrap every public method of the class `kind` so that a storage fault it meets is
-    raised as StorageFailed (naming the session when the method takes `session_id`). Our
-    own errors and anything that is not a storage fault (a bug) pass through unchanged."""
-    for name, method in list(vars(kind).items()):
-        if not name.startswith("_") and inspect.isfunction(method):
-            setattr(kind, name, _translated(method))
+    """Wrap every public method, class method and property of the class `kind` so that a
+    storage fault it meets (opening the database too) is raised as StorageFailed, naming
+    the session when the method takes `session_id`. Our own errors and anything that is
+    not a storage fault (a bug) pass through unchanged."""
+    for name, member in list(vars(kind).items()):
+        if name.startswith("_"):
+            continue
+        if inspect.isfunction(member):
+            setattr(kind, name, _translated(member))
+        elif isinstance(member, classmethod):
+            setattr(kind, name, classmethod(_translated(member.__func__)))
+        elif isinstance(member, property) and member.fget is not None:
+            setattr(kind, name, property(_translated(member.fget), member.fset, member.fdel))
     return kind
 
 
@@ -63,15 +70,16 @@ def raise_storage_failed(
     answered: bool | None,
     again: tuple[str, ...] = (),
 ) -> NoReturn:
-    """Raise a storage fault met by `answer`, `resume`, `run_on` or `reconcile` as the
-    user's error (StorageFailed), saying truthfully whether the answer is stored
+    """Raise a storage fault met by `answer`, `resume`, `run_on` or `reconcile` (or a
+    StorageFailed already raised under them) as the user's error, saying truthfully
+    whether the answer is stored
     (`answered`: its transaction committed; None: no answer was given) and which command
     goes on, with the database `url` (masked) when it is not the default. Anything else is
     raised as it was."""
     from orchestrator.present.render import command_line
-    from orchestrator.store.connect import resolve_url, storage_failure
+    from orchestrator.store.connect import resolve_url
 
-    message = storage_failure(exc)  # (a damaged file: no command goes on; see _translated)
+    message = fault_message(exc)
     if message is None:
         raise exc
     said = message.rstrip(". ")

@@ -255,7 +255,12 @@ class Asker:
             # Often: an answer at another door ends the wait (and the claim is renewed).
             while True:
                 await anyio.sleep(self.questions.keep_every(KEEP_SECONDS))
-                settled = await anyio.to_thread.run_sync(self.questions.keep, asked)
+                try:
+                    settled = await anyio.to_thread.run_sync(self.questions.keep, asked)
+                except Exception as exc:  # (a storage fault): the call ends with it, not
+                    failed.append(exc)  # an ExceptionGroup the tool's error cannot name
+                    waiting.cancel()
+                    return
                 if settled is not None:
                     withdrawn.append(settled)
                     waiting.cancel()

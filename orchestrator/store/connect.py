@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import orchestrator.migrations as _migrations_package
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, DatabaseUnavailable, StorageFailed, UserError
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -323,8 +323,6 @@ _SQLITE_FAULTS = (
 def storage_failure(exc: BaseException) -> str | None:
     """What to tell the user for a storage fault outside the tool (a full disk, a read-only
     file, a lock held too long, a PostgreSQL server gone), else None (a bug)."""
-    from orchestrator.errors import DatabaseUnavailable, StorageFailed
-
     if isinstance(exc, DatabaseUnavailable | StorageFailed):
         return exc.message
     orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
@@ -342,3 +340,13 @@ def storage_failure(exc: BaseException) -> str | None:
             "until it accepts connections, then try again"
         )
     return None
+
+
+def open_failed(where: str, exc: BaseException) -> UserError:
+    """The error for a database that could not be opened: StorageFailed for a storage
+    fault (a full disk, a read-only file, a folder that cannot be written, a lock held),
+    which the web answers 503 and MCP `internal`; else a ConfigError naming the cause."""
+    fault = storage_failure(exc)
+    if fault is not None:
+        return StorageFailed(f"cannot open the database {where}: {fault}")
+    return ConfigError(f"cannot open the database {where}: {getattr(exc, 'orig', None) or exc}")

@@ -18,6 +18,7 @@ from orchestrator.store.connect import (
     MIGRATIONS,
     _check_known_revision,
     create_private,
+    open_failed,
     sqlite_path,
     url_origin,
 )
@@ -61,7 +62,7 @@ def open_engine(url: str, *, migrate: bool = True) -> Engine:
             _ensure_schema(engine)
         except OperationalError as exc:
             shown = mask_url(engine.url.render_as_string(hide_password=True))
-            raise ConfigError(f"cannot open the database {shown!r}: {exc.orig}") from exc
+            raise open_failed(repr(shown), exc) from exc
     return engine
 
 

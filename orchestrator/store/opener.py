@@ -5,9 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from orchestrator.errors import ConfigError
 from orchestrator.redact import mask_url
-from orchestrator.store.connect import HEAD_REVISION, create_private, sqlite_path
+from orchestrator.store.connect import HEAD_REVISION, create_private, open_failed, sqlite_path
 from orchestrator.store.sql import SqliteDb
 
 __all__ = ["open_db", "db_of_engine"]
@@ -24,7 +23,7 @@ def open_db(url: str) -> Any:
         try:
             db = SqliteDb(path)
         except sqlite3.OperationalError as exc:  # e.g. a folder nobody may create files in
-            raise ConfigError(f"cannot open the database {mask_url(url)}: {exc}") from None
+            raise open_failed(mask_url(url), exc) from None
         try:
             with db.read() as tx:
                 has_table = tx.scalar(

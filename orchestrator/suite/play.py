@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.domain import clock
 from orchestrator.domain.expect import unmet_lines
 from orchestrator.domain.question import UserReply, from_scripted
-from orchestrator.errors import UserError
+from orchestrator.errors import StorageFailed, UserError
 
 if TYPE_CHECKING:
     from orchestrator.api import Sessions
@@ -94,6 +94,8 @@ def _step(sessions: Sessions, session_id: str, step: Step, where: str) -> tuple[
         if reply is None and step.action != "resume":
             return sessions.status(session_id), []  # applies a deadline that has passed
         doc = sessions.resume(session_id, reply)
+    except StorageFailed:
+        raise  # the storage's fault, not the step's refusal
     except UserError as exc:
         doc = sessions.status(session_id)
         if step.refused is None:
