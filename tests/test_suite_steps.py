@@ -233,6 +233,25 @@ def test_an_unexpected_refusal_fails_the_scenario(sessions: Sessions) -> None:
     assert "not waiting for an answer" in played.unmet[0]
 
 
+def test_a_storage_fault_in_a_step_is_no_refusal(
+    sessions: Sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step expecting a refusal is not met by the disk failing: the fault ends the
+    scenario (the runner reports it as an error with its message), whatever `refused:` says."""
+    import sqlite3
+
+    from orchestrator.errors import StorageFailed
+    from orchestrator.store import gate_tx
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(gate_tx, "resolve_answer", failing)
+    text = PAUSING + "steps:\n  - answer: Weekly\n    refused: disk\n"
+    with pytest.raises(StorageFailed, match="disk I/O error"):
+        run(sessions, text)
+
+
 def test_a_paused_scenario_without_expect_does_not_pass(sessions: Sessions) -> None:
     played = run(sessions, PAUSING)
     assert played.unmet[0].startswith("status: expected 'completed', got 'paused' (pm asked")
