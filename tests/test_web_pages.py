@@ -275,6 +275,33 @@ def test_answer_link_opens_one_question_and_takes_one_answer(
     assert done["orchestrator_state"]["user_clarification_response"] == "All visible columns"
 
 
+def test_an_answer_link_whose_marking_fails_still_says_the_answer_is_recorded(
+    db_url: str, sessions: Sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer commits, then marking the link used meets a storage fault: the answer is
+    kept and the question closed, so the page says it is recorded (a 503 "try again"
+    would send the person back to a link that now says 410)."""
+    import sqlite3
+
+    from orchestrator.store import inbox_sql
+
+    sid = paused(sessions)
+    token = sessions.inbox.new_link(sid)
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(inbox_sql, "mark_link_used", failing)
+    app = create_app(WebConfig(db=db_url, token=TOKEN, run_on=False))
+    with TestClient(app, base_url=BASE) as anon:
+        html = anon.get(f"/q/{token}").text
+        r = anon.post(f"/q/{token}", data={"csrf": csrf_of(html), "choice": "All visible columns"})
+        assert r.status_code == 200 and "your answer is recorded" in r.text, r.text
+        assert anon.get(f"/q/{token}").status_code == 410  # the question is answered
+    state = sessions.status(sid)["orchestrator_state"]
+    assert state["user_clarification_response"] == "All visible columns"
+
+
 def test_answer_link_closes_when_the_session_ends(db_url: str, sessions: Sessions) -> None:
 
     sid = paused(sessions)

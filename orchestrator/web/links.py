@@ -7,18 +7,20 @@ link answers 410 Gone. Nothing else of the session (log, task details) is shown.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import OrchestratorError, StorageFailed
 from orchestrator.web.http_errors import ApiError, status_of
 
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
+log = logging.getLogger("orchestrator.web")
 
 
 def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
@@ -58,7 +60,10 @@ async def answer_by_link(request: Request, token: str) -> HTMLResponse:
     def commit() -> dict[str, Any]:
         session_id, doc = _open_question(request, token)
         answered = web.sessions.answer(session_id, reply_from_form(doc["pending_question"], form))
-        web.inbox.mark_link_used(token)
+        try:
+            web.inbox.mark_link_used(token)
+        except StorageFailed as exc:  # the answer is kept, and its question closed with it
+            log.warning("session %s: the answer link was not marked used: %s", session_id, exc)
         return answered  # type: ignore[no-any-return]
 
     try:
