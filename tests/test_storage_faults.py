@@ -322,6 +322,32 @@ def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(
     assert "Your answer was kept" in failed.value.message
 
 
+def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cancel` commits, then reading the session back fails: the error says the cancel
+    was recorded (a "try again" would be answered "not waiting")."""
+    from orchestrator import Sessions
+    from orchestrator.errors import StorageFailed
+    from orchestrator.store import views
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    with Sessions(db) as sessions:
+        session_id = str(sessions.start_scenario(SCENARIO)["session_id"])
+
+        def failing(*_args: object, **_kwargs: object) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(views, "status", failing)
+        with pytest.raises(StorageFailed) as failed:
+            sessions.cancel(session_id)
+        monkeypatch.undo()
+        assert sessions.status(session_id)["status"] == "cancelled"
+    message = failed.value.message
+    assert message.startswith("the disk holding the database failed a read or write"), message
+    assert "The cancel was recorded" in message and "try again" not in message, message
+
+
 def test_a_damaged_file_is_a_503_at_the_inbox_its_links_and_the_json_api(tmp_path: Path) -> None:
     """A real damaged file (its header overwritten), met where the web first opens the
     store through `Sessions.inbox` (the inbox page, an answer link) as much as through a

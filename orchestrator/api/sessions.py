@@ -26,7 +26,7 @@ from orchestrator.api.storage_errors import raise_storage_failed, storage_faults
 from orchestrator.documents import EventDoc, SessionDoc
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.domain.question import UserReply, check_size
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, StorageFailed
 
 if TYPE_CHECKING:
     from orchestrator.api.inbox import Inbox
@@ -243,7 +243,15 @@ class Sessions:
         a live driver stops before its next agent call (the document then still says
         `running`, with `cancel_requested`). Ended sessions raise SessionNotWaiting."""
         self._opened.cancel(session_id)
-        return self.status(session_id)
+        try:
+            return self.status(session_id)
+        except StorageFailed as exc:  # committed: cancelling again would say "not waiting"
+            said = exc.message.removesuffix(", then try again").rstrip(". ")
+            raise StorageFailed(
+                f"{said}. The cancel was recorded: `orchestrator status {session_id}` shows "
+                "the session once the database works again",
+                session_id=session_id,
+            ) from exc
 
     # -- reading --------------------------------------------------------------------------
 
