@@ -12,8 +12,9 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import forkserver
 import pytest
@@ -188,35 +189,56 @@ def test_a_fault_after_the_reconciliation_reopened_names_a_plain_resume(
     assert f"then `orchestrator resume {session_id} --db {db}` goes on" in message, message
 
 
+def _fault_under(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: tuple[object, str],
+    error: Exception,
+    act: Callable[[Any, str], object],
+) -> tuple[Any, str, str, dict[str, Any]]:
+    """Start the pausing example in a database of its own, make `where` (an object and an
+    attribute) raise `error`, and run `act(sessions, session_id)`, which must raise
+    StorageFailed. Returns that error, the database URL, the session id and the session
+    as read once the fault is gone."""
+    from orchestrator import Sessions
+    from orchestrator.errors import StorageFailed
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    with Sessions(db) as sessions:
+        session_id = str(sessions.start_scenario(SCENARIO)["session_id"])
+
+        def failing(*_args: object, **_kwargs: object) -> None:
+            raise error
+
+        monkeypatch.setattr(*where, failing)
+        with pytest.raises(StorageFailed) as failed:
+            act(sessions, session_id)
+        monkeypatch.undo()
+        return failed.value, db, session_id, dict(sessions.status(session_id))
+
+
 def test_a_fault_with_a_malformed_orchestrator_db_still_says_whether_the_answer_is_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The storage fault's message compares this database with the default one: a
     malformed ORCHESTRATOR_DB (not in use: the URL was given) must not replace it with an
     error about that variable."""
-    from orchestrator import Reply, Sessions
-    from orchestrator.errors import StorageFailed
+    from orchestrator import Reply
     from orchestrator.store import gate_tx
 
-    db = f"sqlite:///{tmp_path / 'o.db'}"
-    with Sessions(db) as sessions:
-        session_id = str(
-            sessions.start_scenario(str(EXAMPLES / "pause-and-resume.yaml"))["session_id"]
-        )
-
-        def full(*_args: object, **_kwargs: object) -> None:
-            raise sqlite3.OperationalError("database or disk is full")
-
-        monkeypatch.setattr(gate_tx, "add_event", full)
+    def answer(sessions: Any, session_id: str) -> None:
         monkeypatch.setenv("ORCHESTRATOR_DB", "relative.db")
-        with pytest.raises(StorageFailed) as failed:
-            sessions.answer(session_id, Reply(text="Weekly"))
-        monkeypatch.undo()
-        assert sessions.status(session_id)["pending_question"] is not None  # not kept
-    message = failed.value.message
+        sessions.answer(session_id, Reply(text="Weekly"))
+
+    full = sqlite3.OperationalError("database or disk is full")
+    failed, db, session_id, after = _fault_under(
+        tmp_path, monkeypatch, (gate_tx, "add_event"), full, answer
+    )
+    assert after["pending_question"] is not None  # not kept
+    message = failed.message
     assert "Your answer was not recorded" in message, message
     assert f"`orchestrator status {session_id} --db {db}`" in message, message
-    assert failed.value.answer_kept is False
+    assert failed.answer_kept is False
 
 
 def test_a_fault_under_any_door_is_the_same_storage_failed_at_every_door(
@@ -301,25 +323,20 @@ def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(
 ) -> None:
     """`resume` with an answer: the answer commits, then the file reads as damaged. The
     error says so, and that the answer is kept (it was `answer_kept=None` and silent)."""
-    from orchestrator import Reply, Sessions
-    from orchestrator.errors import StorageFailed
+    from orchestrator import Reply
     from orchestrator.runtime.engine import Engine
 
-    db = f"sqlite:///{tmp_path / 'o.db'}"
-    with Sessions(db) as sessions:
-        session_id = str(sessions.start_scenario(SCENARIO)["session_id"])
-
-        def damaged(*_args: object, **_kwargs: object) -> None:
-            raise sqlite3.DatabaseError("file is not a database")
-
-        monkeypatch.setattr(Engine, "_drive", damaged)
-        with pytest.raises(StorageFailed) as failed:
-            sessions.resume(session_id, Reply(text="Weekly"))
-        monkeypatch.undo()
-        assert sessions.status(session_id)["orchestrator_state"]["clarification_resolved"]
-    assert failed.value.answer_kept is True
-    assert failed.value.message.startswith("the database file is damaged"), failed.value.message
-    assert "Your answer was kept" in failed.value.message
+    failed, _db, _sid, after = _fault_under(
+        tmp_path,
+        monkeypatch,
+        (Engine, "_drive"),
+        sqlite3.DatabaseError("file is not a database"),
+        lambda sessions, session_id: sessions.resume(session_id, Reply(text="Weekly")),
+    )
+    assert after["orchestrator_state"]["clarification_resolved"]
+    assert failed.answer_kept is True
+    assert failed.message.startswith("the database file is damaged"), failed.message
+    assert "Your answer was kept" in failed.message
 
 
 def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(
@@ -327,23 +344,17 @@ def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(
 ) -> None:
     """`cancel` commits, then reading the session back fails: the error says the cancel
     was recorded (a "try again" would be answered "not waiting")."""
-    from orchestrator import Sessions
-    from orchestrator.errors import StorageFailed
     from orchestrator.store import views
 
-    db = f"sqlite:///{tmp_path / 'o.db'}"
-    with Sessions(db) as sessions:
-        session_id = str(sessions.start_scenario(SCENARIO)["session_id"])
-
-        def failing(*_args: object, **_kwargs: object) -> None:
-            raise sqlite3.OperationalError("disk I/O error")
-
-        monkeypatch.setattr(views, "status", failing)
-        with pytest.raises(StorageFailed) as failed:
-            sessions.cancel(session_id)
-        monkeypatch.undo()
-        assert sessions.status(session_id)["status"] == "cancelled"
-    message = failed.value.message
+    failed, _db, _sid, after = _fault_under(
+        tmp_path,
+        monkeypatch,
+        (views, "status"),
+        sqlite3.OperationalError("disk I/O error"),
+        lambda sessions, session_id: sessions.cancel(session_id),
+    )
+    assert after["status"] == "cancelled"
+    message = failed.message
     assert message.startswith("the disk holding the database failed a read or write"), message
     assert "The cancel was recorded" in message and "try again" not in message, message
 

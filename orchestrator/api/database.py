@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from orchestrator.store.connect import HEAD_REVISION
 
-__all__ = ["Database", "locate", "upgrade", "damaged", "storage_failure", "HEAD_REVISION"]
+__all__ = ["Database", "locate", "upgrade", "HEAD_REVISION"]
 
 
 class Database(NamedTuple):
@@ -41,18 +41,3 @@ def upgrade(db: str | None) -> Database:
     found = locate(db, create=True)
     apply(open_engine(found.url, migrate=False))
     return found
-
-
-def damaged(exc: BaseException) -> str | None:
-    """The message for a database file found damaged while reading it, else None."""
-    from orchestrator.store.connect import damaged_database
-
-    return damaged_database(exc)
-
-
-def storage_failure(exc: BaseException) -> str | None:
-    """The message for a storage fault outside the tool (a full disk, a read-only file, a
-    lock held too long, the server gone): its cause and what to do; else None."""
-    from orchestrator.store.connect import storage_failure as classify
-
-    return classify(exc)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from orchestrator.api.storage_errors import raise_storage_failed, storage_faults
+from orchestrator.api.storage_errors import needs, raise_storage_failed, storage_faults
 from orchestrator.documents import EventDoc, SessionDoc
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.domain.question import UserReply, check_size
@@ -246,10 +246,9 @@ class Sessions:
         try:
             return self.status(session_id)
         except StorageFailed as exc:  # committed: cancelling again would say "not waiting"
-            said = exc.message.removesuffix(", then try again").rstrip(". ")
             raise StorageFailed(
-                f"{said}. The cancel was recorded: `orchestrator status {session_id}` shows "
-                "the session once the database works again",
+                f"{needs(exc.message)}. The cancel was recorded: `orchestrator status "
+                f"{session_id}` shows the session once the database works again",
                 session_id=session_id,
             ) from exc
 

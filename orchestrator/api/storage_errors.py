@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TypeVar
 
 from orchestrator.errors import ConfigError, OrchestratorError, StorageFailed
 
-__all__ = ["storage_faults", "fault_message", "raise_storage_failed"]
+__all__ = ["storage_faults", "fault_message", "needs", "raise_storage_failed"]
 
 Kind = TypeVar("Kind", bound=type)
 
@@ -24,6 +24,12 @@ def fault_message(exc: BaseException) -> str | None:
     from orchestrator.store.connect import damaged_database, storage_failure
 
     return damaged_database(exc) or storage_failure(exc)
+
+
+def needs(message: str) -> str:
+    """A fault's message without its closing "then try again": what the storage needs,
+    for a message that goes on to say what was already committed."""
+    return message.rstrip(". ").removesuffix(", then try again")
 
 
 def storage_faults(kind: Kind) -> Kind:
@@ -72,18 +78,16 @@ def raise_storage_failed(
 ) -> NoReturn:
     """Raise a storage fault met by `answer`, `resume`, `run_on` or `reconcile` (or a
     StorageFailed already raised under them) as the user's error, saying truthfully
-    whether the answer is stored
-    (`answered`: its transaction committed; None: no answer was given) and which command
-    goes on, with the database `url` (masked) when it is not the default. Anything else is
-    raised as it was."""
+    whether the answer is stored (`answered`: its transaction committed; None: no answer
+    was given) and which command goes on, with the database `url` (masked) when it is not
+    the default. Anything else is raised as it was."""
     from orchestrator.present.render import command_line
     from orchestrator.store.connect import resolve_url
 
     message = fault_message(exc)
     if message is None:
         raise exc
-    said = message.rstrip(". ")
-    fix = said.removesuffix(", then try again")  # what the storage needs
+    said, fix = message.rstrip(". "), needs(message)
     try:
         default = resolve_url(None)
     except ConfigError:  # ORCHESTRATOR_DB not a URL: this fault's message still stands

@@ -126,9 +126,10 @@ def user_errors(as_json: bool) -> Iterator[None]:
     except OrchestratorError as exc:
         fail(as_json, exc.message, 1, session_id=getattr(exc, "session_id", None))
     except Exception as exc:
-        from orchestrator.api.database import damaged, storage_failure
+        # A storage fault outside `Sessions` (the fast read path, `db` commands).
+        from orchestrator.api.storage_errors import fault_message
 
-        message = damaged(exc) or storage_failure(exc)
+        message = fault_message(exc)
         if message is None:
             raise
         fail(as_json, message, EXIT_BAD_INPUT)
