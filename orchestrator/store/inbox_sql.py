@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.store._tx import add_event, utcnow
 from orchestrator.store.core import Store
-from orchestrator.store.owner import OWNER_COLUMNS
+from orchestrator.store.owner import DRIVER_COLUMNS
 from orchestrator.store.views import (
     JOINED_SQL,
     LIVE_SESSION_SQL,
@@ -44,7 +44,7 @@ _ALL = JOINED_SQL.removesuffix(" WHERE s.id = :id")
 # whole row carries the session's script and task board (with thousands of answers queued,
 # reading those each second held the server's memory at the size of the queue's rows).
 _ANSWERED_RUNNING = (
-    f"SELECT s.id, s.status, {', '.join(f's.{c}' for c in OWNER_COLUMNS)}, s.last_error"
+    f"SELECT {', '.join(f's.{c}' for c in DRIVER_COLUMNS)}"
     " FROM sessions AS s JOIN orchestrator_state AS t ON t.session_id = s.id"
     " WHERE s.status = 'running' AND t.clarification_used AND t.clarification_resolved"
     " AND (t.resolution IS NULL OR t.resolution <> 'cancelled') ORDER BY s.updated_at"

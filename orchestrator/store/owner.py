@@ -25,6 +25,7 @@ __all__ = [
     "pid_namespace",
     "process_start",
     "OWNER_COLUMNS",
+    "DRIVER_COLUMNS",
 ]
 
 # The session columns a claim writes, which say who holds it and whether that process
@@ -38,6 +39,9 @@ OWNER_COLUMNS = (
     "owner_started",
     "lease_expires_at",
 )
+# What tells a running session's state apart (store.views: `owner_alive`, driven or
+# stalled; `waiting_for_driver`, answered and handed off): the least a polling read selects.
+DRIVER_COLUMNS = ("id", "status", *OWNER_COLUMNS, "last_error")
 
 LEASE_ENV = "ORCHESTRATOR_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 30.0

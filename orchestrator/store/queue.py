@@ -28,7 +28,7 @@ from orchestrator.domain import clock
 from orchestrator.errors import BUDGET_PREFIX
 from orchestrator.store import gate_tx, lifecycle
 from orchestrator.store.core import Store
-from orchestrator.store.owner import OWNER_COLUMNS, Claim, Owner
+from orchestrator.store.owner import DRIVER_COLUMNS, Claim, Owner
 from orchestrator.store.views import OPEN_DEADLINE_SQL, OPEN_QUESTION_SQL, owner_alive
 
 __all__ = ["claim_ready", "hand_off", "BATCH"]
@@ -47,7 +47,7 @@ _OVERDUE = (
 # columns `ready` reads: a whole row carries the session's script and task board, and a
 # claim reads a batch of candidates (the one taken is read whole, under its lock).
 _CANDIDATES = (
-    f"SELECT id, status, {', '.join(OWNER_COLUMNS)}, last_error, updated_at FROM sessions"
+    f"SELECT {', '.join(DRIVER_COLUMNS)}, updated_at FROM sessions"
     " WHERE status = 'running' AND (lease_expires_at IS NULL"
     " OR lease_expires_at < :now OR owner_host = :host OR owner = :owner)"
     # stalled by a budget: left for `resume` (and out of the batch, not filling it)

@@ -185,11 +185,7 @@ def needs_review(session: Any, late: Mapping[str, Any] | None) -> bool:
 def waiting_for_driver(session: Any) -> bool:
     """Answered and handed off (`resume --no-run`, `Sessions.answer`): running, nobody's
     claim on it, no failed call. Not `stalled`: a worker, `serve` or `resume` runs it on."""
-    return (
-        session.status == "running"
-        and session.owner is None
-        and getattr(session, "last_error", None) is None
-    )
+    return session.status == "running" and session.owner is None and session.last_error is None
 
 
 def owner_alive(session: Any) -> bool:
@@ -198,9 +194,9 @@ def owner_alive(session: Any) -> bool:
         session.owner_pid,
         session.owner_host,
         session.lease_expires_at,
-        owner_boot=getattr(session, "owner_boot", None),
-        owner_pidns=getattr(session, "owner_pidns", None),
-        owner_started=getattr(session, "owner_started", None),
+        owner_boot=session.owner_boot,
+        owner_pidns=session.owner_pidns,
+        owner_started=session.owner_started,
     )
 
 
