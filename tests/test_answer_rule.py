@@ -174,6 +174,56 @@ def test_one_rule_one_limit_for_every_reply(
     unchanged(sessions, sid, before)
 
 
+@pytest.mark.parametrize(
+    ("reply", "body", "expected"),
+    [
+        (
+            Reply(action="decline", text="Weekly"),
+            {"action": "decline", "answer": "Weekly"},
+            "give exactly one of answer, choices, action, parts (got answer, action)",
+        ),
+        (
+            Reply(action="cancel", choices=("Both",)),
+            {"action": "cancel", "choices": ["Both"]},
+            "give exactly one of answer, choices, action, parts (got choices, action)",
+        ),
+        (
+            Reply(action="explode", text="Weekly"),  # type: ignore[arg-type]
+            {"action": "explode"},
+            "action: Input should be 'decline' or 'cancel'",
+        ),
+        (Reply(choices=(2,)), {"choices": [2]}, "choices.0: Input should be a valid string"),  # type: ignore[arg-type]
+        (Reply(choices="Both"), {"choices": "Both"}, "choices: Input should be a valid list"),  # type: ignore[arg-type]
+        (Reply(text=3), {"answer": 3}, "answer: Input should be a valid string"),  # type: ignore[arg-type]
+    ],
+    ids=[
+        "decline-with-text",
+        "cancel-with-choices",
+        "unknown-action",
+        "int-choice",
+        "str-choices",
+        "int-text",
+    ],
+)
+def test_a_reply_no_door_could_send_is_refused_by_the_python_api_as_by_the_web(
+    db_url: str, sessions: Sessions, reply: Reply, body: dict[str, Any], expected: str
+) -> None:
+    """The session API checks a reply's shape as the JSON doors do, in their words: a
+    decline with an answer is not declined with the text dropped, an unknown action is no
+    answer, a number among the choices is no TypeError."""
+    sid = paused(sessions)
+    before = sessions.log(sid)
+    with pytest.raises(InvalidAnswer) as refused:
+        sessions.answer(sid, reply)
+    assert refused.value.message == expected
+    unchanged(sessions, sid, before)
+    config = WebConfig(db=db_url, token=TOKEN, run_on=False)
+    with TestClient(create_app(config), base_url=BASE, headers=AUTH) as client:
+        r = client.post(f"/api/sessions/{sid}/answer", json=body)
+    assert (r.status_code, r.json()) == (422, {"error": expected})
+    unchanged(sessions, sid, before)
+
+
 def test_choices_take_a_label_a_label_ignoring_case_or_a_number(sessions: Sessions) -> None:
     for pick, label in (("2", "Per IP address"), ("per ip ADDRESS", "Per IP address")):
         sid = paused(sessions)

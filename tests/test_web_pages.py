@@ -192,7 +192,7 @@ def test_form_errors_show_on_the_page(page: TestClient, sessions: Sessions) -> N
     sid = paused(sessions)
     csrf = csrf_of(page.get(f"/sessions/{sid}").text)
     r = page.post(f"/sessions/{sid}/answer", data={"csrf": csrf, "action": "answer"})
-    assert r.status_code == 422 and "choose one of the options" in r.text
+    assert r.status_code == 422 and "the answer is empty; choose one of the options" in r.text
     assert sessions.status(sid)["status"] == "paused"
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from orchestrator.api.storage_errors import needs, raise_storage_failed, storage_faults
 from orchestrator.documents import EventDoc, SessionDoc
 from orchestrator.domain.expect import ENDED, check_expect
-from orchestrator.domain.question import UserReply, check_size
+from orchestrator.domain.question import UserReply, check_reply
 from orchestrator.errors import ConfigError, StorageFailed
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class Sessions:
         `orchestrator serve` or `orchestrator resume ID` anywhere. Until one takes it, its
         document says `"status": "running"` with `"waiting_for_driver": true` (not
         `stalled`). A `cancel` reply ends the session at once."""
-        reply = check_size(reply)
+        reply = check_reply(reply)
         try:
             self._opened.answer(session_id, self.owner, reply, hand_off=True)
         except Exception as exc:
@@ -205,7 +205,7 @@ class Sessions:
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
         """Answer (when `reply` is given) and run on: what `orchestrator resume` does."""
-        reply = None if reply is None else check_size(reply)
+        reply = None if reply is None else check_reply(reply)
         engine = self._engine()
         try:  # (reading back what it ended on too: a fault then still says it was kept)
             return self._ended_on(session_id, engine.resume(session_id, reply))

@@ -32,9 +32,8 @@ __all__ = [
     "repair",
     "UserReply",
     "to_gate_event",
-    "from_scripted",
     "option_label",
-    "check_size",
+    "check_reply",
 ]
 
 
@@ -186,27 +185,40 @@ class UserReply:
     parts: tuple[UserReply, ...] = ()
 
 
-def from_scripted(answer: Any) -> UserReply:
-    """A scenario's `answers` entry (text, {choices}, {action}) as a UserReply."""
-    if isinstance(answer, str):
-        return UserReply(text=answer)
-    note = answer.get("note")
-    if "parts" in answer:
-        return UserReply(parts=tuple(from_scripted(part) for part in answer["parts"]), note=note)
-    if "choices" in answer:
-        return UserReply(choices=tuple(answer["choices"]), note=note)
-    if "answer" in answer:
-        return UserReply(text=answer["answer"], note=note)
-    return UserReply(action=answer["action"], note=note)
-
-
-def check_size(reply: UserReply) -> UserReply:
-    """`reply`, refused (InvalidAnswer, nothing written) when a text in it is over the size
-    limit: every door (the CLI, the Python API, the web, MCP, scenarios) has this one."""
+def check_reply(reply: UserReply) -> UserReply:
+    """`reply`, refused (InvalidAnswer, nothing written) when no door could send it (a
+    decline or cancel with more, parts with more, an unknown action, a value that is not
+    text) or a text in it is over the size limit: every door has this one, in the web's and
+    MCP's words. An answer text beside choices is a select question's answer of one's own
+    (the prompts' and the form's "something else"): `to_gate_event` says if it fits."""
+    if reply.action not in ("answer", "decline", "cancel"):
+        raise InvalidAnswer("action: Input should be 'decline' or 'cancel'", fields=("action",))
+    if isinstance(reply.choices, str):
+        raise InvalidAnswer("choices: Input should be a valid list", fields=("choices",))
+    values = [("answer", reply.text), ("note", reply.note), *enumerate(reply.choices)]
+    for name, value in values:
+        if value is not None and not isinstance(value, str):
+            field_name = "choices" if isinstance(name, int) else name
+            where = f"choices.{name}" if isinstance(name, int) else name
+            raise InvalidAnswer(f"{where}: Input should be a valid string", fields=(field_name,))
+    given = [
+        name
+        for name, there in (
+            ("answer", reply.text is not None),
+            ("choices", bool(reply.choices)),
+            ("action", reply.action != "answer"),
+            ("parts", bool(reply.parts)),
+        )
+        if there
+    ]
+    if len(given) > 1 and ("action" in given or "parts" in given):
+        raise InvalidAnswer(
+            f"give exactly one of answer, choices, action, parts (got {', '.join(given)})"
+        )
     texts = [("the answer", "answer", reply.text), ("the note", "note", reply.note)]
     texts += [("a choice", "choices", choice) for choice in reply.choices]
     for part in reply.parts:
-        check_size(part)
+        check_reply(part)
     for what, field_name, value in texts:
         if value is not None and len(value) > MAX_ANSWER_CHARS:
             raise InvalidAnswer(
@@ -226,7 +238,7 @@ def to_gate_event(
     an option (its label, the one label equal ignoring case, or its number from 1), also
     when the question allows an answer of the user's own: that one comes as the `answer`
     text, so that a typo among the choices never becomes the final answer."""
-    check_size(reply)
+    check_reply(reply)
     parts = cast("list[PendingQuestion] | None", question.get("parts"))
     if parts and reply.action == "decline" and not reply.parts:
         # A plain decline declines the question, every part of it (each asker takes its
@@ -262,7 +274,10 @@ def to_gate_event(
     if reply.text is not None:
         chosen.append(_text_pick(reply.text, labels, allow_other=allow_other))
     if not chosen:
-        raise InvalidAnswer(f"choose one of the options: {_numbered(labels)}", fields=("choices",))
+        raise InvalidAnswer(
+            f"the answer is empty; choose one of the options: {_numbered(labels)}",
+            fields=("choices",),
+        )
     if kind == "single_select" and len(chosen) != 1:
         raise InvalidAnswer(
             f"this question takes exactly one choice; got {len(chosen)}", fields=("choices",)
@@ -321,15 +336,11 @@ def _not_an_option(pick: str, labels: list[str], allow_other: bool) -> InvalidAn
     if close:
         match = next(label for label in labels if label.casefold() == close[0].casefold())
         hint = f" Did you mean {match!r}?"
-    own = (
-        " An answer of your own goes in the `answer` text, not among the `choices`."
-        if allow_other
-        else ""
-    )
+    own = " An answer of your own goes in the `answer` text, not among the `choices`."
     shown = pick if len(pick) <= 80 else pick[:80] + "…"
     return InvalidAnswer(
         f"{shown!r} is not one of the options; choose a label or a number: "
-        f"{_numbered(labels)}.{hint}{own}",
+        f"{_numbered(labels)}.{hint}{own if allow_other else ''}",
         fields=("choices", "answer") if allow_other else ("choices",),
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.documents import FINAL_STATUSES
 from orchestrator.domain import gate
-from orchestrator.domain.question import UserReply, from_scripted
+from orchestrator.domain.question import UserReply
 from orchestrator.errors import (
     AgentCallError,
     CancelRequested,
@@ -34,6 +34,7 @@ from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import load_backend
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
+from orchestrator.scenario.steps import from_scripted
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store, late_tx
 from orchestrator.store.lifecycle import ASK_ONLY, held_by_asker

@@ -163,7 +163,7 @@ class RunContext:
         if self.scripted_late is not None:
             state = self.store.gate_state(self.session_id)
             if gate.defaults_taken(state.resolved, state.resolution) and not state.late:
-                from orchestrator.domain.question import from_scripted
+                from orchestrator.scenario.steps import from_scripted
 
                 reply = from_scripted(self.scripted_late)
                 self.store.resolve(

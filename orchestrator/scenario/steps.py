@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.documents import SessionStatus
+from orchestrator.domain.question import UserReply
 
 __all__ = [
     "AGENT_KEY",
@@ -23,6 +24,7 @@ __all__ = [
     "ChoicesAnswer",
     "PartDecline",
     "PartEntry",
+    "from_scripted",
 ]
 
 AGENT_KEY = re.compile(r"^(pm|developer|developer-[1-9][0-9]*)$")
@@ -144,3 +146,17 @@ class Step(_Model):
         if self.note is not None and (not given or self.action == "resume"):
             raise ValueError("'note' goes with answer, choices, parts, decline or cancel")
         return self
+
+
+def from_scripted(answer: Any) -> UserReply:
+    """A scenario's `answers` entry (text, {choices}, {action}) as a UserReply."""
+    if isinstance(answer, str):
+        return UserReply(text=answer)
+    note = answer.get("note")
+    if "parts" in answer:
+        return UserReply(parts=tuple(from_scripted(part) for part in answer["parts"]), note=note)
+    if "choices" in answer:
+        return UserReply(choices=tuple(answer["choices"]), note=note)
+    if "answer" in answer:
+        return UserReply(text=answer["answer"], note=note)
+    return UserReply(action=answer["action"], note=note)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.domain import clock
 from orchestrator.domain.expect import unmet_lines
-from orchestrator.domain.question import UserReply, from_scripted
+from orchestrator.domain.question import UserReply
 from orchestrator.errors import StorageFailed, UserError
+from orchestrator.scenario.steps import from_scripted
 
 if TYPE_CHECKING:
     from orchestrator.api import Sessions

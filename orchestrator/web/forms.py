@@ -58,9 +58,4 @@ def _answer(question: Mapping[str, Any], form: Any, prefix: str, note: str | Non
                 "'Something else' to send your own, or clear the text"
             )
         own = other
-    if not picks and own is None:
-        labels = "; ".join(
-            f"{n}. {o['label']}" for n, o in enumerate(question.get("options") or [], start=1)
-        )
-        raise InvalidAnswer(f"choose one of the options: {labels}", fields=("choices",))
     return Reply(choices=tuple(picks), text=own, note=note)
