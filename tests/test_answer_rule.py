@@ -80,12 +80,32 @@ def test_the_cli_refuses_the_typo_with_the_core_message_and_its_flags(
     before = sessions.log(sid)
     result = invoke("resume", sid, "--choice", TYPO, "--json", "--db", db_url)
     assert result.code == 2
+    assert result.document()["session_id"] == sid  # an error about a session names it
     message = result.document()["error"]
     assert message.startswith(EXPECTED)
     assert message.endswith(
         "On the command line, `choices` is --choice LABEL|N, `answer` is --answer TEXT."
     )
     unchanged(sessions, sid, before)
+
+
+@pytest.mark.backends("sqlite")
+def test_every_cli_error_about_a_session_names_it_and_one_about_no_session_does_not(
+    db_url: str, sessions: Sessions
+) -> None:
+    """Contract section 3: an error document that concerns a session carries its id."""
+    sid = paused(sessions, PAUSE)
+    sessions.cancel(sid)
+    for argv in (
+        ("resume", sid, "--answer", "Weekly"),  # not waiting any more
+        ("cancel", sid),  # ended
+        ("resume", sid, "--choice", "1", "--answer", "x"),  # two kinds at once
+    ):
+        result = invoke(*argv, "--json", "--db", db_url)
+        assert (result.code, result.document()["session_id"]) == (2, sid), argv
+    for argv in (("status", "nosuch"), ("log", "nosuch"), ("resume", "nosuch", "--answer", "x")):
+        result = invoke(*argv, "--json", "--db", db_url)
+        assert result.code == 2 and "session_id" not in result.document(), argv
 
 
 @pytest.mark.backends("sqlite")

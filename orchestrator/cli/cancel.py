@@ -23,7 +23,7 @@ def cancel(
 
     A waiting session, or one whose process is gone, is cancelled at once; one whose
     process lives stops before its next agent call."""
-    with user_errors(as_json):
+    with user_errors(as_json, session_id):
         view = sessions_for(db, session_id=session_id).cancel(session_id)
     text = session_text(view, db)
     if view.get("cancel_requested"):

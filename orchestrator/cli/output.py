@@ -110,8 +110,10 @@ def error_document(message: str, code: int, **more: Any) -> str:
 
 
 @contextmanager
-def user_errors(as_json: bool) -> Iterator[None]:
-    """Turn our errors into exit codes; bugs keep their traceback."""
+def user_errors(as_json: bool, session_id: str | None = None) -> Iterator[None]:
+    """Turn our errors into exit codes; bugs keep their traceback. An error about a session
+    (the command's `session_id`, or the one the error names) says which in its document;
+    one about an unknown session does not (as the fast read path prints it)."""
     try:
         yield
     except UserError as exc:
@@ -119,12 +121,11 @@ def user_errors(as_json: bool) -> Iterator[None]:
             as_json,
             exc.message,
             EXIT_BAD_INPUT,
-            # (a storage fault's only: the fast read path prints the other errors alike)
-            session_id=getattr(exc, "session_id", None) if _storage(exc) else None,
+            session_id=_concerned(exc, session_id),
             answer_kept=getattr(exc, "answer_kept", None),
         )
     except OrchestratorError as exc:
-        fail(as_json, exc.message, 1, session_id=getattr(exc, "session_id", None))
+        fail(as_json, exc.message, 1, session_id=_concerned(exc, session_id))
     except Exception as exc:
         # A storage fault outside `Sessions` (the fast read path, `db` commands).
         from orchestrator.api.storage_errors import fault_message
@@ -135,10 +136,12 @@ def user_errors(as_json: bool) -> Iterator[None]:
         fail(as_json, message, EXIT_BAD_INPUT)
 
 
-def _storage(exc: BaseException) -> bool:
-    from orchestrator.errors import StorageFailed
+def _concerned(exc: OrchestratorError, session_id: str | None) -> str | None:
+    from orchestrator.errors import SessionNotFound
 
-    return isinstance(exc, StorageFailed)
+    if isinstance(exc, SessionNotFound):
+        return None
+    return getattr(exc, "session_id", None) or session_id
 
 
 def fail(as_json: bool, message: str, code: int, **more: Any) -> NoReturn:

@@ -27,7 +27,7 @@ def status(
     as_json: JsonOption = False,
 ) -> None:
     """Show one session."""
-    with user_errors(as_json):
+    with user_errors(as_json, session_id):
         view = read_sessions(db, session_id).status(session_id)
     emit(as_json, view, status_text(view, db))
 
@@ -81,7 +81,7 @@ def log(
     as_json: JsonOption = False,
 ) -> None:
     """Show a session's events: agent replies, questions, answers, fallbacks, status."""
-    with user_errors(as_json):
+    with user_errors(as_json, session_id):
         events = read_sessions(db, session_id).log(session_id)
     emit(as_json, events, log_text(session_id, events))
 

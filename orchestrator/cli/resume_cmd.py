@@ -84,7 +84,7 @@ def resume(
     as_json: JsonOption = False,
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
-    with user_errors(as_json):
+    with user_errors(as_json, session_id):
         from orchestrator.domain.question import UserReply
         from orchestrator.errors import ConfigError
 
