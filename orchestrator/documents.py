@@ -11,6 +11,8 @@ from typing import Any, Literal, NotRequired, TypedDict, get_args
 __all__ = [
     "SessionStatus",
     "STATUSES",
+    "StatusFilter",
+    "STATUS_FILTERS",
     "FINAL_STATUSES",
     "OptionDoc",
     "PendingQuestionDoc",
@@ -22,6 +24,10 @@ __all__ = [
 
 SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = get_args(SessionStatus)
+# What a list takes as its status filter, on every door: a status, or "waiting", a synonym
+# for paused (waiting for an answer).
+StatusFilter = Literal["running", "paused", "completed", "failed", "cancelled", "waiting"]
+STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
 # Ended: nothing drives the session again (a reconciliation round may reopen one that
 # completed or failed, on purpose).
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})

@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator import Reply, Sessions
-from orchestrator.errors import InvalidAnswer
+from orchestrator.errors import ConfigError, InvalidAnswer
 from orchestrator.mcp_server import build_server
 from orchestrator.runtime.worker_loop import run_worker
 from orchestrator.web import WebConfig, create_app
@@ -345,6 +345,35 @@ def test_the_inbox_says_paused_as_the_cli_does_and_shows_waiting_for_a_driver(
     assert "answered, waiting for a driver" in inbox
     assert "answered, waiting for a driver" in session_page
     assert waiting in inbox
+
+
+def test_waiting_lists_the_paused_sessions_on_every_door_and_a_bad_status_is_refused(
+    db_url: str, sessions: Sessions
+) -> None:
+    """`list --status waiting` (the README's synonym for paused) means the same through the
+    Python API, the JSON API and MCP; a status no door knows is refused, not an empty list."""
+    waiting = paused(sessions)
+    sessions.answer(paused(sessions, PAUSE), Reply(text="Weekly"))  # running, not waiting
+    assert [v["session_id"] for v in sessions.list("waiting")] == [waiting]
+    assert sessions.list("waiting") == sessions.list("paused")
+    with pytest.raises(ConfigError, match="'bogus' is not a session status; use one of"):
+        sessions.list("bogus")
+    config = WebConfig(db=db_url, token=TOKEN, run_on=False)
+    with TestClient(create_app(config), base_url=BASE, headers=AUTH) as client:
+        listed = client.get("/api/sessions", params={"status": "waiting"})
+        assert [v["session_id"] for v in listed.json()] == [waiting]
+        assert client.get("/api/sessions", params={"status": "bogus"}).status_code == 422
+
+    async def main() -> tuple[Any, Any]:
+        async with in_memory(build_server(db_url)) as session:
+            good = await call(session, "list_sessions", {"status": "waiting"})
+            return good, await call(session, "list_sessions", {"status": "bogus"})
+
+    good, bad = anyio.run(main)
+    assert [v["session_id"] for v in good["data"]] == [waiting]
+    assert bad["error"]["code"] == "invalid_input"
+    result = invoke("list", "--status", "waiting", "--json", "--db", db_url)
+    assert [v["session_id"] for v in result.document()] == [waiting]
 
 
 def test_hand_off_lets_go_of_a_claim_taken_otherwise(sessions: Sessions) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.api.storage_errors import needs, raise_storage_failed, storage_faults
-from orchestrator.documents import EventDoc, SessionDoc
+from orchestrator.documents import STATUS_FILTERS, EventDoc, SessionDoc
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.domain.question import UserReply, check_reply
 from orchestrator.errors import ConfigError, StorageFailed
@@ -270,10 +270,17 @@ class Sessions:
     def list(
         self, status: str | None = None, *, limit: int | None = None, after: str | None = None
     ) -> builtins.list[SessionDoc]:
-        """Sessions, newest first (optionally only those with `status`): at most `limit`
-        (None: all), starting after the session with id `after` (the last of the previous
-        page; an unknown id raises SessionNotFound)."""
-        return self._opened.list_views(status, limit=limit, after=after)  # type: ignore[return-value]
+        """Sessions, newest first (optionally only those with `status`, one of
+        `STATUS_FILTERS`: "waiting" is paused): at most `limit` (None: all), starting after
+        the session with id `after` (the last of the previous page; an unknown id raises
+        SessionNotFound). Another status raises ConfigError."""
+        if status is not None and status not in STATUS_FILTERS:
+            raise ConfigError(
+                f"status: {str(status)[:40]!r} is not a session status; use one of "
+                f"{', '.join(STATUS_FILTERS)} ('waiting' = paused)"
+            )
+        wanted = "paused" if status == "waiting" else status
+        return self._opened.list_views(wanted, limit=limit, after=after)  # type: ignore[return-value]
 
     def log(self, session_id: str) -> builtins.list[EventDoc]:
         """The session's events in order."""

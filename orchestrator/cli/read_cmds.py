@@ -55,7 +55,7 @@ def list_(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, newest first, a page at a time."""
-    wanted = None if status_ is None else "paused" if status_.value == "waiting" else status_.value
+    wanted = None if status_ is None else status_.value  # ("waiting": Sessions.list says paused)
     with user_errors(as_json):
         from orchestrator.errors import ConfigError, SessionNotFound
 

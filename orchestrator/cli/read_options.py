@@ -13,7 +13,7 @@ from orchestrator import documents
 __all__ = ["ReadOptions", "READ_COMMANDS", "STATUSES"]
 
 # --status values: the session statuses, and "waiting", a synonym for paused.
-STATUSES = (*documents.STATUSES, "waiting")
+STATUSES = documents.STATUS_FILTERS
 
 
 class ReadOptions(NamedTuple):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from orchestrator.api.part_answers import AnswerFields
-from orchestrator.documents import SessionStatus
+from orchestrator.documents import StatusFilter
 from orchestrator.limits import MAX_ANSWER_CHARS, MAX_LABEL_CHARS, MAX_OPTIONS, MAX_TASK_CHARS
 
 __all__ = [
@@ -141,7 +141,9 @@ class SessionIdInput(_Input):
 
 
 class ListSessionsInput(_Input):
-    status: SessionStatus | None = Field(None, description="Only sessions with this status.")
+    status: StatusFilter | None = Field(
+        None, description="Only sessions with this status ('waiting' = paused)."
+    )
 
 
 class _PausedSession(_Input):

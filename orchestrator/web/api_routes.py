@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
 from orchestrator.api.part_answers import AnswerFields
-from orchestrator.documents import SessionStatus
+from orchestrator.documents import StatusFilter
 from orchestrator.web.http_errors import ApiError
 from orchestrator.web.security import bearer_or_cookie, csrf_ok
 
@@ -63,7 +63,7 @@ MAX_API_PAGE = 1000
 def list_sessions(
     request: Request,
     response: Response,
-    status: SessionStatus | None = None,
+    status: StatusFilter | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_API_PAGE)] = API_PAGE,
     after: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Any:
