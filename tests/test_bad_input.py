@@ -460,3 +460,22 @@ def test_database_errors_name_where_the_url_came_from_and_hide_its_password(
     assert "--db" in from_option.document()["error"]
     for shown in (from_env.stdout, from_env.stderr, from_option.stdout, from_option.stderr):
         assert "s3cret" not in shown
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("postgresql://u:s3cret@127.0.0.1:1/db", "cannot reach the PostgreSQL server"),
+        ("foo://u:s3cret@bar", "unknown database kind"),
+    ],
+    ids=["server-down", "unknown-kind"],
+)
+def test_serve_refuses_a_database_it_cannot_use_before_serving(url: str, fragment: str) -> None:
+    """A server checks its database at the start: exit 2 with what to check, no traceback,
+    and no inbox address printed for a server that never serves (it was a 156-line
+    traceback and exit 3, "session paused", from a failed start-up)."""
+    served = invoke("serve", "--db", url, "--port", "0", "--token", "t0ken")
+    assert served.code == 2, served.stderr
+    assert fragment in served.stderr and "Traceback" not in served.stderr
+    assert "t0ken" not in served.stderr and "s3cret" not in served.stderr
+    assert "orchestrator inbox:" not in served.stderr

@@ -83,6 +83,12 @@ class Sessions:
             self._store = Store.open(self.url, listener=self.on_event)
         return self._store
 
+    def open(self) -> Sessions:
+        """Open (and migrate) the database now rather than at first use: a server checks
+        it before it serves. ConfigError or StorageFailed when it cannot be used."""
+        _ = self._opened
+        return self
+
     @property
     def inbox(self) -> Inbox:
         """The inbox's reads and writes (web inbox, answer links, notifications)."""

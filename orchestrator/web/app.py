@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api import Inbox
-from orchestrator.errors import OrchestratorError, validation_text
+from orchestrator.errors import OrchestratorError, StorageFailed, validation_text
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
 from orchestrator.web.http_errors import ApiError, status_of
@@ -52,6 +52,8 @@ class Web:
             )
         on_event = self.notifier.on_event if self.notifier is not None else None
         self.sessions = sessions or Sessions(config.db, on_event=on_event)
+        if config.run_on:  # a server: a bad or unreachable database is an error now, at
+            self.sessions.open()  # the start (exit 2), not a failed start-up or a request
         if self.notifier is not None:
             self.notifier.bind(self.sessions)
         self.runner = Runner(self.sessions, config.workers)
@@ -72,7 +74,10 @@ def _pick_up_handed_off(web: Web, stop: threading.Event) -> None:
     while not stop.wait(PICK_UP_SECONDS):
         try:
             found = web.runner.recover(handed_off_only=True)
-        except Exception:  # the database away for a moment: the next poll tries again
+        except StorageFailed as exc:  # the database away for a moment: the next poll
+            log.warning("cannot look for answered sessions to run on: %s", exc.message)
+            continue  # tries again
+        except Exception:
             log.warning("cannot look for answered sessions to run on", exc_info=True)
             continue
         if found:
