@@ -53,6 +53,8 @@ def run_cli(args: list[str]) -> int:
         sys.stdout.write(exc.format_message() + "\n")
         return 0
     except ClickException as exc:
+        # (Typer checks a value through pydantic, whose "Value error, " is not for people)
+        exc.message = exc.message.removeprefix("Value error, ")
         message = clip(exc.format_message(), MAX_MESSAGE_CHARS)  # it quotes the value given
         if len(message) < len(exc.format_message()):
             exc.message = message
