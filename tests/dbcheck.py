@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from typing import Any
@@ -116,16 +117,27 @@ class WriteLock:
     def __init__(self, db_url: str) -> None:
         self.db_url = db_url
         if is_sqlite(db_url):
-            self.conn: Any = sqlite3.connect(sqlite_file(db_url), timeout=30, isolation_level=None)
+            self.conn: Any = sqlite3.connect(sqlite_file(db_url), timeout=0, isolation_level=None)
         else:
             import psycopg
 
             self.conn = psycopg.connect(conninfo(db_url), autocommit=True)
         self.held = False
 
-    def acquire(self) -> None:
+    def acquire(self, timeout: float = 30) -> None:
         if is_sqlite(self.db_url):
-            self.conn.execute("BEGIN IMMEDIATE")
+            # Retried at once, not through SQLite's busy handler: its sleeps grow to 100 ms,
+            # and a writer that takes the lock again between them runs on for dozens of
+            # transactions (a whole scripted run, on a loaded machine) before this gets it.
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.0002)
         else:
             self.conn.execute("BEGIN")
             self.conn.execute("LOCK TABLE events IN EXCLUSIVE MODE")

@@ -435,7 +435,9 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
     tmp_path: Path,
     store: Store,  # `store` migrates the file before we lock it
 ) -> None:
-    script, summaries = long_scenario(tmp_path / "long.yaml")
+    # 16 tasks a round: 52 replies, so that the run cannot end in one gap between two polls
+    # of a loaded machine (with 6 it once completed before the kill, in a full `make test`)
+    script, summaries = long_scenario(tmp_path / "long.yaml", tasks=16)
     total_replies = len(summaries) + 4
     proc = forkserver.Popen(
         argv("run", "--script", str(script), "--json", db=db_url),
