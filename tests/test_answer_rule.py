@@ -99,12 +99,19 @@ def test_every_cli_error_about_a_session_names_it_and_one_about_no_session_does_
     for argv in (
         ("resume", sid, "--answer", "Weekly"),  # not waiting any more
         ("cancel", sid),  # ended
-        ("resume", sid, "--choice", "1", "--answer", "x"),  # two kinds at once
+        ("resume", sid, "--decline"),
     ):
         result = invoke(*argv, "--json", "--db", db_url)
         assert (result.code, result.document()["session_id"]) == (2, sid), argv
     for argv in (("status", "nosuch"), ("log", "nosuch"), ("resume", "nosuch", "--answer", "x")):
         result = invoke(*argv, "--json", "--db", db_url)
+        assert result.code == 2 and "session_id" not in result.document(), argv
+    # Nothing about the session was read: a bad database, or options that do not go together.
+    for argv in (
+        ("status", sid, "--db", "foo://x"),
+        ("resume", sid, "--choice", "1", "--answer", "x", "--db", db_url),
+    ):
+        result = invoke(*argv, "--json")
         assert result.code == 2 and "session_id" not in result.document(), argv
 
 

@@ -112,8 +112,8 @@ def error_document(message: str, code: int, **more: Any) -> str:
 @contextmanager
 def user_errors(as_json: bool, session_id: str | None = None) -> Iterator[None]:
     """Turn our errors into exit codes; bugs keep their traceback. An error about a session
-    (the command's `session_id`, or the one the error names) says which in its document;
-    one about an unknown session does not (as the fast read path prints it)."""
+    (the one the error names, or the command's `session_id`) says which in its document
+    (`_concerned`); one about an unknown session does not (as the fast read path prints it)."""
     try:
         yield
     except UserError as exc:
@@ -137,11 +137,15 @@ def user_errors(as_json: bool, session_id: str | None = None) -> Iterator[None]:
 
 
 def _concerned(exc: OrchestratorError, session_id: str | None) -> str | None:
-    from orchestrator.errors import SessionNotFound
+    """The session an error is about: the one it names, else the command's, but never an
+    unknown one, nor the command's for a ConfigError (the database, the options: nothing
+    about the session was read, and the id may be anything the user typed)."""
+    from orchestrator.errors import ConfigError, SessionNotFound
 
     if isinstance(exc, SessionNotFound):
         return None
-    return getattr(exc, "session_id", None) or session_id
+    named: str | None = getattr(exc, "session_id", None)
+    return named or (None if isinstance(exc, ConfigError) else session_id)
 
 
 def fail(as_json: bool, message: str, code: int, **more: Any) -> NoReturn:
