@@ -346,7 +346,7 @@ def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(
     was recorded (a "try again" would be answered "not waiting")."""
     from orchestrator.store import views
 
-    failed, _db, _sid, after = _fault_under(
+    failed, db, sid, after = _fault_under(
         tmp_path,
         monkeypatch,
         (views, "status"),
@@ -357,6 +357,37 @@ def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(
     message = failed.message
     assert message.startswith("the disk holding the database failed a read or write"), message
     assert "The cancel was recorded" in message and "try again" not in message, message
+    # The command it names reads this database, not the default one.
+    assert f"`orchestrator status {sid} --db {db}`" in message, message
+
+
+def test_a_fault_after_run_created_its_session_names_it_and_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session exists once a fault meets its run: the error names it and `resume`
+    (which finishes it), not "try again", which would start a second session and pay for
+    its agent calls again."""
+    from orchestrator import Sessions
+    from orchestrator.errors import StorageFailed
+    from orchestrator.store import Store
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    with Sessions(db) as sessions:
+
+        def failing(*_args: object, **_kwargs: object) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(Store, "release", failing)
+        with pytest.raises(StorageFailed) as failed:
+            sessions.start_scenario(EXAMPLES / "answered-question.yaml")
+        monkeypatch.undo()
+        (created,) = sessions.list()
+        sid = created["session_id"]
+        assert failed.value.session_id == sid
+        message = failed.value.message
+        assert f"`orchestrator resume {sid} --db {db}` goes on" in message, message
+        assert "try again" not in message, message
+        assert sessions.resume(sid)["status"] == "completed"
 
 
 def test_a_damaged_file_is_a_503_at_the_inbox_its_links_and_the_json_api(tmp_path: Path) -> None:

@@ -22,7 +22,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from orchestrator.api.storage_errors import needs, raise_storage_failed, storage_faults
+from orchestrator.api.storage_errors import (
+    go_on_with,
+    needs,
+    raise_storage_failed,
+    storage_faults,
+)
 from orchestrator.documents import STATUS_FILTERS, EventDoc, SessionDoc
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.domain.question import UserReply, check_reply
@@ -148,8 +153,7 @@ class Sessions:
         elif models is not None:
             raise ConfigError("give either models or a backend, not both")
         assert isinstance(chosen, Settings)
-        session_id = self._engine().start(task, backend, chosen.model_dump())
-        return self.status(session_id)
+        return self._started(task, backend, chosen.model_dump())
 
     def start_scenario(
         self,
@@ -177,8 +181,16 @@ class Sessions:
         assert isinstance(scenario, Scenario)
         stored = scenario.session_settings(source=source, **dict(settings or {}))
         backend = ScriptedBackend(scenario.agents, replies_so_far={})
-        session_id = self._engine().start(task or scenario.task, backend, stored)
-        return self.status(session_id)
+        return self._started(task or scenario.task, backend, stored)
+
+    def _started(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> SessionDoc:
+        engine = self._engine()
+        try:  # once the session exists, a fault names it and `resume`, never "try again"
+            return self.status(engine.start(task, backend, settings))
+        except Exception as exc:
+            if engine.started is None:
+                raise
+            raise_storage_failed(exc, self.url, engine.started, answered=None)
 
     # -- answering and running on ---------------------------------------------------------
 
@@ -253,8 +265,9 @@ class Sessions:
             return self.status(session_id)
         except StorageFailed as exc:  # committed: cancelling again would say "not waiting"
             raise StorageFailed(
-                f"{needs(exc.message)}. The cancel was recorded: `orchestrator status "
-                f"{session_id}` shows the session once the database works again",
+                f"{needs(exc.message)}. The cancel was recorded: "
+                f"{go_on_with(self.url, 'status', session_id)} shows the session once the "
+                "database works again",
                 session_id=session_id,
             ) from exc
 

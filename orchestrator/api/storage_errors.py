@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TypeVar
 
 from orchestrator.errors import ConfigError, OrchestratorError, StorageFailed
 
-__all__ = ["storage_faults", "fault_message", "needs", "raise_storage_failed"]
+__all__ = ["storage_faults", "fault_message", "needs", "raise_storage_failed", "go_on_with"]
 
 Kind = TypeVar("Kind", bound=type)
 
@@ -81,21 +81,13 @@ def raise_storage_failed(
     whether the answer is stored (`answered`: its transaction committed; None: no answer
     was given) and which command goes on, with the database `url` (masked) when it is not
     the default. Anything else is raised as it was."""
-    from orchestrator.present.render import command_line
-    from orchestrator.store.connect import resolve_url
-
     message = fault_message(exc)
     if message is None:
         raise exc
     said, fix = message.rstrip(". "), needs(message)
-    try:
-        default = resolve_url(None)
-    except ConfigError:  # ORCHESTRATOR_DB not a URL: this fault's message still stands
-        default = None
-    db = None if url == default else url
 
     def command(verb: str, *args: str) -> str:
-        return f"`{command_line(verb, session_id, db, *args)}`"
+        return go_on_with(url, verb, session_id, *args)
 
     if answered:
         message = (
@@ -112,3 +104,16 @@ def raise_storage_failed(
         then = f"then {command('resume', *again)} goes on where the session was"
         message = f"{fix}, {then}" if fix != said else f"{said}; {then}"
     raise StorageFailed(message, session_id=session_id, answer_kept=answered) from exc
+
+
+def go_on_with(url: str, verb: str, session_id: str, *args: str) -> str:
+    """The command that goes on with `session_id`, quoted, naming the database `url`
+    (masked) when it is not the default one."""
+    from orchestrator.present.render import command_line
+    from orchestrator.store.connect import resolve_url
+
+    try:
+        default = resolve_url(None)
+    except ConfigError:  # ORCHESTRATOR_DB not a URL: the fault's message still stands
+        default = None
+    return f"`{command_line(verb, session_id, None if url == default else url, *args)}`"

@@ -65,6 +65,7 @@ class Engine:
         self.activity = activity  # told when each agent call starts and stops
         self.answered: str | None = None  # the session whose answer this engine committed
         self.reopened: str | None = None  # the session whose reconciliation it reopened
+        self.started: str | None = None  # the session it created
 
     # -- entry points -------------------------------------------------------------------
 
@@ -74,6 +75,7 @@ class Engine:
         claim, row = self.store.create(
             task, agents=backend.describe(), settings=stored, owner=self.owner
         )
+        self.started = claim.session_id  # created: a later fault must name it
         crash_point("session_created")
         self._drive(claim, backend, fresh=True, row=row)
         self._scripted_late_at_end(claim.session_id, stored)
