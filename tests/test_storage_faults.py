@@ -6,6 +6,7 @@ that the session finishes once the fault is gone."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -748,3 +749,23 @@ def test_a_lock_held_too_long_is_a_clear_message_and_the_answer_is_not_lost(
     done = cli("resume", session_id, "--answer", "Weekly", "--json", db=db)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "completed"
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC])
+def test_a_new_database_file_on_a_full_or_read_only_disk_is_a_storage_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """Creating the file meets the storage, not a wrong path: StorageFailed (the web's 503,
+    MCP's internal) as when opening an existing one, not a ConfigError."""
+    from orchestrator import Sessions
+    from orchestrator.errors import StorageFailed
+    from orchestrator.store import connect
+
+    def refused(*_args: object, **_kwargs: object) -> int:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(connect.os, "open", refused)
+    with pytest.raises(StorageFailed, match="cannot open the database .*then try again"):
+        Sessions(str(tmp_path / "new.db")).list()
+    monkeypatch.undo()
+    assert not (tmp_path / "new.db").exists()

@@ -8,6 +8,7 @@ SQLAlchemy and Alembic load when a database needs migrating, and for PostgreSQL.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import sqlite3
@@ -277,7 +278,14 @@ def create_private(path: Path) -> None:
         with contextlib.suppress(FileExistsError):  # an existing one keeps its owner's choice
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as exc:  # a folder nobody may write in, a read-only file system, ...
-        raise ConfigError(f"cannot open the database {path}: {exc.strerror or exc}") from None
+        said = f"cannot open the database {path}: {exc.strerror or exc}"
+        if exc.errno in _STORAGE_ERRNOS:  # the storage, not the path given: as open_failed
+            raise StorageFailed(f"{said}; check the disk, then try again") from None
+        raise ConfigError(said) from None
+
+
+# A file system that is full, read-only or failing: a storage fault, not a wrong path.
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
 
 
 def damaged_database(exc: BaseException) -> str | None:
