@@ -187,8 +187,20 @@ def test_mcp_answer_session_refuses_the_typo_as_invalid_input_with_the_core_mess
         (Reply(text="   "), "the answer is empty"),
         (Reply(text="x" * 10_001), "the answer is 10,001 characters long; at most 10,000"),
         (Reply(text="a", note="n" * 10_001), "the note is 10,001 characters long"),
+        (Reply(choices=None), "choices: Input should be a valid list"),  # type: ignore[arg-type]
+        (Reply(text="A", parts=None), "parts: Input should be a valid list"),  # type: ignore[arg-type]
+        (Reply(parts=({"answer": "A"},)), "parts: each should be a reply"),  # type: ignore[arg-type]
     ],
-    ids=["typo-among-choices", "number-too-big", "blank-text", "long-text", "long-note"],
+    ids=[
+        "typo-among-choices",
+        "number-too-big",
+        "blank-text",
+        "long-text",
+        "long-note",
+        "choices-none",
+        "parts-none",
+        "part-not-a-reply",
+    ],
 )
 def test_one_rule_one_limit_for_every_reply(
     sessions: Sessions, reply: Reply, fragment: str

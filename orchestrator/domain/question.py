@@ -193,24 +193,24 @@ def check_reply(reply: UserReply) -> UserReply:
     (the prompts' and the form's "something else"): `to_gate_event` says if it fits."""
     if reply.action not in ("answer", "decline", "cancel"):
         raise InvalidAnswer("action: Input should be 'decline' or 'cancel'", fields=("action",))
-    if isinstance(reply.choices, str):
-        raise InvalidAnswer("choices: Input should be a valid list", fields=("choices",))
+    for listed in ("choices", "parts"):
+        if not isinstance(getattr(reply, listed), tuple | list):
+            raise InvalidAnswer(f"{listed}: Input should be a valid list", fields=(listed,))
+    if not all(isinstance(part, UserReply) for part in reply.parts):
+        raise InvalidAnswer("parts: each should be a reply to its part", fields=("parts",))
     values = [("answer", reply.text), ("note", reply.note), *enumerate(reply.choices)]
     for name, value in values:
         if value is not None and not isinstance(value, str):
             field_name = "choices" if isinstance(name, int) else name
             where = f"choices.{name}" if isinstance(name, int) else name
             raise InvalidAnswer(f"{where}: Input should be a valid string", fields=(field_name,))
-    given = [
-        name
-        for name, there in (
-            ("answer", reply.text is not None),
-            ("choices", bool(reply.choices)),
-            ("action", reply.action != "answer"),
-            ("parts", bool(reply.parts)),
-        )
-        if there
-    ]
+    there = {
+        "answer": reply.text is not None,
+        "choices": reply.choices,
+        "action": reply.action != "answer",
+        "parts": reply.parts,
+    }
+    given = [name for name, value in there.items() if value]
     if len(given) > 1 and ("action" in given or "parts" in given):
         raise InvalidAnswer(
             f"give exactly one of answer, choices, action, parts (got {', '.join(given)})"
