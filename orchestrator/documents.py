@@ -13,6 +13,7 @@ __all__ = [
     "STATUSES",
     "StatusFilter",
     "STATUS_FILTERS",
+    "filtered_status",
     "FINAL_STATUSES",
     "OptionDoc",
     "PendingQuestionDoc",
@@ -26,8 +27,15 @@ SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = get_args(SessionStatus)
 # What a list takes as its status filter, on every door: a status, or "waiting", a synonym
 # for paused (waiting for an answer).
-StatusFilter = Literal["running", "paused", "completed", "failed", "cancelled", "waiting"]
+StatusFilter = Literal[SessionStatus, "waiting"]
 STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
+
+
+def filtered_status(status: str | None) -> str | None:
+    """The session status a list's filter means ("waiting" is paused)."""
+    return "paused" if status == "waiting" else status
+
+
 # Ended: nothing drives the session again (a reconciliation round may reopen one that
 # completed or failed, on purpose).
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})

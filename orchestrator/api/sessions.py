@@ -28,7 +28,7 @@ from orchestrator.api.storage_errors import (
     raise_storage_failed,
     storage_faults,
 )
-from orchestrator.documents import STATUS_FILTERS, EventDoc, SessionDoc
+from orchestrator.documents import STATUS_FILTERS, EventDoc, SessionDoc, filtered_status
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.domain.question import UserReply, check_reply
 from orchestrator.errors import ConfigError, StorageFailed
@@ -298,8 +298,7 @@ class Sessions:
                 f"status: {str(status)[:40]!r} is not a session status; use one of "
                 f"{', '.join(STATUS_FILTERS)} ('waiting' = paused)"
             )
-        wanted = "paused" if status == "waiting" else status
-        return self._opened.list_views(wanted, limit=limit, after=after)  # type: ignore[return-value]
+        return self._opened.list_views(filtered_status(status), limit=limit, after=after)  # type: ignore[return-value]
 
     def log(self, session_id: str) -> builtins.list[EventDoc]:
         """The session's events in order."""

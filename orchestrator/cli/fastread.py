@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from orchestrator.api import lean
 from orchestrator.api.lean import LeanFile, NeedsFullPath
 from orchestrator.cli.read_options import READ_COMMANDS, STATUSES
+from orchestrator.documents import filtered_status
 from orchestrator.errors import SessionNotFound
 from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.readout import (
@@ -229,5 +230,4 @@ def _fail(as_json: bool, message: str) -> int:
 
 def _page(conn: Any, request: Request) -> Iterator[dict[str, Any]]:
     limit = None if request.limit is None else request.limit + 1  # one more: a next page?
-    status = "paused" if request.status == "waiting" else request.status
-    return lean.page(conn, status=status, after=request.after, limit=limit)
+    return lean.page(conn, status=filtered_status(request.status), after=request.after, limit=limit)

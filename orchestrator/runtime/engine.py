@@ -34,7 +34,6 @@ from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import load_backend
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
-from orchestrator.scenario.steps import from_scripted
 from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store, late_tx
 from orchestrator.store.lifecycle import ASK_ONLY, held_by_asker
@@ -157,6 +156,8 @@ class Engine:
         row = self.store.session(session_id)
         if row.status not in late_tx.ENDED:
             return
+        from orchestrator.scenario.steps import from_scripted  # (the scenario models: ~10 ms)
+
         try:
             self.store.resolve(session_id, self.owner, from_scripted(scripted), source="script")
         except SessionNotWaiting:
@@ -342,6 +343,8 @@ class Engine:
         scripted = row.settings.get("answers") or []
         origin = "user"
         if row.answers_used < len(scripted):
+            from orchestrator.scenario.steps import from_scripted
+
             reply: UserReply | None = from_scripted(scripted[row.answers_used])
             origin = "script"
         else:
