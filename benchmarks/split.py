@@ -13,7 +13,8 @@ counted apart (exclusive), per session, over `--sessions` sessions after a warm-
     langgraph    the rest of Pregel.invoke: LangGraph's loop, the checkpointer's writes
                  and serialisation, the routing between nodes
 
-The timers themselves cost CPU (about a tenth here), so read the parts as shares, and the
+The timers themselves cost some CPU (run to run it is within the noise of the total), so
+read the parts as shares, and the
 bare figure (measured without timers) against "without timers". A figure the issue asks
 for is in run.py; this one says which part a change would have to shrink. On PostgreSQL
 the client's CPU is counted, not the server's, nor the wait for a round trip.

@@ -192,7 +192,6 @@ def test_a_fault_after_the_reconciliation_reopened_names_a_plain_resume(
 
 def _fault_under(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     where: tuple[object, str],
     error: Exception,
     act: Callable[[Any, str], object],
@@ -211,10 +210,9 @@ def _fault_under(
         def failing(*_args: object, **_kwargs: object) -> None:
             raise error
 
-        monkeypatch.setattr(*where, failing)
-        with pytest.raises(StorageFailed) as failed:
+        with pytest.MonkeyPatch.context() as patch, pytest.raises(StorageFailed) as failed:
+            patch.setattr(*where, failing)  # (its own patcher: the isolated HOME stays)
             act(sessions, session_id)
-        monkeypatch.undo()
         return failed.value, db, session_id, dict(sessions.status(session_id))
 
 
@@ -232,9 +230,7 @@ def test_a_fault_with_a_malformed_orchestrator_db_still_says_whether_the_answer_
         sessions.answer(session_id, Reply(text="Weekly"))
 
     full = sqlite3.OperationalError("database or disk is full")
-    failed, db, session_id, after = _fault_under(
-        tmp_path, monkeypatch, (gate_tx, "add_event"), full, answer
-    )
+    failed, db, session_id, after = _fault_under(tmp_path, (gate_tx, "add_event"), full, answer)
     assert after["pending_question"] is not None  # not kept
     message = failed.message
     assert "Your answer was not recorded" in message, message
@@ -319,9 +315,7 @@ def test_a_fault_under_any_door_is_the_same_storage_failed_at_every_door(
     assert json.loads(away.content[0].text)["error"]["code"] == "internal"  # type: ignore[union-attr]
 
 
-def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(tmp_path: Path) -> None:
     """`resume` with an answer: the answer commits, then the file reads as damaged. The
     error says so, and that the answer is kept (it was `answer_kept=None` and silent)."""
     from orchestrator import Reply
@@ -329,7 +323,6 @@ def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(
 
     failed, _db, _sid, after = _fault_under(
         tmp_path,
-        monkeypatch,
         (Engine, "_drive"),
         sqlite3.DatabaseError("file is not a database"),
         lambda sessions, session_id: sessions.resume(session_id, Reply(text="Weekly")),
@@ -340,16 +333,13 @@ def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(
     assert "Your answer was kept" in failed.message
 
 
-def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(tmp_path: Path) -> None:
     """`cancel` commits, then reading the session back fails: the error says the cancel
     was recorded (a "try again" would be answered "not waiting")."""
     from orchestrator.store import views
 
     failed, db, sid, after = _fault_under(
         tmp_path,
-        monkeypatch,
         (views, "status"),
         sqlite3.OperationalError("disk I/O error"),
         lambda sessions, session_id: sessions.cancel(session_id),
@@ -362,9 +352,7 @@ def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(
     assert f"`orchestrator status {sid} --db {db}`" in message, message
 
 
-def test_a_fault_after_run_created_its_session_names_it_and_resume(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_fault_after_run_created_its_session_names_it_and_resume(tmp_path: Path) -> None:
     """The session exists once a fault meets its run: the error names it and `resume`
     (which finishes it), not "try again", which would start a second session and pay for
     its agent calls again."""
@@ -378,10 +366,9 @@ def test_a_fault_after_run_created_its_session_names_it_and_resume(
         def failing(*_args: object, **_kwargs: object) -> None:
             raise sqlite3.OperationalError("disk I/O error")
 
-        monkeypatch.setattr(Store, "release", failing)
-        with pytest.raises(StorageFailed) as failed:
+        with pytest.MonkeyPatch.context() as patch, pytest.raises(StorageFailed) as failed:
+            patch.setattr(Store, "release", failing)
             sessions.start_scenario(EXAMPLES / "answered-question.yaml")
-        monkeypatch.undo()
         (created,) = sessions.list()
         sid = created["session_id"]
         assert failed.value.session_id == sid
@@ -753,7 +740,7 @@ def test_a_lock_held_too_long_is_a_clear_message_and_the_answer_is_not_lost(
 
 @pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC])
 def test_a_new_database_file_on_a_full_or_read_only_disk_is_a_storage_fault(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+    tmp_path: Path, code: int
 ) -> None:
     """Creating the file meets the storage, not a wrong path: StorageFailed (the web's 503,
     MCP's internal) as when opening an existing one, not a ConfigError."""
@@ -764,8 +751,8 @@ def test_a_new_database_file_on_a_full_or_read_only_disk_is_a_storage_fault(
     def refused(*_args: object, **_kwargs: object) -> int:
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(connect.os, "open", refused)
-    with pytest.raises(StorageFailed, match="cannot open the database .*then try again"):
-        Sessions(str(tmp_path / "new.db")).list()
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(connect.os, "open", refused)
+        with pytest.raises(StorageFailed, match="cannot open the database .*then try again"):
+            Sessions(str(tmp_path / "new.db")).list()
     assert not (tmp_path / "new.db").exists()

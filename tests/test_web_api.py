@@ -291,7 +291,6 @@ def test_the_session_list_is_paged_with_a_next_link(client: TestClient, sessions
 def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     client: TestClient,
     sessions: Sessions,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A full disk (or a database server gone, or a damaged file) is the server's
@@ -307,39 +306,40 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     def full(*_args: object, **_kwargs: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    # The disk fills after the gate state's update, at the answer's event: rolled back.
-    monkeypatch.setattr(gate_tx, "add_event", full)
-    answer = {"choices": ["All visible columns"]}
-    answered = client.post(f"/api/sessions/{sid}/answer", json=answer)
-    assert answered.status_code == 503, answered.text
-    error = answered.json()["error"]
-    assert "the disk holding the database is full" in error
-    assert "Your answer was not recorded" in error
-    monkeypatch.setattr(Store, "status", full)  # a read: Sessions.status says StorageFailed
-    read = client.get(f"/api/sessions/{sid}")
-    assert read.status_code == 503, read.text
-    assert "the disk holding the database is full" in read.json()["error"]
-    monkeypatch.setattr(inbox_sql, "session_of_link", full)  # below Sessions.inbox
-    link = client.get("/q/SECRET-LINK-TOKEN")
-    assert link.status_code == 503 and "disk holding the database is full" in link.text
+    # (patched in a context of its own: the undo leaves the isolated HOME in place)
+    with pytest.MonkeyPatch.context() as patch:
+        # The disk fills after the gate state's update, at the answer's event: rolled back.
+        patch.setattr(gate_tx, "add_event", full)
+        answer = {"choices": ["All visible columns"]}
+        answered = client.post(f"/api/sessions/{sid}/answer", json=answer)
+        assert answered.status_code == 503, answered.text
+        error = answered.json()["error"]
+        assert "the disk holding the database is full" in error
+        assert "Your answer was not recorded" in error
+        patch.setattr(Store, "status", full)  # a read: Sessions.status says StorageFailed
+        read = client.get(f"/api/sessions/{sid}")
+        assert read.status_code == 503, read.text
+        assert "the disk holding the database is full" in read.json()["error"]
+        patch.setattr(inbox_sql, "session_of_link", full)  # below Sessions.inbox
+        link = client.get("/q/SECRET-LINK-TOKEN")
+        assert link.status_code == 503 and "disk holding the database is full" in link.text
 
-    def damaged(*_args: object, **_kwargs: object) -> None:
-        raise sqlite3.DatabaseError("file is not a database")
+        def damaged(*_args: object, **_kwargs: object) -> None:
+            raise sqlite3.DatabaseError("file is not a database")
 
-    monkeypatch.setattr(Store, "status", damaged)
-    broken = client.get(f"/api/sessions/{sid}")
-    assert broken.status_code == 503, broken.text
-    assert "damaged or not a SQLite database" in broken.json()["error"]
-    lines = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
-    assert [line.split(": ", 1)[0] for line in lines] == [  # one a fault, by its route
-        "POST /api/sessions/{session_id}/answer",
-        "GET /api/sessions/{session_id}",
-        "GET /q/{token}",
-        "GET /api/sessions/{session_id}",
-    ]
-    assert lines[0].endswith(error) and not [line for line in lines if "SECRET" in line]
-    assert not [record for record in caplog.records if record.exc_info]
-    monkeypatch.undo()
+        patch.setattr(Store, "status", damaged)
+        broken = client.get(f"/api/sessions/{sid}")
+        assert broken.status_code == 503, broken.text
+        assert "damaged or not a SQLite database" in broken.json()["error"]
+        lines = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+        assert [line.split(": ", 1)[0] for line in lines] == [  # one a fault, by its route
+            "POST /api/sessions/{session_id}/answer",
+            "GET /api/sessions/{session_id}",
+            "GET /q/{token}",
+            "GET /api/sessions/{session_id}",
+        ]
+        assert lines[0].endswith(error) and not [line for line in lines if "SECRET" in line]
+        assert not [record for record in caplog.records if record.exc_info]
     doc = sessions.status(sid)
     assert doc["status"] == "paused" and doc["pending_question"] is not None
     assert "answer" not in [event["kind"] for event in sessions.log(sid)]
