@@ -236,13 +236,21 @@ class Sandbox:
             return cls("none", None, chosen)
         return cls("bwrap", probe(), chosen)
 
-    def argv(self, command: str, where: Confinement) -> list[str]:
-        """The command line that runs `command` (a shell command line) confined."""
+    def argv(self, command: str, where: Confinement, info_fd: int | None = None) -> list[str]:
+        """The command line that runs `command` (a shell command line) confined;
+        `info_fd`: where bubblewrap writes the command's pid (as JSON)."""
         if self.kind == "none":
             return ["/bin/sh", "-c", command]
         assert self.binary is not None
         argv = [self.binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         argv += ["--tmpfs", "/tmp"]  # before any bind under /tmp
+        home = _real_home()
+        if home is not None:
+            # The user's home holds their keys (~/.ssh, ~/.aws, ~/.netrc, …): hidden, but
+            # for the Python and the tools on PATH that commands need (read-only).
+            argv += ["--tmpfs", str(home)]
+            for path in _outermost(_exposed(home)):
+                argv += ["--ro-bind", str(path), str(path)]
         for path in _outermost([where.home, where.worktree]):
             argv += ["--bind", str(path), str(path)]
         for path in where.read_only:  # after the writable binds: on top of them
@@ -251,6 +259,8 @@ class Sandbox:
         argv += list(_NAMESPACES)
         if where.network:
             argv.append("--share-net")
+        if info_fd is not None:
+            argv += ["--info-fd", str(info_fd)]
         argv += ["--chdir", str(where.worktree), "--", "/bin/sh", "-c", command]
         return argv
 
@@ -263,9 +273,10 @@ class Sandbox:
         (where.home / "tmp").mkdir(parents=True, exist_ok=True)
         env = scrubbed_environment(where.home)
         started = time.monotonic()
+        info = _Info() if self.kind == "bwrap" else None
         try:
             process = subprocess.Popen(
-                self.argv(command, where),
+                self.argv(command, where, info.fd if info else None),
                 cwd=where.worktree,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -274,11 +285,17 @@ class Sandbox:
                 start_new_session=True,  # its own process group: the timeout kills it all
                 preexec_fn=_limiter(limits),  # noqa: PLW1509 (no threads run in the child)
                 close_fds=True,
+                pass_fds=(info.fd,) if info else (),
             )
         except OSError as exc:
+            if info:
+                info.close()
             return CommandResult(
                 command, 127, "", f"cannot start the command: {exc.strerror}", 0.0, self.kind
             )
+        finally:
+            if info:
+                info.started()
         assert process.stdout is not None and process.stderr is not None
         out = _Tail(process.stdout, limits.output_bytes)
         err = _Tail(process.stderr, limits.output_bytes)
@@ -288,6 +305,8 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(process)
+            if info:
+                info.kill()  # the namespace's first process: every other one goes with it
         out.join()
         err.join()
         duration = time.monotonic() - started
@@ -310,6 +329,38 @@ class Sandbox:
             output_bytes=out.total + err.total,
             cut=out.cut or err.cut,
         )
+
+
+def _real_home() -> Path | None:
+    """The user's home folder, when there is one to hide (not `/`, not under /tmp)."""
+    try:
+        home = Path(os.path.expanduser("~")).resolve()
+    except (OSError, RuntimeError):
+        return None
+    if not home.is_dir() or home == Path("/") or home.is_relative_to("/tmp"):
+        return None
+    return home
+
+
+def _exposed(home: Path) -> list[Path]:
+    """What commands still see of `home`: the running Python's installation and
+    environment, and the folders on PATH (with the tool folder each lies in, e.g.
+    ~/.pyenv for ~/.pyenv/shims), read-only."""
+    found: list[Path] = []
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).parent)}:
+        path = Path(prefix).resolve()
+        if path.is_relative_to(home) and path != home:
+            found.append(path)
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        path = Path(entry).resolve()
+        if not path.is_dir() or not path.is_relative_to(home) or path == home:
+            continue
+        top = home / path.relative_to(home).parts[0]
+        # ~/.pyenv/shims -> ~/.pyenv; ~/.local/bin stays itself (~/.local holds data).
+        found.append(top if top.name not in (".local", ".config") else path)
+    return found
 
 
 def _outermost(paths: Iterable[Path]) -> list[Path]:
@@ -337,6 +388,57 @@ def _limiter(limits: Limits) -> Callable[[], None]:
             resource.setrlimit(which, (wanted, wanted))
 
     return apply
+
+
+class _Info:
+    """bubblewrap's --info-fd: the pid (outside) of the command's first process, whose end
+    is the end of every process in the command's PID namespace."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.fd = os.pipe()
+        self.pid: int | None = None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+
+    def started(self) -> None:
+        os.close(self.fd)  # ours; the child keeps its copy
+        self.thread.start()
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.close(self.read_fd)
+
+    def _read(self) -> None:
+        import json
+
+        chunks = []
+        try:
+            while chunk := os.read(self.read_fd, 4096):
+                chunks.append(chunk)
+                try:
+                    self.pid = int(json.loads(b"".join(chunks))["child-pid"])
+                    break
+                except (ValueError, KeyError):
+                    continue
+        finally:
+            os.close(self.read_fd)
+
+    def kill(self) -> None:
+        """SIGKILL the namespace's first process; wait (bounded) until it is gone or a
+        zombie, which happens only once the kernel has ended every process in it."""
+        self.thread.join(timeout=5)
+        if self.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                return
+            if state in ("Z", "X"):
+                return
+            time.sleep(0.01)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
