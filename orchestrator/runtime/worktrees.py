@@ -175,10 +175,11 @@ class Workbench:
         with _GIT_LOCK:
             if not (path / ".git").is_file():
                 self.root.mkdir(parents=True, exist_ok=True)
-                git("worktree", "prune", cwd=self.git_dir)
                 if path.exists():
                     shutil.rmtree(path)  # a half-made worktree of a crashed run
+                    git("worktree", "prune", cwd=self.git_dir)
                 git("worktree", "add", "-q", "-f", "-B", branch, str(path), start, cwd=self.git_dir)
+                return path  # new: exactly `start`, nothing else in it
         work = self._git_of(path)
         git(*work, "checkout", "-q", "-f", "-B", branch, start, cwd=path)
         git(*work, "reset", "-q", "--hard", start, cwd=path)
