@@ -273,6 +273,9 @@ class Engine:
                         before_call=before_call,
                         activity=self.activity,
                         recorded={} if fresh else self.store.recorded_turns(session_id),
+                        merges={}
+                        if fresh or workroom is None
+                        else self.store.recorded_merges(session_id),
                         fresh=fresh,
                         scripted_late=dict(scripted_late)
                         if scripted_late.get("when") == "running"
