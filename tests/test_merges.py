@@ -20,8 +20,10 @@ from dbcheck import query
 
 from orchestrator import Sessions
 from orchestrator.domain.replies import parse_reply
+from orchestrator.errors import RepositoryElsewhere
 from orchestrator.runtime.agent import AgentRequest, AgentTurn
 from orchestrator.runtime.developers import MergeRaced, Workroom
+from orchestrator.runtime.worker_loop import run_worker
 from orchestrator.runtime.worktrees import Workbench, discover, git
 
 pytestmark = pytest.mark.backends()
@@ -420,3 +422,41 @@ def test_clean_removes_worktrees_and_with_branches_the_branches(
     deleted = json.loads(gone.stdout)["branches_deleted"]
     assert f"orchestrator/{sid}" in deleted and f"orchestrator/{sid}/task-1" in deleted
     assert f"orchestrator/{sid}" not in git("for-each-ref", "--format=%(refname)", cwd=repo)
+
+
+def test_a_session_whose_repository_is_not_here_is_left_alone(db_url: str, tmp_path: Path) -> None:
+    """As a worker on another machine finds it: `resume` changes nothing but says which
+    host and path the session needs, and the session's document says it too."""
+    repo = make_repo(tmp_path / "repo")
+    body = {
+        "task": "t",
+        "agents": {
+            "pm": [{"status": "PLANNED", "tasks": [{"title": "a"}]}, COMPLETE],
+            "developer": [
+                {"status": "NEEDS_CLARIFICATION", "question": "Which one?"},
+                write("a.txt", "a"),
+            ],
+        },
+    }
+    with Sessions(db_url) as sessions:
+        sid = sessions.start_scenario(scenario(tmp_path, body), workdir=repo)["session_id"]
+    repo.rename(tmp_path / "moved")  # the repository is no longer where the session says
+    done = invoke("resume", sid, "--answer", "this one", db=db_url)
+    assert done.returncode == 2
+    assert f"{repo.resolve()}" in done.stderr and "is not on this machine" in done.stderr
+    assert "--no-run" in done.stderr
+    view = json.loads(invoke("status", sid, "--json", db=db_url).stdout)
+    assert view["status"] == "paused" and view["pending_question"] is not None  # unchanged
+    assert view["workbench"]["repository"] == str(repo.resolve())
+    # A driver here (a worker, `resume` of an answered session) leaves it alone, and
+    # its document says why.
+    assert invoke("resume", sid, "--answer", "this one", "--no-run", db=db_url).returncode == 0
+    with Sessions(db_url) as sessions, pytest.raises(RepositoryElsewhere):
+        sessions.run_on(sid)
+    stats = run_worker(db_url, 1, idle_exit=0.5, poll=0.05)
+    assert stats.claimed == 1 and stats.ended == {}  # a worker took it, left it alone
+    view = json.loads(invoke("status", sid, "--json", db=db_url).stdout)
+    assert "is not on this machine" in (view["last_error"] or "") and view["stalled"]
+    (tmp_path / "moved").rename(repo)  # back where it was: it runs on
+    with Sessions(db_url) as sessions:
+        assert sessions.run_on(sid)["status"] == "completed"

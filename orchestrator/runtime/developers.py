@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.replies import AgentReply, Blocked, Done, NeedsClarification
-from orchestrator.errors import ClaimLost, ConfigError
+from orchestrator.errors import ClaimLost, ConfigError, RepositoryElsewhere
 from orchestrator.faults import crash_point
 from orchestrator.limits import clip
 from orchestrator.runtime.worktrees import (
@@ -113,7 +113,7 @@ class Workroom:
         gone = bench.reachable()
         if gone is not None:
             where = f"{stored.get('host') or 'its host'}:{stored['repository']}"
-            raise ConfigError(
+            raise RepositoryElsewhere(
                 f"{gone} (this is {socket.gethostname()}); run the session on from the "
                 f"machine that has {where}"
             )
