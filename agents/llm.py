@@ -17,6 +17,7 @@ session's token budget it fails (TokenBudgetExceeded).
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -52,6 +53,8 @@ __all__ = ["LLMBackend", "PmSubmit", "DeveloperSubmit", "forget_servers"]
 Mode = Literal["tool", "text"]
 # How long a provider error may be in a message (the resume hint after it is never cut).
 _ERROR_CHARS = 600
+# How much of a failed turn's last reply its error quotes.
+_REPLY_CHARS = 400
 # Servers (base URLs) that refused a json_schema response format: asked once per server
 # and process, so that every later session (an eval runs many) sends json_object at once.
 _JSON_OBJECT_SERVERS: set[str | None] = set()
@@ -166,9 +169,14 @@ class LLMBackend:
         def refused(problem: str) -> None:
             failures.append(problem)
             if len(failures) > self.options.max_retries:
+                # The failed turn is not recorded: its last reply goes with the error, so
+                # that `log` shows what the model actually said.
+                last = next(m for m in reversed(new) if getattr(m, "type", "") == "ai")
+                said = clip(_said(last), _REPLY_CHARS)
                 raise AgentReplyError(
                     f"{agent} gave no valid reply in {len(failures)} attempts "
-                    f"(max_retries={self.options.max_retries}); last problem: {problem}"
+                    f"(max_retries={self.options.max_retries}); last problem: {problem}\n"
+                    f"its last reply: {said}"
                 )
 
         while True:
@@ -413,6 +421,15 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _said(message: Any) -> str:
+    """What a model's answer said: its text, and its tool calls as name(arguments)."""
+    calls = [
+        f"{c['name']}({json.dumps(c.get('args'), ensure_ascii=False)})"
+        for c in getattr(message, "tool_calls", None) or []
+    ]
+    return " ".join([_text(message), *calls]).strip() or "(nothing)"
 
 
 def _text(message: Any) -> str:

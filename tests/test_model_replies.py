@@ -271,6 +271,10 @@ def test_unknown_tools_count_as_invalid_replies(db_url: str, stub: Stub, tmp_pat
     assert view["status"] == "failed"
     assert "pm gave no valid reply in 3 attempts" in view["error"]
     assert "'search_web', which is not a tool" in view["error"]
+    # the failed turn is not recorded: its last reply is quoted in the error `log` shows
+    assert 'its last reply: search_web({"q": 1})' in view["error"]
+    shown = [e for e in _log(db_url, view["session_id"]) if "its last reply" in json.dumps(e)]
+    assert shown, "the failed turn's reply is in the log"
     assert "There is no tool named 'search_web'" in stub.requests[1]["messages"][-1]["content"]
     # the failed turn's three calls are counted all the same
     assert view["usage"]["model_calls"] == 3 and view["usage"]["total_tokens"] == 450
