@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import random
 import socket
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -20,28 +19,17 @@ from typing import Any
 import pytest
 from orchestrator.skills import Confinement, Limits, Sandbox, Tool
 from orchestrator.skills.sandbox import scrubbed_environment
+from repos import commit_all, make_repo
 
 from orchestrator.runtime.developers import Workroom
 from orchestrator.runtime.worktrees import Workbench, discover, git
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    (path / "app.py").write_text("print('hi')\n")
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first"],
-    ):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    return path
 
 
 class Room:
     """A session's workroom with two tasks' worktrees, and their run_command tools."""
 
     def __init__(self, tmp_path: Path, sandbox: str = "auto", **settings: Any) -> None:
-        self.repo = make_repo(tmp_path / "repo")
+        self.repo = make_repo(tmp_path / "repo", {"app.py": "print('hi')\n"})
         repo = discover(self.repo)
         assert repo is not None
         bench = Workbench.create("s1", repo, tmp_path / "data" / "worktrees" / "s1")
@@ -298,12 +286,7 @@ def test_a_configured_hooks_path_is_guarded_too(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     (repo / "tools" / "hooks").mkdir(parents=True)
     (repo / "tools" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "hooks"],
-        cwd=repo,
-        check=True,
-    )
+    commit_all(repo, "hooks")
     git("config", "core.hooksPath", "tools/hooks", cwd=repo)
     found = discover(repo)
     assert found is not None
