@@ -322,6 +322,34 @@ def test_eval_takes_the_model_options_and_names_each_sessions_question(
     assert case["session_id"] in result.stderr  # the progress line names it too
 
 
+def test_a_judge_model_decides_what_a_question_is_about(db_url: str) -> None:
+    """--judge-model: the judge is shown the blocker and the question, and its verdict is
+    what counts (here it credits a question no keyword names), once per question."""
+    from orchestrator.agents.reference import BROAD_QUESTION
+
+    from tests.openai_stub import Stub, text
+
+    def judge(request: dict[str, Any]) -> Any:
+        said = str(request["messages"][-1]["content"])
+        assert said.startswith("You judge questions")
+        return text("YES" if "Which storage" in said and BROAD_QUESTION in said else "NO")
+
+    cases = [EvalCase.model_validate(CASE)]
+    with serve(Stub(judge)) as stub:
+        report = run_eval(
+            cases,
+            configs_for(["eval:always-ask"]),
+            model_options={"base_url": stub.url},
+            db=db_url,
+            judge_model="openai:judge",
+        )
+    (result,) = report.configs[0].results
+    assert (result.hits, result.recall, result.outcome) == (1, 1.0, True)  # answered too
+    assert len(stub.requests) == 1  # the user and the score heard one verdict
+    keyword = run_eval(cases, configs_for(["eval:always-ask"]), db=db_url).configs[0]
+    assert keyword.results[0].recall == 0.0  # without the judge: no keyword, no hit
+
+
 def test_eval_names_a_bad_model_option(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(json.dumps(CONTROL))
     result = invoke("eval", str(tmp_path), "--model", "eval:oracle", "--reply-mode", "xml")

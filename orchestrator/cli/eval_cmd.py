@@ -136,6 +136,15 @@ def evaluate(
             "deterministic simulated user.",
         ),
     ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-model",
+            metavar="PROVIDER:NAME",
+            help="A chat model judges which blocker each question is about (its prompt: "
+            "orchestrator/evals/judge.py). Default: the keyword matcher.",
+        ),
+    ] = None,
     junit_xml: Annotated[
         Path | None,
         typer.Option(
@@ -204,6 +213,7 @@ def evaluate(
             db=db,
             user_model=user_model,
             on_result=_progress(),
+            judge_model=judge_model,
         )
     shown = table(done)
     if as_json:

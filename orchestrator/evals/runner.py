@@ -107,15 +107,20 @@ def run_eval(
     db: str | None = None,
     user_model: str | None = None,
     on_result: Callable[[Config, CaseResult], None] | None = None,
+    judge_model: str | None = None,
 ) -> EvalReport:
     """Run `cases` × `configs`. Every session goes to the database `db` when given (where
     `orchestrator list` and `log` read them afterwards), else to a SQLite file of its own in
     a temporary folder removed afterwards. A mistake (an unknown model) raises its
     UserError before any session starts. `user_model`: a chat model plays the user
-    (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser."""
+    (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser;
+    `judge_model`: a chat model judges what each question is about
+    (orchestrator.evals.judge) instead of the keyword Matcher."""
     import time
 
     check_configs(configs, model_options, user_model)
+    if judge_model is not None:
+        _user_model(judge_model, model_options)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
         root = Path(scratch)
@@ -123,6 +128,10 @@ def run_eval(
         _migrated(db or f"sqlite:///{root / 'template.db'}")
         work = [(n, c, i, case) for n, c in enumerate(configs) for i, case in enumerate(cases)]
         matcher = Matcher(cases)  # keyword stuffing is judged against the whole set
+        if judge_model is not None:
+            from orchestrator.evals.judge import ModelJudge
+
+            matcher = ModelJudge(cases, _user_model(judge_model, model_options))
 
         def one(item: tuple[int, Config, int, EvalCase]) -> CaseResult:
             number, config, index, case = item
