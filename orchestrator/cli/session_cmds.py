@@ -237,6 +237,16 @@ def run(
             "the agent proceeds with its default." + shown_default("uncertainty_threshold"),
         ),
     ] = None,
+    max_parallel: Annotated[
+        int | None,
+        typer.Option(
+            "--max-parallel",
+            metavar="1-1000",
+            help="Agents of one round that run at once; not limited by the CPU count "
+            "(agents wait on their models). Lower it when a provider rate-limits you."
+            + shown_default("max_parallel"),
+        ),
+    ] = None,
     ui: UiOption = None,
     no_browser: NoBrowserOption = False,
     notify: NotifyOption = None,
@@ -258,6 +268,7 @@ def run(
                 "on_late_answer": on_late_answer.value if on_late_answer else None,
                 "max_question_parts": max_question_parts,
                 "uncertainty_threshold": uncertainty_threshold,
+                "max_parallel": max_parallel,
             }
         )
         check_length("the TASK", task, MAX_TASK_CHARS)
