@@ -86,6 +86,8 @@ class LLMBackend:
             )
         self.options = chosen
         self._chat: dict[str, Any] = {}
+        self._bound: dict[tuple[Any, ...], tuple[Any, Mode]] = {}  # see _bind
+        self._binding = threading.Lock()
         self._json_object = False  # the server refused a json_schema response format
 
     @property
@@ -217,7 +219,21 @@ class LLMBackend:
                 return done(accepted)
 
     def _bind(self, role: str, agent: str, tools: list[Any]) -> tuple[Any, Mode]:
-        """The model with what it needs bound for the reply mode; the mode replies come in."""
+        """The model with what it needs bound for the reply mode; the mode replies come in.
+
+        Bound once per kind of turn and kept: turning tool schemas into the provider's
+        form costs milliseconds of CPU per call (pydantic's JSON schemas), which a
+        hundred developers starting at once would pay one after another under the GIL.
+        The binding holds only schemas; each turn's own tools run from `tools`."""
+        schemas = tuple((t.name, t.description, t.Input) for t in tools)
+        key = (role, submit_schema(agent), schemas, self.options.reply_mode, self._json_object)
+        with self._binding:  # the first of many developers binds, the others wait for it
+            found = self._bound.get(key)
+            if found is None:
+                found = self._bound[key] = self._bind_anew(role, agent, tools)
+        return found
+
+    def _bind_anew(self, role: str, agent: str, tools: list[Any]) -> tuple[Any, Mode]:
         model = self._model(role)
         workspace = [t.as_langchain() for t in tools]
         mode = self.options.reply_mode

@@ -105,6 +105,7 @@ class Stub:
         self.root = ""  # the server itself (Ollama's base URL)
         self.in_flight = 0  # requests being answered now
         self.peak = 0  # the most ever answered at once: the agents' parallelism
+        self.spans: list[tuple[float, float]] = []  # (arrived, answered), time.monotonic()
         self.changed = threading.Condition(self._lock)  # notified when in_flight moves
 
     def queue(self, *replies: Reply) -> None:
@@ -114,6 +115,7 @@ class Stub:
     @contextmanager
     def answering(self) -> Iterator[None]:
         """Count one request in flight for as long as the block runs."""
+        arrived = time.monotonic()
         with self.changed:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
@@ -123,6 +125,7 @@ class Stub:
         finally:
             with self.changed:
                 self.in_flight -= 1
+                self.spans.append((arrived, time.monotonic()))
                 self.changed.notify_all()
 
     def next_reply(self, request: dict[str, Any]) -> Reply:
