@@ -153,7 +153,7 @@ class Sessions:
         elif models is not None:
             raise ConfigError("give either models or a backend, not both")
         assert isinstance(chosen, Settings)
-        return self._started(task, backend, chosen.model_dump())
+        return self._started(task, backend, chosen.model_dump(), workdir=workdir)
 
     def start_scenario(
         self,
@@ -162,12 +162,15 @@ class Sessions:
         task: str | None = None,
         settings: Mapping[str, Any] | None = None,
         source: str | None = None,
+        workdir: Path | None = None,
     ) -> SessionDoc:
         """Start a scripted session (contract section 4) and run it until it ends or pauses.
 
         `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself (a string of
         one line is a path). `settings`
-        override the scenario's own (None values are ignored); `source` names the file."""
+        override the scenario's own (None values are ignored); `source` names the file (a
+        `repo:` folder is relative to it); `workdir`, a folder in a git repository, gives
+        the developers worktrees of that repository (contract section 9)."""
         from orchestrator.agents.scripted import ScriptedBackend
         from orchestrator.scenario import Scenario, load_scenario, parse_scenario
 
@@ -181,12 +184,27 @@ class Sessions:
         assert isinstance(scenario, Scenario)
         stored = scenario.session_settings(source=source, **dict(settings or {}))
         backend = ScriptedBackend(scenario.agents, replies_so_far={})
-        return self._started(task or scenario.task, backend, stored)
+        fixture = None
+        if scenario.repo is not None:  # relative to the scenario file
+            fixture = Path(source).parent / scenario.repo if source else Path(scenario.repo)
+        return self._started(
+            task or scenario.task, backend, stored, workdir=workdir, fixture=fixture
+        )
 
-    def _started(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> SessionDoc:
+    def _started(
+        self,
+        task: str,
+        backend: AgentBackend,
+        settings: Mapping[str, Any],
+        *,
+        workdir: Path | None = None,
+        fixture: Path | None = None,
+    ) -> SessionDoc:
         engine = self._engine()
         try:  # once the session exists, a fault names it and `resume`, never "try again"
-            return self.status(engine.start(task, backend, settings))
+            return self.status(
+                engine.start(task, backend, settings, workdir=workdir, fixture=fixture)
+            )
         except Exception as exc:
             if engine.started is None:
                 raise

@@ -14,6 +14,7 @@ called no agent and written nothing after the loss.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from orchestrator.documents import FINAL_STATUSES
@@ -68,11 +69,33 @@ class Engine:
 
     # -- entry points -------------------------------------------------------------------
 
-    def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
-        """Create a session and run it until it ends or pauses; return its id."""
+    def start(
+        self,
+        task: str,
+        backend: AgentBackend,
+        settings: Mapping[str, Any],
+        *,
+        workdir: Path | None = None,
+        fixture: Path | None = None,
+    ) -> str:
+        """Create a session and run it until it ends or pauses; return its id.
+
+        `workdir` in a git repository (or `fixture`, a scenario's `repo:` folder) gives
+        the developers worktrees of it (orchestrator.runtime.developers)."""
+        from orchestrator.runtime.developers import prepare
+        from orchestrator.store.lifecycle import new_session_id
+
         stored = {**Settings().model_dump(), **settings}  # every limit stored
+        session_id = new_session_id()
+        bench = prepare(session_id, stored, workdir=workdir, fixture=fixture)
+        if bench is not None:
+            stored["workbench"] = bench
         claim, row = self.store.create(
-            task, agents=backend.describe(), settings=stored, owner=self.owner
+            task,
+            agents=backend.describe(),
+            settings=stored,
+            owner=self.owner,
+            session_id=session_id,
         )
         self.started = claim.session_id  # created: a later fault must name it
         crash_point("session_created")
@@ -190,6 +213,7 @@ class Engine:
             not_at_the_end,
             unwritten,
         )
+        from orchestrator.runtime.developers import Workroom
         from orchestrator.runtime.graph import RunContext, compiled, initial_state
         from orchestrator.runtime.graph_state import reconciling_state
 
@@ -205,6 +229,9 @@ class Engine:
             "max_concurrency": max_parallel(settings, backend),
         }
         try:
+            # A session whose repository is not on this machine is left alone (the claim
+            # dropped below, nothing written).
+            workroom = Workroom.of(session_id, settings)
             # The heartbeat covers the whole drive, the user's time at a prompt included.
             with held(self.store, claim) as lease:
 
@@ -247,6 +274,7 @@ class Engine:
                         scripted_late=dict(scripted_late)
                         if scripted_late.get("when") == "running"
                         else None,
+                        workroom=workroom,
                     )
                     graph = compiled(saver)
 
@@ -256,6 +284,11 @@ class Engine:
                         self._finish(claim, values, checkpoints=shares)
                         if not shares:
                             saver.delete_thread(session_id)
+                        if workroom is not None and self.store.view(session_id)["status"] in (
+                            "completed",
+                            "cancelled",
+                        ):
+                            workroom.bench.remove_worktrees()  # the branches stay
 
                     payload: Any = initial_state()
                     # A fresh session has no checkpoint to look at; one without a

@@ -28,6 +28,7 @@ from orchestrator.domain.replies import (
     Planned,
 )
 from orchestrator.faults import crash_point
+from orchestrator.runtime.developers import check_summary, checks_failed, checks_passed
 from orchestrator.runtime.graph_state import (
     DeveloperInput,
     GraphState,
@@ -55,7 +56,7 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     call = state.get("calls", {}).get("pm", 0) + 1
     round_ = state.get("round", 0) + 1  # if this reply plans
 
-    def mirror(reply: AgentReply, files: list[str]) -> dict[str, Any]:
+    def mirror(reply: AgentReply, record: dict[str, Any]) -> dict[str, Any]:
         planned = isinstance(reply, Planned) and round_ <= ctx.max_rounds
         return {"plan": (round_, _plan(reply))} if planned else {}
 
@@ -64,7 +65,7 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if late is not None:
         instruction = late if instruction is None else f"{instruction}\n\n{late}"
     told = late is not None and f"pm#{call}" not in ctx.recorded  # a re-run: told next turn
-    key, reply, messages, _ = ctx.call(
+    key, reply, messages, _, _ = ctx.call(
         "pm",
         call,
         state,
@@ -93,22 +94,43 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """One developer's turn; where the session has checks, a DONE whose checks fail goes
+    back to the same developer with their output (a call of its own, keyed as any), at
+    most `max_check_attempts` times in all, then the task is BLOCKED with that output."""
     ctx = runtime.context
     arg = state
     task, round_, call = arg["task"], arg["round"], arg["call"]
     agent = f"developer-{task['number']}"
-    key, reply, messages, files = ctx.call(
-        agent,
-        call,
-        {"round": round_, "tasks": arg["plan"], "clarification": arg["clarification"]},
-        mirror=lambda reply, files: {
-            "task": (round_, task["number"], _result(reply, files, arg["files"]))
-        },
-        instruction=arg["instruction"],
-        assignment=task,
-        history=tuple(arg["history"]),
-    )
-    result = _result(reply, files, arg["files"])
+    attempts = ctx.workroom.max_check_attempts if ctx.workroom is not None else 1
+    instruction, history = arg["instruction"], list(arg["history"])
+    added: list[Any] = []
+    attempt = 0
+    while True:
+        attempt += 1
+        final = attempt >= attempts
+        last = attempt if final else None
+
+        def mirror(reply: AgentReply, record: dict[str, Any], last: int | None = last) -> Any:
+            return {"task": (round_, task["number"], _result(reply, record, arg["files"], last))}
+
+        key, reply, messages, _, turn = ctx.call(
+            agent,
+            call,
+            {"round": round_, "tasks": arg["plan"], "clarification": arg["clarification"]},
+            mirror=mirror,
+            instruction=instruction,
+            assignment=task,
+            history=tuple(history),
+        )
+        history += messages
+        added += messages
+        checks = turn.get("checks")
+        if isinstance(reply, Done) and checks and not checks_passed(checks) and not final:
+            instruction = checks_failed(checks, attempt, attempts)
+            call += 1
+            continue
+        break
+    result = _result(reply, turn, arg["files"], last)
     asks: dict[str, Any] = {agent: None}
     if isinstance(reply, NeedsClarification):
         asks = {agent: _ask(agent, key, reply)}
@@ -118,8 +140,8 @@ def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, 
         "asks": asks,
         "instructions": {agent: None},
     }
-    if messages:
-        update["histories"] = {agent: messages}
+    if added:
+        update["histories"] = {agent: added}
     return update
 
 
@@ -133,17 +155,34 @@ def _plan(reply: AgentReply) -> list[dict[str, Any]]:
     ]
 
 
-def _result(reply: AgentReply, files: list[str], earlier: list[str]) -> dict[str, Any]:
-    """A developer's task result: status, summary or reason, and every file it changed."""
+def _result(
+    reply: AgentReply, turn: dict[str, Any], earlier: list[str], last: int | None = 1
+) -> dict[str, Any]:
+    """A developer's task result: status, summary or reason, every file it changed, and
+    where the session has a repository its branch, last commit and check results. A DONE
+    whose checks fail is still being worked on, or BLOCKED with their output when it was
+    the last attempt (`last`: its number; None while attempts are left)."""
     result: dict[str, Any]
-    if isinstance(reply, Done):
+    checks = turn.get("checks")
+    if isinstance(reply, Done) and checks and not checks_passed(checks):
+        if last is not None:
+            result = {"status": "blocked", "reason": checks_failed(checks, last, last)}
+        else:
+            result = {"status": "pending", "summary": reply.summary}
+    elif isinstance(reply, Done):
         result = {"status": "done", "summary": reply.summary}
     elif isinstance(reply, Blocked):
         result = {"status": "blocked", "reason": reply.reason}
     else:
         result = {"status": "needs_clarification"}
-    changed = sorted({*earlier, *files})
-    return result | ({"files": changed} if changed else {})
+    files = turn.get("files", [])
+    changed = sorted(files) if "commit" in turn else sorted({*earlier, *files})
+    result |= {"files": changed} if changed else {}
+    if "commit" in turn:
+        result |= {"branch": turn["branch"], "commit": turn["commit"]}
+    if checks:
+        result["checks"] = check_summary(checks)
+    return result
 
 
 def join(state: GraphState) -> dict[str, Any]:

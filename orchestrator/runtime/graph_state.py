@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Annotated, Any, NamedTuple, TypedDict
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
@@ -21,6 +21,9 @@ from orchestrator.faults import crash_point
 from orchestrator.runtime.agent import AgentBackend, AgentRequest, Clarification
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.store import Claim, Store
+
+if TYPE_CHECKING:
+    from orchestrator.runtime.developers import Workroom
 
 __all__ = [
     "GraphState",
@@ -108,12 +111,14 @@ def reconciling_state(reopened: dict[str, Any], late: dict[str, Any]) -> GraphSt
 
 
 class Call(NamedTuple):
-    """One agent call as the graph sees it (rebuilt from the store on a re-run)."""
+    """One agent call as the graph sees it (rebuilt from the store on a re-run): `turn` is
+    the record as stored (its commit and check results among it)."""
 
     key: str
     reply: AgentReply
     messages: list[Any]
     files: list[str]
+    turn: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,9 @@ class RunContext:
     # has asked nothing, so it has no late answer to read.
     fresh: bool = False
     gate_reached: threading.Event = field(default_factory=threading.Event)
+    # Developers in worktrees of the session's repository (runtime.developers); None: the
+    # shared workspace, and no commands.
+    workroom: Workroom | None = None
 
     @property
     def session_id(self) -> str:
@@ -184,13 +192,15 @@ class RunContext:
         call: int,
         state: GraphState,
         *,
-        mirror: Callable[[AgentReply, list[str]], dict[str, Any]] | None = None,
+        mirror: Callable[[AgentReply, dict[str, Any]], dict[str, Any]] | None = None,
         **extra: Any,
     ) -> Call:
         """Call `agent` once per (agent, call): a re-run gets the recorded turn back.
 
-        `mirror` turns the reply into what the session row shows (the plan, a task's
-        result); it is written in the same transaction as the reply.
+        `mirror` turns the reply and its record (files, checks) into what the session row
+        shows (the plan, a task's result); it is written in the same transaction as the
+        reply. A developer of a session with a repository works in its worktree: reset to
+        the turn's first commit before the call, committed after it, checked when DONE.
         """
         key = f"{agent}#{call}"
         stored = self.recorded.get(key)
@@ -198,8 +208,7 @@ class RunContext:
         if stored is None and (found := kept.get(key)) is not None:
             # Finished by an earlier driver while the database was away: recorded now
             # (fenced by our claim), never called again.
-            files = list(found.get("files", []))
-            shown = mirror(parse_reply(agent, found["reply"]), files) if mirror else {}
+            shown = mirror(parse_reply(agent, found["reply"]), found) if mirror else {}
             stored = self._record(kept, key, agent, found, shown)
         if stored is None:
             known = state.get("clarification")
@@ -217,6 +226,9 @@ class RunContext:
             )
             if self.before_call is not None:
                 self.before_call()
+            work = self._desk(agent, request)
+            if work is not None:
+                request = replace(request, desk=work[1])
             if self.activity is not None:
                 self.activity.start(agent)
             try:
@@ -238,7 +250,11 @@ class RunContext:
                 record["usage"] = dict(turn.usage)
             if turn.notes:
                 record["notes"] = list(turn.notes)
-            shown = mirror(turn.reply, list(turn.files)) if mirror else {}
+            if turn.commands:
+                record["commands"] = list(turn.commands)
+            if work is not None:
+                record.update(self._finish_turn(agent, request, turn.reply, work[0]))
+            shown = mirror(turn.reply, record) if mirror else {}
             crash_point(f"reply_received:{key}")
             stored = self._record(kept, key, agent, record, shown)
             crash_point(f"reply_recorded:{key}")
@@ -247,7 +263,40 @@ class RunContext:
             parse_reply(agent, stored["reply"]),
             messages_from_dict(stored.get("messages", [])),
             list(stored.get("files", [])),
+            stored,
         )
+
+    def _desk(self, agent: str, request: AgentRequest) -> tuple[str, Any] | None:
+        """A developer's desk for this turn, its worktree reset to the turn's first commit
+        (and that commit); None without a repository."""
+        if self.workroom is None or not agent.startswith("developer-"):
+            return None
+        number = int(agent.rpartition("-")[2])
+        start = self.workroom.start_of(agent, request.round, self.recorded)
+        return start, self.workroom.desk(number, start)
+
+    def _finish_turn(
+        self, agent: str, request: AgentRequest, reply: AgentReply, start: str
+    ) -> dict[str, Any]:
+        """The turn committed on its branch (and checked, when DONE): what its record adds."""
+        from orchestrator.domain.replies import Done
+
+        assert self.workroom is not None
+        number = int(agent.rpartition("-")[2])
+        title = str((request.assignment or {}).get("title") or agent)
+        crash_point(f"turn_ended:{agent}#{request.call}")  # files written, not committed
+        commit = self.workroom.commit(number, title, reply)
+        crash_point(f"turn_committed:{agent}#{request.call}")
+        added: dict[str, Any] = {
+            "round": request.round,
+            "start": start,
+            "commit": commit,
+            "branch": self.workroom.bench.branch(number),
+            "files": self.workroom.bench.changed_files(self.workroom.bench.base, commit),
+        }
+        if isinstance(reply, Done) and self.workroom.checks:
+            added["checks"] = self.workroom.run_checks(number)
+        return added
 
     def _record(
         self,

@@ -145,11 +145,19 @@ class Store:
     # -- lifecycle ----------------------------------------------------------------------
 
     def create(
-        self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
+        self,
+        task: str,
+        *,
+        agents: dict[str, Any],
+        settings: dict[str, Any],
+        owner: Owner,
+        session_id: str | None = None,
     ) -> tuple[Claim, Row]:
         """Create a session, claimed by `owner`: the claim and the row as written."""
         with self.writing() as tx:
-            return lifecycle.create(tx, task, agents=agents, settings=settings, owner=owner)
+            return lifecycle.create(
+                tx, task, agents=agents, settings=settings, owner=owner, session_id=session_id
+            )
 
     def claim(self, session_id: str, owner: Owner) -> Claim:
         """Take a paused session, or one whose owner is gone, for `owner` (raises
@@ -383,6 +391,8 @@ class Store:
             and task is None
             and not turn["reply"].get("assumptions")
             and "usage" not in turn
+            and not turn.get("commands")
+            and not turn.get("checks")
         )
         if alone:
             # The turn alone: the fence and the insert in one statement, atomic on its own

@@ -57,8 +57,15 @@ def record_reply(
     `plan`, or one `task`'s result. If a turn is stored under `key` already, return that
     one and change nothing."""
     session_id = row.id
+    # What the turn ran, each an event of its own in the session's log (contract section
+    # 9), in the order it happened: its commands, its reply, the checks run on it. They
+    # are written with the turn (a key stored already inserts nothing).
+    for index, command in enumerate(turn.get("commands", [])):
+        add_event(tx, session_id, "command", agent=agent, key=f"{key}:command:{index}", **command)
     if not add_event(tx, session_id, "agent_reply", agent=agent, key=key, **turn):
         return stored_turn(tx, session_id, key)
+    for index, check in enumerate(turn.get("checks", [])):
+        add_event(tx, session_id, "check", agent=agent, key=f"{key}:check:{index}", **check)
     for index, item in enumerate(turn["reply"].get("assumptions", [])):
         given = item if isinstance(item, dict) else {"text": item}
         add_assumption(

@@ -263,6 +263,7 @@ def session_view(
         "late_question": late_question(session, state),
         "late_answer": (late := (state.question_object or {}).get("late")),
         "needs_review": needs_review(session, late),
+        "workbench": workbench_view(session),
     } | (
         {}  # `list` leaves the ledger out; `status` has it
         if assumptions is None
@@ -273,6 +274,34 @@ def session_view(
             ]
         }
     )
+
+
+def workbench_view(session: Any) -> dict[str, Any] | None:
+    """Where the developers work (contract section 9): the repository, the base, the
+    sandbox, and each task's branch and worktree. None: a session without a repository."""
+    settings = getattr(session, "settings", None) or {}
+    bench = settings.get("workbench")
+    if not bench:
+        return None
+    root = str(bench["worktrees"]).rstrip("/")
+    numbers = sorted({int(t["number"]) for t in getattr(session, "tasks", None) or []})
+    return {
+        "repository": bench["repository"],
+        "base": bench["base"],
+        "host": bench.get("host"),
+        "sandbox": settings.get("sandbox", "auto"),
+        "allow_network": bool(settings.get("allow_network")),
+        "checks": list(settings.get("checks") or []),
+        "worktrees": root,
+        "tasks": [
+            {
+                "number": n,
+                "branch": f"orchestrator/{session.id}/task-{n}",
+                "worktree": f"{root}/task-{n}",
+            }
+            for n in numbers
+        ],
+    }
 
 
 USAGE_COUNTS = ("input_tokens", "output_tokens", "total_tokens", "model_calls")
