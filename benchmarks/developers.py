@@ -33,7 +33,7 @@ def _median(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def _interleaved(runs: int, *calls: Callable[[], None]) -> list[list[float]]:
+def _interleaved(runs: int, *calls: Callable[[], object]) -> list[list[float]]:
     """Each call timed `runs` times, taking turns, so load hits them alike."""
     times: list[list[float]] = [[] for _ in calls]
     for _ in range(runs):
@@ -47,8 +47,7 @@ def _interleaved(runs: int, *calls: Callable[[], None]) -> list[list[float]]:
 def _row(name: str, ours: list[float], base: list[float], baseline: str) -> None:
     a, b = _median(ours), _median(base)
     print(
-        f"{name:<34} {a * 1000:9.1f} ms   {baseline:<28} {b * 1000:9.1f} ms   "
-        f"ratio {a / b:5.2f}x"
+        f"{name:<34} {a * 1000:9.1f} ms   {baseline:<28} {b * 1000:9.1f} ms   ratio {a / b:5.2f}x"
     )
 
 
