@@ -390,6 +390,8 @@ def test_json_schema_mode_asks_for_structured_output(
         "list_files",
         "read_file",
         "write_file",
+        "edit_file",
+        "run_command",
     }
 
 
