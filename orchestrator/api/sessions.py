@@ -289,6 +289,41 @@ class Sessions:
                 session_id=session_id,
             ) from exc
 
+    def clean(self, session_id: str, *, branches: bool = False) -> dict[str, Any]:
+        """Remove what an ended session left in its repository: its worktrees, and with
+        `branches` its branches (the session branch `orchestrator/ID`, the result, too).
+        A session that has not ended is refused (SessionBusy, nothing removed); so is a
+        session without a repository (ConfigError)."""
+        from orchestrator.errors import SessionBusy
+        from orchestrator.runtime.worktrees import Workbench
+
+        doc = self.status(session_id)
+        settings = self._opened.session(session_id).settings or {}
+        stored = settings.get("workbench")
+        if not stored:
+            raise ConfigError(
+                f"session {session_id} worked in no git repository: it has no worktrees or "
+                "branches to clean"
+            )
+        if doc["status"] not in ("completed", "failed", "cancelled"):
+            raise SessionBusy(
+                f"session {session_id} is {doc['status']}: its worktrees are in use. Let it "
+                f"finish, or stop it first (`orchestrator cancel {session_id}`)"
+            )
+        bench = Workbench.from_settings(session_id, stored)
+        gone = bench.reachable()
+        if gone is not None:
+            raise ConfigError(f"{gone}: clean it on the machine that has it")
+        removed = bench.remove_worktrees()
+        deleted = bench.delete_branches() if branches else []
+        return {
+            "session_id": session_id,
+            "repository": str(bench.repository),
+            "worktrees_removed": removed,
+            "branches_deleted": deleted,
+            "branches_kept": [] if branches else bench.branches(),
+        }
+
     # -- reading --------------------------------------------------------------------------
 
     def status(self, session_id: str) -> SessionDoc:

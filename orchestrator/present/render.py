@@ -225,6 +225,15 @@ def event_line(event: Mapping[str, Any]) -> str:
         )
     if kind == "command":
         return f"{agent}$ {clip(event['command'], 200)}  ->  " + _ran(event)
+    if kind == "merge":
+        task = f"task {event.get('task')} ({agent})"
+        outcome = event.get("outcome")
+        if outcome == "clean":
+            return f"MERGE {task} into the session branch: clean, {str(event['commit'])[:12]}"
+        if outcome == "conflict":
+            files = ", ".join(clip(f, 200) for f in event.get("files") or [])
+            return f"MERGE {task}: conflict in {files}; back to its developer"
+        return f"MERGE {task}: the checks fail on the merged tree; back to its developer"
     if kind == "check":
         verdict = "passed" if event.get("passed") else "FAILED"
         return f"check {verdict} for {agent}: {clip(event['command'], 200)} ({_ran(event)})"
@@ -253,6 +262,10 @@ def _workbench_text(view: Mapping[str, Any]) -> list[str]:
         + ("" if ended else f", worktree {t['worktree']}")
         for t in bench.get("tasks") or []
     ]
+    if bench.get("branch"):
+        lines.append(f"  the result: the branch {bench['branch']} (every task's work, merged)")
+        if view["status"] == "completed":
+            lines += [f"    see it:  {bench['see']}", f"    take it: {bench['take']}"]
     return lines
 
 

@@ -24,6 +24,7 @@ from orchestrator.errors import (
     AgentCallError,
     CancelRequested,
     ClaimLost,
+    RepositoryElsewhere,
     RunError,
     SessionBusy,
     SessionNotWaiting,
@@ -111,6 +112,7 @@ class Engine:
         returned), answered or stalled (claimed and driven), or held by a live process
         (SessionBusy).
         """
+        self._here_or_refuse(session_id, reply)
         expired = self.store.expire(session_id, owner=self.owner)
         if expired is not None and expired.cancel:
             return self.store.view(session_id)  # the deadline passed; the policy cancels
@@ -154,6 +156,31 @@ class Engine:
         self._drive(claim, backend, fresh=False, row=row)
         self._scripted_late_at_end(session_id, row.settings or {})
         return self.store.view(session_id)
+
+    def _here_or_refuse(self, session_id: str, reply: UserReply | None) -> None:
+        """A session whose repository this machine cannot see is not run here: refused
+        before anything is written (an answer is taken with `--no-run`, for a driver on
+        the machine that has the repository)."""
+        from orchestrator.runtime.worktrees import Workbench
+
+        row = self.store.session(session_id)
+        stored = (row.settings or {}).get("workbench")
+        if not stored or (row.status == "running" and row.owner == self.owner.id):
+            # (A worker claimed it first: its drive records why it leaves it alone, and
+            # drops the claim; the queue offers it again only much later.)
+            return
+        gone = Workbench.from_settings(session_id, stored).reachable()
+        if gone is not None:
+            hint = (
+                f"; to record the answer here, add --no-run: `orchestrator resume {session_id} "
+                "... --no-run`, and run it on from that machine"
+                if reply is not None
+                else ""
+            )
+            raise RepositoryElsewhere(
+                f"session {session_id} is not run here: {gone}; run it on from the machine "
+                f"that has it{hint}"
+            )
 
     def reconcile(self, session_id: str, *, hand_off: bool = False) -> dict[str, Any]:
         """Run the reconciliation round of an ended session whose late answer needs
@@ -229,9 +256,13 @@ class Engine:
             "max_concurrency": max_parallel(settings, backend),
         }
         try:
-            # A session whose repository is not on this machine is left alone (the claim
-            # dropped below, nothing written).
-            workroom = Workroom.of(session_id, settings)
+            try:
+                workroom = Workroom.of(session_id, settings)
+            except RepositoryElsewhere as exc:
+                # Its repository is not on this machine: left alone, and its document
+                # says why (`last_error`: which host and path it needs); the claim goes.
+                self.store.record_failure(claim, None, exc.message)
+                raise
             # The heartbeat covers the whole drive, the user's time at a prompt included.
             with held(self.store, claim) as lease:
 
@@ -270,6 +301,9 @@ class Engine:
                         before_call=before_call,
                         activity=self.activity,
                         recorded={} if fresh else self.store.recorded_turns(session_id),
+                        merges={}
+                        if fresh or workroom is None
+                        else self.store.recorded_merges(session_id),
                         fresh=fresh,
                         scripted_late=dict(scripted_late)
                         if scripted_late.get("when") == "running"

@@ -1,4 +1,5 @@
-"""The LangGraph graph: pm -> (gate <-> asker) -> developers (parallel, via Send) -> pm review.
+"""The LangGraph graph: pm -> (gate <-> asker) -> developers (parallel, via Send, in waves of
+non-overlapping file scopes) -> merge (into the session branch) -> pm review.
 
 Building (`build_graph`) and running (`orchestrator.runtime.engine`) are kept apart. Graph state is
 plain JSON (checkpoints stay free of pydantic); replies are rebuilt at the node edges.
@@ -27,8 +28,14 @@ from orchestrator.domain.replies import (
     NeedsClarification,
     Planned,
 )
+from orchestrator.domain.scopes import next_wave
 from orchestrator.faults import crash_point
-from orchestrator.runtime.developers import check_summary, checks_failed, checks_passed
+from orchestrator.runtime.developers import (
+    check_summary,
+    checks_failed,
+    checks_passed,
+    merge_failed,
+)
 from orchestrator.runtime.graph_state import (
     DeveloperInput,
     GraphState,
@@ -151,6 +158,7 @@ def _plan(reply: AgentReply) -> list[dict[str, Any]]:
     return [
         {"number": n, "title": spec.title, "status": "pending"}
         | ({"description": spec.description} if spec.description else {})
+        | ({"scope": list(spec.files)} if spec.files else {})
         for n, spec in enumerate(reply.tasks, start=1)
     ]
 
@@ -187,6 +195,69 @@ def _result(
 
 def join(state: GraphState) -> dict[str, Any]:
     return {}
+
+
+def merge(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The orchestrator merges, never an agent (contract section 9): the round's tasks
+    that are done are merged into the session branch one at a time, in task order. A
+    conflict, or checks that fail on the merged tree, send the task back to its developer
+    (on the session branch's head) with what went wrong, at most `max_check_attempts`
+    times in all; then the task is BLOCKED and the PM decides. Without a repository there
+    is nothing to merge."""
+    ctx = runtime.context
+    if ctx.workroom is None:
+        return {}
+    round_ = state.get("round", 0)
+    attempts = ctx.workroom.max_check_attempts
+    results: dict[str, Any] = {}
+    instructions: dict[str, Any] = {}
+    for task in task_board(state):
+        if task.get("status") != "done" or task.get("merged"):
+            continue
+        number = task["number"]
+        agent = f"developer-{number}"
+        key = f"{round_}:{number}"
+        before = state.get("results", {}).get(key, {})
+        failed_before = sum(
+            1
+            for m in ctx.merges.values()
+            if m.get("round") == round_ and m.get("task") == number and m["outcome"] != "clean"
+        )
+
+        def shown(
+            merge: dict[str, Any], before: dict[str, Any] = before, failed: int = failed_before
+        ) -> Any:
+            return _merged_result(before, merge, failed + (merge["outcome"] != "clean"), attempts)
+
+        merge_ = ctx.merge_task(number, round_, state["calls"][agent], task["title"], shown)
+        failed = failed_before + (merge_["outcome"] != "clean")
+        results[key] = _merged_result(before, merge_, failed, attempts)
+        if merge_["outcome"] != "clean" and failed < attempts:
+            instructions[agent] = merge_failed(merge_, failed, attempts, merge_.get("change", ""))
+    update: dict[str, Any] = {}
+    if results:
+        update["results"] = results
+    if instructions:
+        update["instructions"] = instructions
+    return update
+
+
+def _merged_result(
+    before: dict[str, Any], merge: dict[str, Any], failed: int, attempts: int
+) -> dict[str, Any]:
+    """A task's result once the merge queue has tried it."""
+    shown = {"outcome": merge["outcome"]}
+    if merge["outcome"] == "clean":
+        shown["commit"] = merge["commit"]
+        return {**before, "merged": True, "merge": shown}
+    if merge.get("files"):
+        shown["files"] = merge["files"]
+    if merge.get("checks"):
+        shown["checks"] = check_summary(merge["checks"])
+    if failed >= attempts:
+        reason = merge_failed(merge, failed, attempts, "")
+        return {**before, "status": "blocked", "reason": reason, "merge": shown}
+    return {**before, "status": "pending", "merge": shown}
 
 
 def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -268,11 +339,35 @@ def after_pm(state: GraphState) -> Any:
         return END
     if "pm" in state.get("asks", {}):
         return "gate"
-    return _developers(state, [t["number"] for t in state.get("tasks", [])])
+    return _developers(state, _wave(state))
 
 
 def after_join(state: GraphState) -> str:
-    return "gate" if state.get("asks") else "pm"
+    return "gate" if state.get("asks") else "merge"
+
+
+def after_merge(state: GraphState) -> Any:
+    """Tasks the merge sent back go to their developers again; then the round's next
+    wave (tasks whose file scopes overlap run one after another); then the PM reviews."""
+    back = sorted(
+        int(agent.rpartition("-")[2])
+        for agent in state.get("instructions", {})
+        if agent.startswith("developer-")
+    )
+    if back:
+        return _developers(state, back)
+    wave = _wave(state)
+    return _developers(state, wave) if wave else "pm"
+
+
+def _wave(state: GraphState) -> list[int]:
+    """The round's tasks to run next (orchestrator.domain.scopes): every task without a
+    result yet whose file scope overlaps no earlier task still to run."""
+    round_ = state.get("round", 0)
+    results = state.get("results", {})
+    tasks = [{"number": t["number"], "files": t.get("scope")} for t in state.get("tasks", [])]
+    done = {t["number"] for t in tasks if f"{round_}:{t['number']}" in results}
+    return next_wave(tasks, done)
 
 
 def after_gate(state: GraphState) -> Any:
@@ -316,10 +411,12 @@ def build_graph() -> StateGraph[GraphState, RunContext, GraphState, GraphState]:
     graph.add_node("developer", developer, input_schema=DeveloperInput)
     graph.add_node("join", join)
     graph.add_node("gate", gate_node)
+    graph.add_node("merge", merge)
     graph.add_edge(START, "pm")
     graph.add_conditional_edges("pm", after_pm, ["gate", "developer", END])
     graph.add_edge("developer", "join")
-    graph.add_conditional_edges("join", after_join, ["gate", "pm"])
+    graph.add_conditional_edges("join", after_join, ["gate", "merge"])
+    graph.add_conditional_edges("merge", after_merge, ["pm", "developer"])
     graph.add_conditional_edges("gate", after_gate, ["pm", "developer", END])
     return graph
 

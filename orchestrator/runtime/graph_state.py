@@ -148,6 +148,9 @@ class RunContext:
     # Developers in worktrees of the session's repository (runtime.developers); None: the
     # shared workspace, and no commands.
     workroom: Workroom | None = None
+    # Merges recorded so far (the merge queue's state), by key, in order; loaded once per
+    # drive and kept up to date, as `recorded` is.
+    merges: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def session_id(self) -> str:
@@ -266,17 +269,52 @@ class RunContext:
             stored,
         )
 
-    def _desk(self, agent: str, request: AgentRequest) -> tuple[str, Any] | None:
+    def _desk(self, agent: str, request: AgentRequest) -> tuple[tuple[str, str], Any] | None:
         """A developer's desk for this turn, its worktree reset to the turn's first commit
         (and that commit); None without a repository."""
         if self.workroom is None or not agent.startswith("developer-"):
             return None
         number = int(agent.rpartition("-")[2])
-        start = self.workroom.start_of(agent, request.round, self.recorded)
-        return start, self.workroom.desk(number, start)
+        start, work_base = self.workroom.start_of(agent, request.round, self.recorded, self.merges)
+        return (start, work_base), self.workroom.desk(number, start)
+
+    def merge_task(
+        self,
+        number: int,
+        round_: int,
+        call: int,
+        title: str,
+        mirror: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Merge task `number`'s work of `call` into the session branch once: a re-run
+        gets the recorded outcome back (and a merge whose branch moved but whose record
+        was lost is found and recorded, not made again). `mirror` turns the outcome into
+        the task's result on the session row, written with it."""
+        assert self.workroom is not None
+        key = f"merge:{round_}:{number}:{call}"
+        if key in self.merges:
+            return self.merges[key]
+        theirs = self.recorded[f"developer-{number}#{call}"]["commit"]
+        onto = self.workroom.session_head(self.merges)
+        if self.before_call is not None:
+            self.before_call()  # still ours (and not cancelled) before git is touched
+        outcome = self.workroom.merge(self.session_id, number, title, onto, theirs)
+        merge = {"round": round_, "task": number, "call": call, **outcome}
+        if merge["outcome"] != "clean":
+            merge["change"] = self.workroom.change_of(onto, theirs)
+        stored = self.store.record_merge(
+            self.claim,
+            key,
+            f"developer-{number}",
+            merge,
+            task=(round_, number, mirror(merge)),
+        )
+        crash_point(f"merge_recorded:{number}")
+        self.merges[key] = stored
+        return stored
 
     def _finish_turn(
-        self, agent: str, request: AgentRequest, reply: AgentReply, start: str
+        self, agent: str, request: AgentRequest, reply: AgentReply, starts: tuple[str, str]
     ) -> dict[str, Any]:
         """The turn committed on its branch (and checked, when DONE): what its record adds."""
         from orchestrator.domain.replies import Done
@@ -287,12 +325,14 @@ class RunContext:
         crash_point(f"turn_ended:{agent}#{request.call}")  # files written, not committed
         commit = self.workroom.commit(number, title, reply)
         crash_point(f"turn_committed:{agent}#{request.call}")
+        start, work_base = starts
         added: dict[str, Any] = {
             "round": request.round,
             "start": start,
+            "work_base": work_base,
             "commit": commit,
             "branch": self.workroom.bench.branch(number),
-            "files": self.workroom.bench.changed_files(self.workroom.bench.base, commit),
+            "files": self.workroom.bench.changed_files(work_base, commit),
         }
         if isinstance(reply, Done) and self.workroom.checks:
             added["checks"] = self.workroom.run_checks(number)

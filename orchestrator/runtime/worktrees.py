@@ -1,9 +1,16 @@
 """A session's git side: its repository, the base commit, and a worktree per task.
 
 Nothing here touches the user's branch, index or working tree: every change is made in a
-worktree of ours, on a branch of ours (`orchestrator/<session-id>/task-<N>`), through
-`git -C <worktree>` with the worktree's git folder named explicitly, so a `.git` file an
-agent changed could not point our commands elsewhere.
+worktree of ours, on refs of ours, through git with the worktree's git folder named
+explicitly, so a `.git` file an agent changed could not point our commands elsewhere.
+
+Names: the session's result is the branch `orchestrator/<session-id>`; task N's work is
+`orchestrator/<session-id>/task-<N>`, kept as the ref `refs/orchestrator/<session-id>/
+task-<N>` rather than under `refs/heads/`, because git cannot hold a branch
+`orchestrator/<id>` and branches under `orchestrator/<id>/` at once (a ref is a file or a
+folder, not both). Every git command takes the name as it is (`git log
+orchestrator/<id>/task-1`: git looks in `refs/` before `refs/heads/`); the task worktrees
+are detached at it.
 
 A turn is a commit. Before a developer's turn its worktree is reset to the commit the
 turn starts from (the previous turn's, or the round's start): whatever a crashed attempt
@@ -26,7 +33,15 @@ from typing import Any
 from orchestrator.errors import ConfigError, RunError
 from orchestrator.skills.workspace import HOOK_FOLDERS
 
-__all__ = ["Repository", "Workbench", "GitFailed", "discover", "fixture_repository", "git"]
+__all__ = [
+    "Repository",
+    "Workbench",
+    "GitFailed",
+    "discover",
+    "fixture_repository",
+    "git",
+    "check_git_version",
+]
 
 # Our commits: who made them, and nothing of the user's configuration that runs code.
 _IDENTITY = ("-c", "user.name=orchestrator", "-c", "user.email=orchestrator@localhost")
@@ -73,6 +88,27 @@ class Repository:
     git_dir: Path  # the common git folder (`.git` of the main working tree)
     head: str
     dirty: bool
+
+
+# `git merge-tree --write-tree` (a merge without a checkout) came with git 2.38.
+MIN_GIT = (2, 38)
+
+
+def check_git_version() -> None:
+    """ConfigError unless git can merge without a checkout (2.38 or newer)."""
+    out = git("version")  # "git version 2.39.5" (vendors add suffixes)
+    numbers = out.split()[2].split(".") if len(out.split()) > 2 else []
+    try:
+        found = tuple(int(n) for n in numbers[:2])
+    except ValueError:
+        return  # an unusual version string: let git itself say what it cannot do
+    if found < MIN_GIT:
+        raise ConfigError(
+            f"developers in a git repository need git {MIN_GIT[0]}.{MIN_GIT[1]} or newer "
+            f"(the orchestrator merges their branches with `git merge-tree --write-tree`, "
+            f"without a checkout); this is {out}. Upgrade git, or run without --workdir in "
+            "a repository (the developers then share a folder)"
+        )
 
 
 def discover(folder: Path) -> Repository | None:
@@ -156,7 +192,11 @@ class Workbench:
     # -- names ----------------------------------------------------------------------
 
     def branch(self, number: int) -> str:
+        """Task `number`'s work, as git commands take it (see the module doc)."""
         return f"orchestrator/{self.session_id}/task-{number}"
+
+    def ref(self, number: int) -> str:
+        return f"refs/{self.branch(number)}"
 
     def worktree(self, number: int) -> Path:
         return self.root / f"task-{number}"
@@ -168,26 +208,29 @@ class Workbench:
     # -- turns ----------------------------------------------------------------------
 
     def prepare(self, number: int, start: str) -> Path:
-        """Task `number`'s worktree, on its branch, reset to the commit `start` with every
-        file not in that commit removed: a turn starts from exactly `start`."""
+        """Task `number`'s worktree, reset to the commit `start` with every file not in
+        that commit removed, and its ref moved back to `start`: a turn starts from
+        exactly `start` (an unrecorded commit of a killed attempt is left behind)."""
         path = self.worktree(number)
-        branch = self.branch(number)
         with _GIT_LOCK:
             if not (path / ".git").is_file():
                 self.root.mkdir(parents=True, exist_ok=True)
                 if path.exists():
                     shutil.rmtree(path)  # a half-made worktree of a crashed run
                     git("worktree", "prune", cwd=self.git_dir)
-                git("worktree", "add", "-q", "-f", "-B", branch, str(path), start, cwd=self.git_dir)
+                git("worktree", "add", "-q", "-f", "--detach", str(path), start, cwd=self.git_dir)
+                git("update-ref", self.ref(number), start, cwd=self.git_dir)
                 return path  # new: exactly `start`, nothing else in it
         work = self._git_of(path)
-        git(*work, "checkout", "-q", "-f", "-B", branch, start, cwd=path)
+        git(*work, "checkout", "-q", "-f", "--detach", start, cwd=path)
         git(*work, "reset", "-q", "--hard", start, cwd=path)
         git(*work, "clean", "-q", "-ffdx", "-e", ".git", cwd=path)
+        git("update-ref", self.ref(number), start, cwd=self.git_dir)
         return path
 
     def commit(self, number: int, message: str) -> str:
-        """Commit everything in task `number`'s worktree (hooks off); the new head."""
+        """Commit everything in task `number`'s worktree (hooks off) and move its ref
+        there; the new commit."""
         path = self.worktree(number)
         work = self._git_of(path)
         git(*work, "add", "-A", cwd=path)
@@ -195,19 +238,32 @@ class Workbench:
             *work, *_IDENTITY, *_NO_HOOKS, "commit", "-q", "--allow-empty", "--no-verify",
             "-m", message, cwd=path,
         )  # fmt: skip
-        return git(*work, "rev-parse", "HEAD", cwd=path)
+        head = git(*work, "rev-parse", "HEAD", cwd=path)
+        git("update-ref", self.ref(number), head, cwd=self.git_dir)
+        return head
 
     def changed_files(self, start: str, end: str) -> list[str]:
         """Files that differ between two commits (a turn's or a task's changes)."""
         out = git("diff", "--name-only", "-z", start, end, cwd=self.git_dir)
         return sorted(name for name in out.split("\0") if name)
 
+    def hook_folders(self) -> tuple[str, ...]:
+        """Folders of the tree (relative paths) whose files run as git hooks:
+        HOOK_FOLDERS, and the repository's own `core.hooksPath` when it points inside."""
+        configured = git("config", "--get", "core.hooksPath", cwd=self.git_dir, check=False)
+        extra = []
+        if configured and not os.path.isabs(configured):
+            inside = os.path.normpath(configured)
+            if inside not in (".", "..") and not inside.startswith("../"):
+                extra.append(Path(inside).as_posix())
+        return tuple(dict.fromkeys([*HOOK_FOLDERS, *extra]))
+
     def read_only(self, number: int) -> tuple[Path, ...]:
         """What commands may not write: the repository's git folder, the worktree's `.git`
         file, and the hooks folders a repository can point git at."""
         path = self.worktree(number)
         guarded = [self.git_dir, path / ".git"]
-        guarded += [path / name for name in HOOK_FOLDERS]
+        guarded += [path / name for name in self.hook_folders()]
         return tuple(guarded)
 
     def _git_of(self, path: Path) -> Sequence[str]:
@@ -223,6 +279,75 @@ class Workbench:
                 return ("--git-dir", str(candidate), "--work-tree", str(path))
         raise GitFailed(f"the worktree {path} is not registered with {self.git_dir}")
 
+    # -- the merge queue (runtime.developers.Workroom.merge) --------------------------
+
+    @property
+    def session_branch(self) -> str:
+        """The session's result: every task's work merged, one at a time."""
+        return f"orchestrator/{self.session_id}"
+
+    def head(self, branch: str) -> str | None:
+        found = git(
+            "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}",
+            cwd=self.git_dir, check=False,
+        )  # fmt: skip
+        return found or None
+
+    def parents(self, commit: str) -> list[str]:
+        return git("rev-list", "--parents", "-n", "1", commit, cwd=self.git_dir).split()[1:]
+
+    def merge_tree(self, onto: str, theirs: str) -> tuple[str | None, list[str]]:
+        """Merge `theirs` into `onto` without a checkout: (the tree, []) when clean,
+        (None, the conflicted files) when not."""
+        done = subprocess.run(
+            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", onto, theirs],
+            cwd=self.git_dir,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = done.stdout.splitlines()
+        if done.returncode == 0 and lines:
+            return lines[0], []
+        if done.returncode == 1 and lines:
+            return None, sorted({line for line in lines[1:] if line})
+        raise GitFailed(f"git merge-tree failed: {done.stderr.strip()[-2000:]}")
+
+    def merge_commit(self, tree: str, onto: str, theirs: str, message: str) -> str:
+        return git(
+            *_IDENTITY, "commit-tree", tree, "-p", onto, "-p", theirs, "-m", message,
+            cwd=self.git_dir,
+        )  # fmt: skip
+
+    def advance(self, branch: str, new: str, old: str | None) -> bool:
+        """Move `branch` to `new` only if it is at `old` (None: only if it does not exist):
+        git's compare-and-swap, the merge queue's fence between processes."""
+        expected = old or "0" * 40
+        done = subprocess.run(
+            ["git", "update-ref", f"refs/heads/{branch}", new, expected],
+            cwd=self.git_dir,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.returncode == 0
+
+    def integration(self, commit: str) -> Path:
+        """The integration worktree (detached) at `commit`, where merged trees are checked."""
+        path = self.root / "integration"
+        with _GIT_LOCK:
+            if not (path / ".git").is_file():
+                self.root.mkdir(parents=True, exist_ok=True)
+                if path.exists():
+                    shutil.rmtree(path)
+                    git("worktree", "prune", cwd=self.git_dir)
+                git("worktree", "add", "-q", "-f", "--detach", str(path), commit, cwd=self.git_dir)
+                return path
+        work = self._git_of(path)
+        git(*work, "checkout", "-q", "-f", "--detach", commit, cwd=path)
+        git(*work, "clean", "-q", "-ffdx", cwd=path)
+        return path
+
     # -- the end ---------------------------------------------------------------------
 
     def remove_worktrees(self) -> list[str]:
@@ -231,7 +356,9 @@ class Workbench:
         if not self.root.is_dir():
             return removed
         with _GIT_LOCK:
-            for path in sorted(self.root.glob("task-*")):
+            for path in sorted([*self.root.glob("task-*"), self.root / "integration"]):
+                if not path.exists():
+                    continue
                 git("worktree", "remove", "--force", str(path), cwd=self.git_dir, check=False)
                 if path.exists():
                     shutil.rmtree(path, ignore_errors=True)
@@ -241,17 +368,24 @@ class Workbench:
         return removed
 
     def branches(self) -> list[str]:
+        """This session's branch and task refs, as git commands take them."""
         out = git(
             "for-each-ref",
-            "--format=%(refname:short)",
-            f"refs/heads/orchestrator/{self.session_id}/",
+            "--format=%(refname)",
+            f"refs/heads/{self.session_branch}",
+            f"refs/orchestrator/{self.session_id}/",
             cwd=self.git_dir,
             check=False,
         )
-        return [line for line in out.splitlines() if line]
+        return [
+            line.removeprefix("refs/heads/").removeprefix("refs/")
+            for line in out.splitlines()
+            if line
+        ]
 
     def delete_branches(self) -> list[str]:
         found = self.branches()
-        for branch in found:
-            git("branch", "-q", "-D", branch, cwd=self.git_dir, check=False)
+        for name in found:
+            full = f"refs/heads/{name}" if name == self.session_branch else f"refs/{name}"
+            git("update-ref", "-d", full, cwd=self.git_dir, check=False)
         return found

@@ -375,6 +375,26 @@ class Store:
 
     # -- recorded turns -----------------------------------------------------------------
 
+    def recorded_merges(self, session_id: str) -> dict[str, dict[str, Any]]:
+        """The session's merges (the merge queue's durable state), by key, in order."""
+        with self.reading() as tx:
+            return turns.recorded_merges(tx, session_id)
+
+    def record_merge(
+        self,
+        claim: Claim,
+        key: str,
+        agent: str,
+        merge: dict[str, Any],
+        *,
+        task: tuple[int, int, dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Store a merge's outcome under `key` with the task's result (fenced); a merge
+        stored already is returned as stored."""
+        with self.writing() as tx:
+            row = fence(tx, claim)
+            return turns.record_merge(tx, row, key, agent, merge, task)
+
     def record_reply(
         self,
         claim: Claim,

@@ -6,6 +6,7 @@ the answer, never half of each). Plain dicts: no pydantic on this path."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -285,9 +286,15 @@ def workbench_view(session: Any) -> dict[str, Any] | None:
         return None
     root = str(bench["worktrees"]).rstrip("/")
     numbers = sorted({int(t["number"]) for t in getattr(session, "tasks", None) or []})
+    branch = f"orchestrator/{session.id}"
+    where = shlex.quote(str(bench["repository"]))
     return {
         "repository": bench["repository"],
         "base": bench["base"],
+        "branch": branch,
+        # How to look at the result and take it (contract section 9, "The result").
+        "see": f"git -C {where} diff {str(bench['base'])[:12]}..{branch} --stat",
+        "take": f"git -C {where} merge {branch}",
         "host": bench.get("host"),
         "sandbox": settings.get("sandbox", "auto"),
         "allow_network": bool(settings.get("allow_network")),
