@@ -86,7 +86,9 @@ def _bounded_loader() -> Any:
 
     events: Any = getattr(yaml.cyaml, "CParser", None) if yaml.__with_libyaml__ else None
 
-    class BoundedComposer(Composer):
+    composer: Any = Composer  # mixed into a loader: its events come from the parser
+
+    class BoundedComposer(composer):  # type: ignore[misc]
         """Composer that refuses more than MAX_SCENARIO_DEPTH collections nested, an alias
         counting with the height of the node it names (so a chain of aliases cannot nest
         deeper than the text does), and an alias inside the node it names."""
@@ -170,7 +172,7 @@ def _bounded_loader() -> Any:
 
     # The MRO puts BoundedComposer's node building before CParser's (C, recursive); CParser
     # still supplies the events (check_event, peek_event, get_event).
-    class CLoader(BoundedComposer, events, UniqueKeys):  # type: ignore[misc,valid-type]
+    class CLoader(BoundedComposer, events, UniqueKeys):  # type: ignore[misc]
         def __init__(self, stream: Any) -> None:
             events.__init__(self, stream)
             yaml.constructor.SafeConstructor.__init__(self)
