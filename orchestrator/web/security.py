@@ -11,17 +11,22 @@
   are not kept apart by port) but cannot sign it. And an unsafe request whose `Origin` or
   `Sec-Fetch-Site` says it comes from anywhere but this exact origin, port included, is
   refused before that.
-- Before any route runs (`RequestGuard`): the API and its schema need the token before a
-  byte of the body is read, and no request body may pass `MAX_BODY_BYTES` (413), so an
-  unauthenticated client cannot make the server hold or parse a large body.
+- Before any route runs (`RequestGuard`): the API and its schema need the token, any
+  other request with a body (a form) the token too, or, on an answer link `/q/{token}`,
+  a link that is open; all before a byte of the body is read. No request body may pass
+  `MAX_BODY_BYTES` (413). So a client without the token or a link cannot make the server
+  hold, wait for or parse a body (and the connection's clock, `web.protocol`, bounds how
+  long anyone may take to send one).
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import Callable
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -77,16 +82,27 @@ class HostCheck:
 
 class RequestGuard:
     """ASGI middleware: the token for `/api/` and `/openapi.json` (with `everything`, for
-    every path) before the body is read (401), and at most `max_body` bytes of body for
-    any request (413)."""
+    every path) and for any other request with a body, except an answer link's, which
+    `check_link(token)` vets instead (None when open, else (status, message)); all before
+    the body is read (401, shown with `error_page(request, status, message)`). At most
+    `max_body` bytes of body for any request (413). Refusals close the connection: the
+    rest of a body is never read."""
 
     def __init__(
-        self, app: ASGIApp, token: str, max_body: int = MAX_BODY_BYTES, everything: bool = False
+        self,
+        app: ASGIApp,
+        token: str,
+        max_body: int = MAX_BODY_BYTES,
+        everything: bool = False,
+        check_link: Callable[[str], tuple[int, str] | None] | None = None,
+        error_page: Callable[[Request, int, str], Any] | None = None,
     ) -> None:
         self.app = app
+        self.error_page = error_page or _plain_error
         self.token = token
         self.max_body = max_body
         self.everything = everything
+        self.check_link = check_link
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,26 +113,48 @@ class RequestGuard:
         protected = self.everything or path.startswith("/api/") or path == "/openapi.json"
         if protected and bearer_or_cookie(request, self.token) is None:
             refused = "missing or wrong access token: send Authorization: Bearer TOKEN"
-            await JSONResponse({"error": refused}, status_code=401)(scope, receive, send)
+            await _closing(JSONResponse({"error": refused}, status_code=401))(scope, receive, send)
             return
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
             await self._too_large(scope, receive, send)
             return
+        if scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        if not protected:
+            refusal = await self._before_body(request, path)
+            if refusal is not None:
+                await _closing(refusal)(scope, receive, send)
+                return
         body, more = b"", True
-        if scope["method"] not in ("GET", "HEAD", "OPTIONS"):
-            while more:  # read at most max_body + 1 bytes, then hand them on
-                part = await receive()
-                if part["type"] != "http.request":  # the client went away
-                    await self.app(scope, _replay([part], receive), send)
-                    return
-                body += part.get("body", b"")
-                more = part.get("more_body", False)
-                if len(body) > self.max_body:
-                    await self._too_large(scope, receive, send)
-                    return
-            receive = _replay([{"type": "http.request", "body": body}], receive)
-        await self.app(scope, receive, send)
+        while more:  # read at most max_body + 1 bytes, then hand them on
+            part = await receive()
+            if part["type"] != "http.request":  # the client went away (or was cut off)
+                return  # nothing to answer, and nothing for the log
+            body += part.get("body", b"")
+            more = part.get("more_body", False)
+            if len(body) > self.max_body:
+                await self._too_large(scope, receive, send)
+                return
+        await self.app(scope, _replay([{"type": "http.request", "body": body}], receive), send)
+
+    async def _before_body(self, request: Request, path: str) -> Any:
+        """The response refusing a form before its body is read, or None to read it."""
+        parts = path.split("/")
+        if self.check_link is not None and len(parts) == 3 and parts[1] == "q":
+            refused = await run_in_threadpool(self.check_link, parts[2])
+            return None if refused is None else self.error_page(request, *refused)
+        if bearer_or_cookie(request, self.token) is None and not token_ok(
+            request.query_params.get("token"), self.token
+        ):
+            return self.error_page(
+                request,
+                401,
+                "this page needs the access token: open the URL the server printed at start "
+                "(it ends in ?token=…)",
+            )
+        return None
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = f"the request body is larger than {self.max_body:,} bytes"
@@ -124,7 +162,17 @@ class RequestGuard:
             response: Any = JSONResponse({"error": message}, status_code=413)
         else:
             response = PlainTextResponse(f"413: {message}", status_code=413)
-        await response(scope, receive, send)
+        await _closing(response)(scope, receive, send)
+
+
+def _closing(response: Any) -> Any:
+    """`response`, closing the connection after it (a body left unread is never read)."""
+    response.headers["connection"] = "close"
+    return response
+
+
+def _plain_error(_request: Request, status: int, message: str) -> Any:
+    return PlainTextResponse(f"{status}: {message}", status_code=status)
 
 
 def _replay(messages: list[Any], receive: Receive) -> Receive:
