@@ -475,8 +475,8 @@ def test_serve_refuses_a_database_it_cannot_use_before_serving(url: str, fragmen
     """A server checks its database at the start: exit 2 with what to check, no traceback,
     and no inbox address printed for a server that never serves (it was a 156-line
     traceback and exit 3, "session paused", from a failed start-up)."""
-    served = invoke("serve", "--db", url, "--port", "0", "--token", "t0ken")
+    served = invoke("serve", "--db", url, "--port", "0", "--token", "t0ken-0123456789abc")
     assert served.code == 2, served.stderr
     assert fragment in served.stderr and "Traceback" not in served.stderr
-    assert "t0ken" not in served.stderr and "s3cret" not in served.stderr
+    assert "t0ken-" not in served.stderr and "s3cret" not in served.stderr
     assert "orchestrator inbox:" not in served.stderr

@@ -179,13 +179,47 @@ def test_serve_takes_its_token_from_a_file_not_the_process_list(tmp_path: Path) 
     finally:
         server.terminate()
         server.communicate(timeout=30)
-    assert f"?token={token}" in line
+    assert "?token=YOUR_TOKEN" in line and token not in line  # the user's: never printed
     short = tmp_path / "short"
     short.write_text("abc\n")
     refused = cli("serve", "--token-file", str(short), db=str(tmp_path / "s.db"))
     assert refused.returncode == 2 and "at least 16 characters" in refused.stderr
     both = cli("serve", "--token", token, "--token-file", str(path), db=str(tmp_path / "s.db"))
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "env_name"),
+    [
+        (["serve"], ["--token", "x"], None),
+        (["serve"], [], "ORCHESTRATOR_WEB_TOKEN"),
+        (["mcp", "--http", "--port", "1"], [], "ORCHESTRATOR_MCP_TOKEN"),
+    ],
+    ids=["serve--token", "serve-env", "mcp-env"],
+)
+def test_a_short_token_is_refused_from_every_source(
+    tmp_path: Path, command: list[str], args: list[str], env_name: str | None
+) -> None:
+    """--token-file asked for 16 characters, --token and the environment took one. One
+    rule now, and the message never shows the token."""
+    env = {**os.environ, env_name: "x"} if env_name else None
+    done = cli(*command, *args, db=str(tmp_path / "s.db"), env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "expected a token of at least 16 characters (got 1)" in done.stderr
+    source = "--token" if env_name is None else f"${env_name}"
+    assert source in done.stderr
+
+
+def test_a_token_from_the_environment_is_not_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "env-token-0123456789abcdef"
+    with monkeypatch.context() as patch:
+        patch.setenv("ORCHESTRATOR_WEB_TOKEN", token)
+        first, rest = _serve(tmp_path)
+    assert "?token=YOUR_TOKEN" in first and token not in first + rest
+    generated, _ = _serve(tmp_path)  # a generated one is printed, once
+    assert "?token=" in generated and "YOUR_TOKEN" not in generated
 
 
 def _serve(tmp_path: Path, *args: str) -> tuple[str, str]:

@@ -33,6 +33,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "read_token",
+    "checked_token",
+    "MIN_TOKEN_CHARS",
     "HostCheck",
     "RequestGuard",
     "MAX_BODY_BYTES",
@@ -52,6 +54,9 @@ CSRF_COOKIE = "orchestrator_csrf"
 # An answer and a note are at most 10,000 characters each: as JSON (\uXXXX escapes) or a
 # form, well under this.
 MAX_BODY_BYTES = 256 * 1024
+# An access token from any source (--token, --token-file, the environment), web and MCP:
+# a generated one has 32 characters (token_urlsafe(24)).
+MIN_TOKEN_CHARS = 16
 
 
 class HostCheck:
@@ -199,8 +204,20 @@ def read_token(path: str, what: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{what} {path}: cannot read it ({exc})") from None
     token = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if len(token) < 16:
-        raise ConfigError(f"{what} {path}: expected a token of at least 16 characters")
+    return checked_token(token, f"{what} {path}")
+
+
+def checked_token(token: str, source: str) -> str:
+    """`token` if it is long enough to be a secret; ConfigError naming `source` (never the
+    token) otherwise. One rule for every source of every server's token."""
+    from orchestrator.errors import ConfigError
+
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"{source}: expected a token of at least {MIN_TOKEN_CHARS} characters (got "
+            f"{len(token)}); make one with: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))'"
+        )
     return token
 
 
