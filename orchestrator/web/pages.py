@@ -78,7 +78,9 @@ def render(request: Request, name: str, status: int = 200, **context: Any) -> HT
         "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
     )
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    # Not no-referrer: under it a browser sends `Origin: null` with our own forms, which
+    # then could not be told from a sandboxed frame's (security.same_origin refuses null).
+    response.headers["Referrer-Policy"] = "same-origin"
     return response
 
 

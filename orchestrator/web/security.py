@@ -4,13 +4,17 @@
   server through a name an attacker controls.
 - Token: `Authorization: Bearer TOKEN` (API clients) or the HttpOnly SameSite=Strict
   cookie set when the start URL (`/?token=TOKEN`) is opened.
-- CSRF: signed double submit. Every page sets a random `orchestrator_csrf` cookie and puts
-  its HMAC under this server's own secret key in its forms; a POST whose form field (or
-  `X-CSRF-Token` header, for the API used with the cookie) is not the HMAC of the cookie
-  is refused (403). A page on another port of the same host can overwrite the cookie (they
-  are not kept apart by port) but cannot sign it. And an unsafe request whose `Origin` or
+- CSRF: signed double submit, bound to what it protects. Every page sets a random
+  `orchestrator_csrf` cookie and puts in its forms the HMAC, under this server's own
+  secret key, of the cookie and of the page's scope (`csrf_scope`: one answer link, one
+  session, or the rest); a POST whose form field (or `X-CSRF-Token` header, for the API
+  used with the cookie) is not that HMAC for its own scope is refused (403). So a value
+  read off one answer link's page (which needs no token) opens no other form. A page on
+  another port of the same host can overwrite the cookie (they are not kept apart by
+  port) but cannot sign it. And an unsafe request whose `Origin` or
   `Sec-Fetch-Site` says it comes from anywhere but this exact origin, port included, is
-  refused before that.
+  refused before that; `Origin: null` (a sandboxed frame, a `data:` page) too: our pages
+  send `Referrer-Policy: same-origin`, under which a browser sends their real origin.
 - Before any route runs (`RequestGuard`): the API and its schema need the token, any
   other request with a body (a form) the token too, or, on an answer link `/q/{token}`,
   a link that is open; all before a byte of the body is read. No request body may pass
@@ -44,6 +48,7 @@ __all__ = [
     "bearer_or_cookie",
     "csrf_key",
     "csrf_value",
+    "csrf_scope",
     "same_origin",
     "csrf_ok",
     "set_cookies",
@@ -256,40 +261,58 @@ def csrf_key() -> bytes:
     return secrets.token_bytes(32)
 
 
-def _signed(request: Request, cookie: str) -> str:
+def csrf_scope(path: str) -> str:
+    """What a CSRF value for a page at `path` (or a form posted there) protects: one answer
+    link (`/q/TOKEN`), one session (`/sessions/ID…`, and its API `/api/sessions/ID/…`),
+    or the rest (`/`)."""
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[1] == "q":
+        return f"/q/{parts[2]}"
+    if len(parts) >= 3 and parts[1] == "sessions":
+        return f"/sessions/{parts[2]}"
+    if len(parts) >= 4 and parts[1] == "api" and parts[2] == "sessions":
+        return f"/sessions/{parts[3]}"
+    return "/"
+
+
+def _signed(request: Request, cookie: str, scope: str | None) -> str:
     key: bytes = request.app.state.csrf_key
-    return hmac.new(key, cookie.encode(), "sha256").hexdigest()
+    bound = csrf_scope(request.url.path) if scope is None else scope
+    return hmac.new(key, f"{bound}\0{cookie}".encode(), "sha256").hexdigest()
 
 
-def csrf_value(request: Request) -> str:
-    """The CSRF value this browser's forms carry: the HMAC of its cookie (a new cookie,
-    which the response must set, when it has none)."""
+def csrf_value(request: Request, scope: str | None = None) -> str:
+    """The CSRF value this browser's forms carry on this page: the HMAC of its cookie (a
+    new cookie, which the response must set, when it has none) and of `scope` (default:
+    the scope of the request's path)."""
     cookie = request.cookies.get(CSRF_COOKIE)
     if not cookie:
         cookie = getattr(request.state, "new_csrf", None) or secrets.token_urlsafe(24)
         request.state.new_csrf = cookie
-    return _signed(request, cookie)
+    return _signed(request, cookie, scope)
 
 
 def same_origin(request: Request) -> bool:
     """False when the browser says the request comes from another origin (another port of
-    this host included); True when it says nothing (an API client) or names ours."""
+    this host included, or an opaque one: `Origin: null`); True when it says nothing (an
+    API client) or names ours."""
     site = request.headers.get("sec-fetch-site")
     if site is not None:  # the browser's own word (Chromium, Firefox, Safari)
         return site in ("same-origin", "none")
     origin = request.headers.get("origin")
-    if origin is None or origin == "null":  # our pages send no referrer: Origin is "null"
+    if origin is None:
         return True
     host = request.headers.get("host", "")
     return origin.lower() in (f"http://{host}".lower(), f"https://{host}".lower())
 
 
-def csrf_ok(request: Request, submitted: str | None) -> bool:
-    """An unsafe request from a page of ours: this origin, and the cookie's signature."""
+def csrf_ok(request: Request, submitted: str | None, scope: str | None = None) -> bool:
+    """An unsafe request from a page of ours: this origin, and the cookie's signature for
+    `scope` (default: the scope of the request's path)."""
     cookie = request.cookies.get(CSRF_COOKIE)
     if not cookie or not submitted or not same_origin(request):
         return False
-    return hmac.compare_digest(_signed(request, cookie).encode(), str(submitted).encode())
+    return hmac.compare_digest(_signed(request, cookie, scope).encode(), str(submitted).encode())
 
 
 def set_cookies(request: Request, response: Any, *, secure: bool) -> None:
