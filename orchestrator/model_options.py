@@ -117,13 +117,30 @@ class ModelOptions(BaseModel):
         if isinstance(given, ModelOptions):
             return given
         values = {k: v for k, v in (given or {}).items() if v is not None}
-        from_env = "base_url" not in values and bool(os.environ.get(ENV_BASE_URL))
-        if from_env:
+        if "base_url" not in values and os.environ.get(ENV_BASE_URL):
             values["base_url"] = os.environ[ENV_BASE_URL]
+        return cls.model_validate(values)
+
+    @classmethod
+    def checked(cls, given: ModelOptions | Mapping[str, Any] | None) -> ModelOptions:
+        """`of(given)`, a bad option a ConfigError naming it (the base URL as
+        $ORCHESTRATOR_BASE_URL when it came from there) and what it takes, a URL's
+        password masked: never pydantic's own text, which dumps the input."""
+        values = given.model_dump() if isinstance(given, ModelOptions) else dict(given or {})
+        from_env = values.get("base_url") is None and bool(os.environ.get(ENV_BASE_URL))
         try:
-            return cls.model_validate(values)
+            return cls.of(values)
         except ValidationError as exc:
-            raise ConfigError(options_error(exc, values, from_env=from_env)) from None
+
+            def named(loc: tuple[Any, ...]) -> str:
+                name = ".".join(str(p) for p in loc) or "model options"
+                return f"${ENV_BASE_URL}" if name == "base_url" and from_env else name
+
+            problems = "; ".join(
+                f"{named(e['loc'])}: " + str(e["msg"]).removeprefix("Value error, ")
+                for e in exc.errors(include_url=False)
+            )
+            raise ConfigError(mask_url(f"model options: {problems}")) from None
 
     @classmethod
     def from_description(cls, description: Mapping[str, Any]) -> ModelOptions:

@@ -123,8 +123,8 @@ def _check_libpq_reads(url: str, origin: str) -> None:
     """A PostgreSQL URL that libpq cannot parse (a space in the password, say) is a
     ConfigError saying how to write it; psycopg's own error quoted the password, in a
     90-line traceback. Parsing only: nothing is connected."""
-    if not url.startswith("postgresql"):
-        return
+    if not url.startswith("postgresql+psycopg://"):
+        return  # another driver: opening it says what is wrong
     try:
         import psycopg
         from psycopg.conninfo import conninfo_to_dict
