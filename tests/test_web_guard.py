@@ -365,3 +365,22 @@ def test_a_slow_body_on_an_open_link_is_cut_off_at_the_deadline(
             + b"Content-Length: 200000\r\n\r\nc"
         )
         assert _closed_by_server(slow) == b""
+
+
+def test_mcp_over_http_takes_the_bearer_header_only_not_the_inbox_cookie() -> None:
+    """MCP's HTTP door accepted the web inbox's cookie as its token (undocumented): a
+    browser sends that cookie along with any request it makes to the address."""
+    from starlette.responses import PlainTextResponse
+    from starlette.testclient import TestClient
+
+    from orchestrator.web.security import TOKEN_COOKIE, RequestGuard
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    client = TestClient(RequestGuard(app, token=TOKEN, everything=True))  # no lifespan
+    client.cookies.set(TOKEN_COOKIE, TOKEN)
+    assert client.post("/mcp", content=b"{}").status_code == 401
+    client.cookies.clear()
+    bearer = client.post("/mcp", content=b"{}", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert bearer.status_code == 200

@@ -460,3 +460,23 @@ def test_origin_null_is_refused_without_sec_fetch_site(
         headers=headers,
     )
     assert (posted.status_code != 403) is accepted, posted.text
+
+
+def test_bidi_overrides_reach_the_inbox_as_visible_escapes(
+    page: TestClient, sessions: Sessions
+) -> None:
+    """U+202E reordered what the inbox showed (a label reading backwards); it is shown as
+    `\\u202e`, as at the terminal, and the option can still be chosen as it is."""
+    label = "pay \u202egnp.exe"
+    sid = paused(
+        sessions,
+        {"question": "Which \u202eone?", "options": [{"label": label}, {"label": "B"}]},
+        task="task \u2066x\u2069",
+    )
+    for html in (page.get(f"/sessions/{sid}").text, page.get("/").text):
+        assert "\u202e" not in html.replace(f'value="{label}"', "")
+        assert "\\u202e" in html
+    shown = page.get(f"/sessions/{sid}").text
+    assert f'value="{label}"' in shown  # posted back exactly
+    page.post(f"/sessions/{sid}/answer", data={"csrf": csrf_of(shown), "choice": label})
+    assert sessions.status(sid)["orchestrator_state"]["user_clarification_response"] == label

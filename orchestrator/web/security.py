@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -65,7 +66,8 @@ MIN_TOKEN_CHARS = 16
 
 
 class HostCheck:
-    """ASGI middleware: 400 unless the Host header names this server."""
+    """ASGI middleware: 400 unless the Host header names this server; every answer but a
+    static file's is `Cache-Control: no-store` (they hold questions, answers, tokens)."""
 
     def __init__(self, app: ASGIApp, names: frozenset[str]) -> None:
         self.app = app
@@ -87,7 +89,19 @@ class HostCheck:
                     )
                 await response(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["path"].startswith("/static/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def no_store(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"cache-control" for name, _ in headers):
+                    headers.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, no_store)  # pages and JSON name sessions and answers
 
 
 class RequestGuard:
@@ -121,7 +135,10 @@ class RequestGuard:
         request = Request(scope)  # headers and cookies only: the body is not touched
         path = scope["path"]
         protected = self.everything or path.startswith("/api/") or path == "/openapi.json"
-        if protected and bearer_or_cookie(request, self.token) is None:
+        how = bearer_or_cookie(request, self.token)
+        if protected and (how is None or (self.everything and how != "bearer")):
+            # `everything` (MCP over HTTP): the bearer header only; the web inbox's cookie
+            # is the inbox's, and a browser would send it along with any request.
             refused = "missing or wrong access token: send Authorization: Bearer TOKEN"
             await _closing(JSONResponse({"error": refused}, status_code=401))(scope, receive, send)
             return
@@ -233,12 +250,15 @@ def _host_header(scope: Scope) -> str | None:
     return None
 
 
+# A Host header: a name or IPv4 address, or an IPv6 address in brackets, then an optional
+# port. Anything else (`[::1]evil.com`, `127.0.0.1:8765, evil.com`) names no host of ours.
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::[0-9]{1,5})?")
+
+
 def _strip_port(host: str) -> str:
-    if host.startswith("["):  # [::1]:8765
-        return host.split("]", 1)[0] + "]"
-    if host.count(":") == 1:
-        return host.split(":", 1)[0]
-    return host
+    """The name in a Host header, without its port; '' when the header is malformed."""
+    match = _HOST.fullmatch(host)
+    return match.group(1) if match else ""
 
 
 def token_ok(given: str | None, token: str) -> bool:
