@@ -291,3 +291,30 @@ def test_the_attacks_need_the_sandbox(tmp_path: Path, listener: int) -> None:
     secret.unlink()
     secret.parent.rmdir()
     assert room.run("ls")["output"].count("app.py") == 1
+
+
+def test_a_configured_hooks_path_is_guarded_too(tmp_path: Path) -> None:
+    """`core.hooksPath=tools/hooks`: the file tools refuse it and commands see it read-only."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "tools" / "hooks").mkdir(parents=True)
+    (repo / "tools" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "hooks"],
+        cwd=repo,
+        check=True,
+    )
+    git("config", "core.hooksPath", "tools/hooks", cwd=repo)
+    found = discover(repo)
+    assert found is not None
+    bench = Workbench.create("s2", found, tmp_path / "wt")
+    room = Workroom.of("s2", {"workbench": bench.describe(), "sandbox": "auto"})
+    assert room is not None
+    tools, _ = room.desk(1, found.head).tools("developer-1")
+    by_name = {t.name: t for t in tools}
+    write = by_name["write_file"].invoke({"path": "tools/hooks/pre-commit", "content": "evil"})
+    assert not write.ok and "hooks" in str(write.error)
+    assert by_name["write_file"].invoke({"path": "tools/build.sh", "content": "ok"}).ok
+    ran = by_name["run_command"].invoke({"command": "echo evil >> tools/hooks/pre-commit"})
+    assert ran.data["exit_code"] != 0 and "Read-only" in ran.output
+    assert (bench.worktree(1) / "tools" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\n"
