@@ -757,3 +757,10 @@ def test_any_os_error_of_a_tool_is_a_result_naming_no_host_path(
     assert failed == ToolResult(
         tool="failing", ok=False, output="", error="failing failed: Input/output error"
     )
+
+
+def test_edit_file_with_a_name_too_long_is_a_tool_error(context: ToolContext) -> None:
+    from orchestrator.skills.files import EditFile
+
+    result = EditFile(context).invoke({"path": "a" * 256, "old": "x", "new": "y"})
+    assert not result.ok and "bytes long" in (result.error or "")
