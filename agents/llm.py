@@ -34,6 +34,7 @@ from orchestrator.errors import (
 )
 from orchestrator.limits import clip
 from orchestrator.model_options import ModelOptions
+from orchestrator.redact import mask_secrets
 from orchestrator.runtime.agent import AgentRequest, AgentTurn
 
 from . import models as _models
@@ -332,7 +333,7 @@ class LLMBackend:
                     )
                 raise AgentCallError(
                     f"the model call for {agent} failed: {type(exc).__name__}: "
-                    + clip(str(exc), _ERROR_CHARS)
+                    + clip(mask_secrets(str(exc)), _ERROR_CHARS)  # kept and shown
                     + said
                 ) from exc  # the provider's errors: network, auth, rate limits
 
