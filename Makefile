@@ -36,8 +36,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/workers.py
+	$(BIN)/python benchmarks/latency.py
 	$(BIN)/python benchmarks/suite.py
 	$(BIN)/python benchmarks/web.py
+	$(BIN)/python benchmarks/slow_bodies.py
 	$(BIN)/python benchmarks/developers.py
 
 # Regenerate requirements.lock after changing dependencies in pyproject.toml.

@@ -291,6 +291,17 @@ def run(
             rich_help_panel=DEVELOPERS,
         ),
     ] = None,
+    max_parallel: Annotated[
+        int | None,
+        typer.Option(
+            "--max-parallel",
+            metavar="1-1000",
+            help="Agents of one round that run at once; not limited by the CPU count "
+            "(agents wait on their models). Lower it when a provider rate-limits you."
+            + shown_default("max_parallel"),
+            rich_help_panel=DEVELOPERS,
+        ),
+    ] = None,
     ui: UiOption = None,
     no_browser: NoBrowserOption = False,
     notify: NotifyOption = None,
@@ -317,6 +328,7 @@ def run(
                 "command_timeout": command_timeout,
                 "checks": list(check) if check else None,
                 "max_check_attempts": max_check_attempts,
+                "max_parallel": max_parallel,
             }
         )
         check_length("the TASK", task, MAX_TASK_CHARS)
@@ -403,16 +415,13 @@ def checked_model_options(given: Mapping[str, Any]) -> dict[str, Any]:
     from pydantic import ValidationError
 
     from orchestrator.errors import ConfigError
-    from orchestrator.model_options import ModelOptions
+    from orchestrator.model_options import ModelOptions, options_error
 
     chosen = {k: v for k, v in given.items() if v is not None}
     try:
         ModelOptions.model_validate(chosen)
     except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        field = str(error["loc"][0]) if error["loc"] else "?"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"--{field.replace('_', '-')} {chosen.get(field)!r}: {message}") from None
+        raise ConfigError(options_error(exc, chosen)) from None
     return dict(given)
 
 
