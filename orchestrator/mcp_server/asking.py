@@ -320,9 +320,9 @@ class Asker:
 def terminal_hint(url: str | None, session_id: str, question: dict[str, Any]) -> str:
     """The command that answers a question from a terminal (any door answers it); `--db`
     only when the database is not the default one."""
-    from orchestrator.api.database import locate
+    from orchestrator.api.database import is_default
 
-    return resume_hint(session_id, question, None if url == locate(None).url else url)
+    return resume_hint(session_id, question, None if is_default(url) else url)
 
 
 def choice_schema(args: ProvideChoiceInput) -> dict[str, Any]:
