@@ -15,6 +15,7 @@ __all__ = [
     "STATUS_FILTERS",
     "filtered_status",
     "FINAL_STATUSES",
+    "TO_MCP_CLIENT",
     "OptionDoc",
     "PendingQuestionDoc",
     "OrchestratorStateDoc",
@@ -35,6 +36,10 @@ def filtered_status(status: str | None) -> str | None:
     """The session status a list's filter means ("waiting" is paused)."""
     return "paused" if status == "waiting" else status
 
+
+# A `resume` document's mark: the answer it committed goes to the MCP client whose tool call
+# waits on the question (that client's server ends the session); `resume` says so, exit 0.
+TO_MCP_CLIENT = "answer_to_mcp_client"
 
 # Ended: nothing drives the session again (a reconciliation round may reopen one that
 # completed or failed, on purpose).

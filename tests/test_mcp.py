@@ -623,18 +623,29 @@ def test_a_bug_is_internal_with_its_traceback_on_the_log_only(
 # -- the web answer page (orchestrator.web.oneshot) behind the fallback ---------------------
 
 
-def test_the_page_factory_adapts_serve_question(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The glue to `orchestrator.web.oneshot.serve_question`, with a stand-in for it."""
+def test_the_page_factory_adapts_open_page(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The glue to `orchestrator.web.oneshot.open_page`, with a stand-in for it: the page
+    is closed once the call has its answer."""
     import types as pytypes
 
     calls: list[dict[str, Any]] = []
+    closed: list[bool] = []
 
-    def serve_question(question: Any, deadline: Any, **options: Any) -> Any:
+    class Page:
+        url = "http://127.0.0.1:9/choice/abc"
+
+        def wait(self) -> UserReply:
+            return UserReply(choices=("JSON",), note="n")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    def open_page(question: Any, deadline: Any, **options: Any) -> Any:
         calls.append({"question": question, "deadline": deadline, **options})
-        return "http://127.0.0.1:9/choice/abc", lambda: UserReply(choices=("JSON",), note="n")
+        return Page()
 
     fake = pytypes.ModuleType("orchestrator.web.oneshot")
-    fake.serve_question = serve_question  # type: ignore[attr-defined]
+    fake.open_page = open_page  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "orchestrator.web.oneshot", fake)
     from orchestrator.mcp_server.webpage import page_factory
 
@@ -651,6 +662,7 @@ def test_the_page_factory_adapts_serve_question(db: Path, monkeypatch: pytest.Mo
     assert call_["allow_cancel"] is True and call_["title"] == "Export format"
     assert call_["question"]["kind"] == "single_select"
     assert call_["deadline"] > time.time()
+    assert closed == [True]
 
 
 @pytest.mark.parametrize("modes", [(), ("url",)], ids=["progress", "url-elicitation"])

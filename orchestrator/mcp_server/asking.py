@@ -16,8 +16,10 @@ The deadline (`timeout_seconds`) bounds the whole wait; no answer by then is `ti
 from __future__ import annotations
 
 import logging
+import os
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -37,7 +39,16 @@ from orchestrator.mcp_server.rounds import Ended, Rounds
 from orchestrator.present.printable import printable
 from orchestrator.present.render import resume_hint
 
-__all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for", "terminal_hint"]
+__all__ = [
+    "Asker",
+    "AnswerPage",
+    "PageFactory",
+    "Outcome",
+    "channel_for",
+    "terminal_hint",
+    "keepalive_seconds",
+    "KEEPALIVE_ENV",
+]
 
 log = logging.getLogger("orchestrator.mcp")
 
@@ -291,7 +302,12 @@ class Asker:
         schema: dict[str, Any],
     ) -> UserReply | None:
         if channel == "form":
-            result = await ctx.session.elicit_form(message, schema, ctx.request_id)
+            result = await _kept_alive(
+                ctx,
+                asked,
+                "waiting for the person's answer in the client's form",
+                lambda: ctx.session.elicit_form(message, schema, ctx.request_id),
+            )
             return _from_result(question, result)
         assert self.page is not None
         async with self.page(asked.page_question(), asked.deadline) as page:
@@ -305,7 +321,8 @@ class Asker:
                 )
                 if result.action != "accept":
                     return UserReply(action=result.action)
-                reply = await page.wait()
+                note = f"waiting for the person's answer on {page.url}"
+                reply = await _kept_alive(ctx, asked, note, page.wait)
                 await ctx.session.send_elicit_complete(elicitation_id, ctx.request_id)
                 return reply
             note = (
@@ -313,8 +330,69 @@ class Asker:
                 f"or at a terminal: {self._resume_hint(asked)}"
             )
             log.warning("%s", printable(note))  # stderr: some clients show only the log
-            await ctx.session.report_progress(0, None, note)
-            return await page.wait()
+            return await _kept_alive(ctx, asked, note, page.wait)
+
+
+KEEPALIVE_ENV = "ORCHESTRATOR_MCP_KEEPALIVE_SECONDS"
+DEFAULT_KEEPALIVE_SECONDS = 20.0  # under every common client's 60 s request timeout
+
+
+def keepalive_seconds() -> float:
+    """How often a waiting call sends a progress notification: 20 s, or
+    $ORCHESTRATOR_MCP_KEEPALIVE_SECONDS (more than 0, at most 30; anything else is ignored)."""
+    try:
+        seconds = float(os.environ.get(KEEPALIVE_ENV, ""))
+    except ValueError:
+        return DEFAULT_KEEPALIVE_SECONDS
+    return seconds if 0 < seconds <= 30 else DEFAULT_KEEPALIVE_SECONDS
+
+
+async def _kept_alive(
+    ctx: ServerRequestContext[Any], asked: Asked, note: str, wait: Callable[[], Awaitable[Any]]
+) -> Any:
+    """`wait()`'s result; meanwhile, for a client that sent a progress token, a progress
+    notification at once and then every `keepalive_seconds()`, with `note` and the time
+    left: clients that reset their request timeout on progress keep waiting, and one that
+    shows only the latest message still shows where to answer."""
+    every = keepalive_seconds()
+    started = time.monotonic()
+    got: list[Any] = []
+    failed: list[BaseException] = []
+
+    async def report() -> None:
+        left = max(0.0, asked.deadline - time.time())
+        elapsed = round(time.monotonic() - started, 3)  # increases, as the spec asks
+        text = f"{note}\n\n{_duration(left)} left to answer"
+        try:
+            await ctx.session.report_progress(elapsed, round(elapsed + left, 3), text)
+        except Exception:  # a client that went away never ends the wait by itself
+            log.debug("progress not delivered", exc_info=True)
+
+    async def beat() -> None:
+        while True:
+            await anyio.sleep(every)
+            await report()
+
+    await report()  # before the wait: where to answer is known before anyone can answer
+    async with anyio.create_task_group() as beats:
+        beats.start_soon(beat)
+        try:
+            got.append(await wait())
+        except Exception as exc:  # re-raised below, outside the task group's wrapping
+            failed.append(exc)
+        beats.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    return got[0]
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole >= 3600:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    if whole >= 60:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole} s"
 
 
 def terminal_hint(url: str | None, session_id: str, question: dict[str, Any]) -> str:
