@@ -79,7 +79,7 @@ def _open_question(db_url: str) -> str:
     while time.monotonic() < end:
         with Sessions(db_url) as sessions:
             for doc in sessions.list():
-                if doc["pending_question"] is not None:
+                if doc["pending_question"] is not None and doc["task"] == CHOICE["title"]:
                     return str(doc["session_id"])
         time.sleep(0.05)
     raise AssertionError("the MCP question never opened")
@@ -326,3 +326,69 @@ def _in_page_wait(frame: Any) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def test_waiting_lists_the_questions_mcp_calls_wait_on_at_every_door(db_url: str) -> None:
+    """`waiting` means a question is open, on every door: `list --status waiting` (the
+    fast read path and the full one), `list_sessions {status: waiting}`, `GET
+    /api/sessions?status=waiting` and `Sessions.list("waiting")` all show the question an
+    MCP call waits on (its session is `running` meanwhile), and a paused session."""
+    from orchestrator.mcp_server import build_server
+    from tests.mcp_client import FakePage, in_memory
+    from tests.test_mcp_doors import _web
+    from tests.web_support import TOKEN
+
+    paused = cli("run", "--script", str(ROOT / "examples" / "pause-and-resume.yaml"), db=db_url)
+    assert paused.returncode == 3, paused.stderr
+
+    async def main() -> dict[str, Any]:
+        server = build_server(db_url, page=FakePage(None))
+        seen: dict[str, Any] = {}
+        async with in_memory(server, None, ()) as session, anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                seen["asked"] = await call(
+                    session, "provide_choice", {**CHOICE, "timeout_seconds": 300}
+                )
+
+            tg.start_soon(ask)
+            sid = await anyio.to_thread.run_sync(_open_question, db_url)
+            seen["sid"] = sid
+
+            def other_doors() -> None:
+                seen["cli"] = cli("list", "--status", "waiting", "--json", db=db_url)
+                seen["cli_full"] = cli("list", "--status", "waiting", "--json", "--all", db=db_url)
+                with Sessions(db_url) as sessions:
+                    seen["api"] = sessions.list("waiting")
+                    seen["paused"] = sessions.list("paused")
+                with _web(db_url) as client:
+                    got = client.get(
+                        "/api/sessions?status=waiting",
+                        headers={"Authorization": f"Bearer {TOKEN}"},
+                    )
+                    assert got.status_code == 200, got.text
+                    seen["web"] = got.json()
+
+            await anyio.to_thread.run_sync(other_doors)
+            seen["mcp"] = await call(session, "list_sessions", {"status": "waiting"})
+            await anyio.to_thread.run_sync(_by_api, None, db_url, sid)
+            with anyio.fail_after(30):
+                while "asked" not in seen:
+                    await anyio.sleep(0.02)
+            with Sessions(db_url) as sessions:
+                seen["after"] = sessions.list("waiting")
+        return seen
+
+    seen = anyio.run(main)
+    sid = seen["sid"]
+    with Sessions(db_url) as sessions:
+        (other,) = [d["session_id"] for d in sessions.list() if d["session_id"] != sid]
+        assert sessions.status(other)["status"] == "paused"
+    both = {sid, other}
+    assert {d["session_id"] for d in json.loads(seen["cli"].stdout)} == both
+    assert {d["session_id"] for d in json.loads(seen["cli_full"].stdout)} == both
+    assert {d["session_id"] for d in seen["api"]} == both
+    assert {d["session_id"] for d in seen["web"]} == both
+    assert {d["session_id"] for d in seen["mcp"]["data"]} == both
+    assert {d["session_id"] for d in seen["paused"]} == {other}  # a status is still a status
+    assert {d["session_id"] for d in seen["after"]} == {other}  # answered: no longer waiting

@@ -142,7 +142,7 @@ class SessionIdInput(_Input):
 
 class ListSessionsInput(_Input):
     status: StatusFilter | None = Field(
-        None, description="Only sessions with this status ('waiting' = paused)."
+        None, description="Only sessions with this status ('waiting': a question is open)."
     )
 
 
