@@ -269,8 +269,9 @@ def test_the_server_exits_when_stdin_closes_while_a_question_waits(
     assert _refused(port)
     with Sessions(db_url) as sessions:
         (doc,) = sessions.list()
-    # The client that asked is gone: the question is withdrawn, not left open for nobody.
-    assert doc["status"] == "cancelled", doc
+    # The client that asked is gone; the question stays open for every other door.
+    assert doc["status"] == "paused", doc
+    assert doc["pending_question"]["question"] == CHOICE["prompt"]
 
 
 def test_the_page_and_its_threads_are_gone_once_another_door_answers(db_url: str) -> None:

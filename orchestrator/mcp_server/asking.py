@@ -214,9 +214,13 @@ class Asker:
             await anyio.to_thread.run_sync(self.questions.failed, asked, exc.message)
             raise
         except anyio.get_cancelled_exc_class():
-            # The client withdrew the call: the question is cancelled, not left hanging.
+            # The client withdrew the call (its request timed out, mostly) or went away: the
+            # question stays open for every door, and an answer given later is recorded
+            # (session_status shows it), unless one came in just now: that one ends it.
             with anyio.CancelScope(shield=True):
-                await self._finish(asked, UserReply(action="cancel", note="call cancelled"))
+                first = await anyio.to_thread.run_sync(self.questions.left_open, asked)
+                if first is not None:
+                    await self._finish(asked, first)
             raise
         except BaseException as exc:
             with anyio.CancelScope(shield=True):

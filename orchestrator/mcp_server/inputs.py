@@ -18,6 +18,8 @@ from orchestrator.limits import MAX_ANSWER_CHARS, MAX_LABEL_CHARS, MAX_OPTIONS, 
 __all__ = [
     "ERROR_CODES",
     "RESULT_SCHEMA",
+    "DATA_SCHEMAS",
+    "output_schema",
     "Option",
     "ProvideChoiceInput",
     "AskUserInput",
@@ -189,3 +191,81 @@ RESULT_SCHEMA: dict[str, Any] = {
         },
     ],
 }
+
+
+# Each tool's `data`, for its published output schema (clients validate structured content
+# against it, and show it to their models). Session objects and events name the fields a
+# caller relies on; they carry more (docs/mcp.md), so more properties are allowed.
+_SESSION_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "description": "A session object, as `orchestrator status --json` prints it.",
+    "properties": {
+        "session_id": {"type": "string"},
+        "status": {"enum": ["running", "paused", "completed", "failed", "cancelled"]},
+        "task": {"type": ["string", "null"]},
+        "orchestrator_state": {"type": "object"},
+        "pending_question": {"type": ["object", "null"]},
+        "questions_surfaced": {"type": "integer"},
+        "fallbacks_injected": {"type": "integer"},
+        "summary": {"type": ["string", "null"]},
+        "error": {"type": ["string", "null"]},
+    },
+    "required": ["session_id", "status"],
+}
+_EVENT: dict[str, Any] = {
+    "type": "object",
+    "description": "One event of a session's log, as `orchestrator log --json` prints it.",
+    "properties": {"kind": {"type": "string"}},
+    "required": ["kind"],
+}
+_LABELS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+DATA_SCHEMAS: dict[str, dict[str, Any]] = {
+    "provide_choice": {
+        "type": "object",
+        "properties": {
+            "action_status": {"enum": ["selected", "cancelled", "timeout"]},
+            "selected": {**_LABELS, "description": "The chosen labels, in the order chosen."},
+            "selected_indices": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0},
+                "description": "The chosen options' positions in `options`, from 0.",
+            },
+            "annotation": {"type": ["string", "null"], "description": "The person's note."},
+        },
+        "required": ["action_status", "selected", "selected_indices", "annotation"],
+        "additionalProperties": False,
+    },
+    "ask_user": {
+        "type": "object",
+        "properties": {
+            "action_status": {"enum": ["answered", "declined", "cancelled", "timeout"]},
+            "answer": {"type": ["string", "null"]},
+        },
+        "required": ["action_status", "answer"],
+        "additionalProperties": False,
+    },
+    "start_session": _SESSION_OBJECT,
+    "session_status": _SESSION_OBJECT,
+    "list_sessions": {"type": "array", "items": _SESSION_OBJECT},
+    "answer_session": _SESSION_OBJECT,
+    "session_log": {"type": "array", "items": _EVENT},
+    "ask_session": _SESSION_OBJECT,
+    "reconcile_session": _SESSION_OBJECT,
+}
+
+
+def output_schema(tool: str) -> dict[str, Any]:
+    """The tool's published output schema: the one result shape (RESULT_SCHEMA) with the
+    tool's own `data`, written without a top-level oneOf (which several clients cannot
+    read): `ok`, then `data` when it is true, `error` when it is false."""
+    error = RESULT_SCHEMA["oneOf"][1]["properties"]["error"]
+    return {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "data": DATA_SCHEMAS[tool],
+            "error": error,
+        },
+        "required": ["ok"],
+        "additionalProperties": False,
+    }

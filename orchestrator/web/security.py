@@ -97,7 +97,10 @@ class RequestGuard:
         protected = self.everything or path.startswith("/api/") or path == "/openapi.json"
         if protected and bearer_or_cookie(request, self.token) is None:
             refused = "missing or wrong access token: send Authorization: Bearer TOKEN"
-            await JSONResponse({"error": refused}, status_code=401)(scope, receive, send)
+            challenge = {"WWW-Authenticate": 'Bearer realm="orchestrator"'}  # RFC 6750
+            await JSONResponse({"error": refused}, status_code=401, headers=challenge)(
+                scope, receive, send
+            )
             return
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
