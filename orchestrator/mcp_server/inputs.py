@@ -196,19 +196,25 @@ RESULT_SCHEMA: dict[str, Any] = {
 # Each tool's `data`, for its published output schema (clients validate structured content
 # against it, and show it to their models). Session objects and events name the fields a
 # caller relies on; they carry more (docs/mcp.md), so more properties are allowed.
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    # anyOf with one type per branch: a `type` list is legal JSON Schema but less portable
+    # (the Inspector's --strict, Gemini's single-type dialect).
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
 _SESSION_OBJECT: dict[str, Any] = {
     "type": "object",
     "description": "A session object, as `orchestrator status --json` prints it.",
     "properties": {
         "session_id": {"type": "string"},
         "status": {"enum": ["running", "paused", "completed", "failed", "cancelled"]},
-        "task": {"type": ["string", "null"]},
+        "task": _or_null({"type": "string"}),
         "orchestrator_state": {"type": "object"},
-        "pending_question": {"type": ["object", "null"]},
+        "pending_question": _or_null({"type": "object"}),
         "questions_surfaced": {"type": "integer"},
         "fallbacks_injected": {"type": "integer"},
-        "summary": {"type": ["string", "null"]},
-        "error": {"type": ["string", "null"]},
+        "summary": _or_null({"type": "string"}),
+        "error": _or_null({"type": "string"}),
     },
     "required": ["session_id", "status"],
 }
@@ -230,7 +236,7 @@ DATA_SCHEMAS: dict[str, dict[str, Any]] = {
                 "items": {"type": "integer", "minimum": 0},
                 "description": "The chosen options' positions in `options`, from 0.",
             },
-            "annotation": {"type": ["string", "null"], "description": "The person's note."},
+            "annotation": {**_or_null({"type": "string"}), "description": "The person's note."},
         },
         "required": ["action_status", "selected", "selected_indices", "annotation"],
         "additionalProperties": False,
@@ -239,7 +245,7 @@ DATA_SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "action_status": {"enum": ["answered", "declined", "cancelled", "timeout"]},
-            "answer": {"type": ["string", "null"]},
+            "answer": _or_null({"type": "string"}),
         },
         "required": ["action_status", "answer"],
         "additionalProperties": False,
