@@ -45,8 +45,7 @@ ASKED_BY = "mcp-client"
 STOPPED = "the MCP server stopped before the person answered"
 WITHDRAWN = "cancel requested while the person was asked"
 CALL_ENDED = (
-    "the MCP client's tool call ended before the answer; the question stays open for "
-    "every door"
+    "the MCP client's tool call ended before the answer; the question stays open for every door"
 )
 
 

@@ -35,7 +35,9 @@ def status(
 def list_(
     status_: Annotated[
         Status | None,
-        typer.Option("--status", help="Only sessions with this status ('waiting': a question is open)."),
+        typer.Option(
+            "--status", help="Only sessions with this status ('waiting': a question is open)."
+        ),
     ] = None,
     limit: Annotated[
         int | None,
