@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -53,6 +53,7 @@ __all__ = [
 log = logging.getLogger("orchestrator.mcp")
 
 Channel = Literal["form", "rounds", "url", "progress"]
+T = TypeVar("T")
 KEEP_SECONDS = 0.5  # how soon an answer given at another door reaches the waiting call
 NOTE_FIELD = "annotation"
 
@@ -352,15 +353,15 @@ def keepalive_seconds() -> float:
 
 
 async def _kept_alive(
-    ctx: ServerRequestContext[Any], asked: Asked, note: str, wait: Callable[[], Awaitable[Any]]
-) -> Any:
+    ctx: ServerRequestContext[Any], asked: Asked, note: str, wait: Callable[[], Awaitable[T]]
+) -> T:
     """`wait()`'s result; meanwhile, for a client that sent a progress token, a progress
     notification at once and then every `keepalive_seconds()`, with `note` and the time
     left: clients that reset their request timeout on progress keep waiting, and one that
     shows only the latest message still shows where to answer."""
     every = keepalive_seconds()
     started = time.monotonic()
-    got: list[Any] = []
+    got: list[T] = []
     failed: list[BaseException] = []
 
     async def report() -> None:
