@@ -309,7 +309,9 @@ def test_no_elicitation_sends_the_page_url_in_a_progress_notification(db: Path) 
 
 def test_no_elicitation_and_a_silent_page_times_out(db: Path) -> None:
     page = FakePage(None)
-    (doc,) = run(db, None, ("ask_user", {**ASK, "timeout_seconds": 0.3}), page=page)
+    (doc,) = run(
+        db, None, ("ask_user", {**ASK, "timeout_seconds": 0.3, "wait_for_answer": True}), page=page
+    )
     assert doc["data"]["action_status"] == "timeout"
     assert page.closed == 1
 

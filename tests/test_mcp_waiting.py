@@ -146,7 +146,9 @@ def test_every_door_answers_the_waiting_call_of_a_client_without_forms(
             async with anyio.create_task_group() as tg:
 
                 async def ask() -> None:
-                    args = {**CHOICE, "timeout_seconds": 300}
+                    # Without a progress token the call waits only when asked to (by default
+                    # it returns at once: test_a_client_without_forms_or_progress_...).
+                    args = {**CHOICE, "timeout_seconds": 300, "wait_for_answer": True}
                     kw = {"progress_callback": on_progress} if progress else {}
                     got["doc"] = await call(server.session, "provide_choice", args, **kw)
                     got["returned"] = time.monotonic()
@@ -250,7 +252,10 @@ def test_the_server_exits_when_stdin_closes_while_a_question_waits(
                 "jsonrpc": "2.0",
                 "id": 2,
                 "method": "tools/call",
-                "params": {"name": "provide_choice", "arguments": CHOICE},
+                "params": {
+                    "name": "provide_choice",
+                    "arguments": {**CHOICE, "wait_for_answer": True},
+                },
             },
         ):
             proc.stdin.write(json.dumps(message) + "\n")
@@ -299,7 +304,9 @@ def test_the_page_and_its_threads_are_gone_once_another_door_answers(db_url: str
 
             async def ask() -> None:
                 got["doc"] = await call(
-                    session, "provide_choice", {**CHOICE, "timeout_seconds": 300}
+                    session,
+                    "provide_choice",
+                    {**CHOICE, "timeout_seconds": 300, "wait_for_answer": True},
                 )
 
             tg.start_soon(ask)
@@ -349,7 +356,9 @@ def test_waiting_lists_the_questions_mcp_calls_wait_on_at_every_door(db_url: str
 
             async def ask() -> None:
                 seen["asked"] = await call(
-                    session, "provide_choice", {**CHOICE, "timeout_seconds": 300}
+                    session,
+                    "provide_choice",
+                    {**CHOICE, "timeout_seconds": 300, "wait_for_answer": True},
                 )
 
             tg.start_soon(ask)
@@ -393,3 +402,44 @@ def test_waiting_lists_the_questions_mcp_calls_wait_on_at_every_door(db_url: str
     assert {d["session_id"] for d in seen["mcp"]["data"]} == both
     assert {d["session_id"] for d in seen["paused"]} == {other}  # a status is still a status
     assert {d["session_id"] for d in seen["after"]} == {other}  # answered: no longer waiting
+
+
+def test_a_client_without_forms_or_progress_gets_where_to_answer_at_once(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The Inspector CLIs' case: no elicitation, no progress token, a request timeout of 60 s.
+    The call returns at once with `pending`, the page link and the resume command; the
+    question stays open on that page and at every door; an answer given later (here after
+    the call returned, at the terminal) is recorded, `session_status` collects it, and the
+    page is gone."""
+
+    async def main() -> tuple[dict[str, Any], Any, dict[str, Any], str]:
+        async with no_form_client(db_url, tmp_path) as server:
+            with anyio.fail_after(30):  # returns at once (a guard, not a timing)
+                doc = await call(server.session, "provide_choice", CHOICE)
+            data = doc["data"]
+            waiting = await call(server.session, "list_sessions", {"status": "waiting"})
+            assert [d["session_id"] for d in waiting["data"]] == [data["session_id"]]
+            done = await anyio.to_thread.run_sync(
+                lambda: cli(*data["resume_command"].split()[1:-1], "Excel", env=server.env)
+            )
+            sid = {"session_id": data["session_id"]}
+            with anyio.fail_after(30):
+                status = await call(server.session, "session_status", sid)
+                while status["data"]["status"] != "completed":
+                    await anyio.sleep(0.05)
+                    status = await call(server.session, "session_status", sid)
+            page = await anyio.to_thread.run_sync(_second_answer, data["answer_url"])
+        return doc, done, status, page
+
+    doc, done, status, page = anyio.run(main)
+    data = doc["data"]
+    assert doc["ok"] and data["action_status"] == "pending", doc
+    assert data["selected"] == [] and data["annotation"] is None
+    assert data["answer_url"].startswith("http://127.0.0.1:")
+    assert data["resume_command"].startswith(f"orchestrator resume {data['session_id']} --choice")
+    assert "session_status" in data["collect"]
+    assert done.returncode == 0, done.stderr
+    assert status["data"]["summary"] == "answered: Excel"
+    assert status["data"]["orchestrator_state"]["user_clarification_response"] == "Excel"
+    assert page == "gone", page

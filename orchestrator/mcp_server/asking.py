@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 from mcp.server.context import ServerRequestContext
 from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
@@ -80,6 +81,7 @@ class Outcome:
     question: dict[str, Any]
     reply: UserReply | None
     pending: InputRequiredResult | None = None
+    handed: dict[str, str] | None = None  # returned before the answer: where to answer
 
 
 def channel_for(ctx: ServerRequestContext[Any], page: PageFactory | None) -> Channel | None:
@@ -106,6 +108,9 @@ class Asker:
         self.questions = questions
         self.page = page
         self.rounds = Rounds(questions)
+        # The server's own task group (its lifespan), for questions kept open after their
+        # call returned; None outside a running server (such calls then wait).
+        self.background: anyio.abc.TaskGroup | None = None
 
     async def provide_choice(
         self, ctx: ServerRequestContext[Any], args: ProvideChoiceInput, call: CallToolRequestParams
@@ -132,9 +137,13 @@ class Asker:
             message,
             choice_schema(args),
             args.timeout_seconds,
+            args.wait_for_answer,
         )
         if outcome.pending is not None:
             return outcome.pending
+        if outcome.handed is not None:
+            return {"action_status": "pending", "selected": [], "selected_indices": [],
+                    "annotation": None, **outcome.handed}  # fmt: skip
         labels = [option["label"] for option in outcome.question["options"]]
         reply = outcome.reply
         if reply is None:
@@ -173,10 +182,20 @@ class Asker:
             "required": ["answer"],
         }
         outcome = await self._ask(
-            ctx, call, "ask_user", args.question, question, message, schema, args.timeout_seconds
+            ctx,
+            call,
+            "ask_user",
+            args.question,
+            question,
+            message,
+            schema,
+            args.timeout_seconds,
+            args.wait_for_answer,
         )
         if outcome.pending is not None:
             return outcome.pending
+        if outcome.handed is not None:
+            return {"action_status": "pending", "answer": None, **outcome.handed}
         reply = outcome.reply
         if reply is None:
             return {"action_status": "timeout", "answer": None}
@@ -195,6 +214,7 @@ class Asker:
         message: str,
         schema: dict[str, Any],
         timeout: float,
+        wait: bool | None = None,
     ) -> Outcome:
         if call.request_state is not None:
             return await self._second_round(call.request_state, call.input_responses)
@@ -209,8 +229,14 @@ class Asker:
         log.info("%s: asking through %s (session %s)", tool, channel, asked.session_id)
         if channel == "rounds":
             return Outcome(question, None, self.rounds.ask(asked, message, schema, timeout))
+        if channel == "progress" and not _waits(ctx, wait) and self.background is not None:
+            return Outcome(question, None, handed=await self._hand_over(asked, timeout))
         try:
-            reply = await self._held(asked, timeout, ctx, channel, question, message, schema)
+            reply = await self._held(
+                asked,
+                timeout,
+                lambda: self._through(asked, ctx, channel, question, message, schema),
+            )
         except ToolFailure as exc:
             await anyio.to_thread.run_sync(self.questions.failed, asked, exc.message)
             raise
@@ -259,7 +285,61 @@ class Asker:
         )
         return counted
 
-    async def _held(self, asked: Asked, timeout: float, *how: Any) -> UserReply | None:
+    async def _hand_over(self, asked: Asked, timeout: float) -> dict[str, str]:
+        """Keep the question open on its page after the call returns (in the server's
+        background task group): the page, the other doors, a cancel or the deadline end
+        it as they end a waiting call's. Returns where to answer and how to collect it."""
+        assert self.background is not None and self.page is not None
+        opened: list[str] = []
+        ready = anyio.Event()
+        self.background.start_soon(self._kept_open, asked, timeout, opened, ready)
+        await ready.wait()
+        if not opened:
+            raise ToolFailure("internal", "the answer page did not open; see the server log")
+        sid = asked.session_id
+        hint = self._resume_hint(asked)
+        log.warning("%s: answer on %s or at a terminal: %s", sid, opened[0], printable(hint))
+        return {
+            "session_id": sid,
+            "answer_url": opened[0],
+            "resume_command": hint,
+            "collect": (
+                f"The person answers on answer_url, at a terminal (resume_command) or at any "
+                f"other door, until the deadline. Call session_status with session_id {sid} "
+                "to collect the answer: once answered its status is completed and "
+                "orchestrator_state.user_clarification_response holds it (summary "
+                "'answered: ...'); while it is waiting, pending_question is set."
+            ),
+        }
+
+    async def _kept_open(
+        self, asked: Asked, timeout: float, opened: list[str], ready: anyio.Event
+    ) -> None:
+        assert self.page is not None
+        try:
+            async with self.page(asked.page_question(), asked.deadline) as page:
+                opened.append(page.url)
+                ready.set()
+                reply = await self._held(asked, timeout, page.wait)
+            await self._finish(asked, reply)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # the server stops: as a withdrawn call
+                first = await anyio.to_thread.run_sync(self.questions.left_open, asked)
+                if first is not None:
+                    await self._finish(asked, first)
+            raise
+        except Exception as exc:  # no call to report it to: the log, and the session
+            log.error("session %s: the question's page failed", asked.session_id, exc_info=exc)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(
+                    self.questions.failed, asked, f"{type(exc).__name__}: {exc}"
+                )
+        finally:
+            ready.set()
+
+    async def _held(
+        self, asked: Asked, timeout: float, wait: Callable[[], Awaitable[UserReply | None]]
+    ) -> UserReply | None:
         """Wait for the reply until the deadline (None), renewing the claim meanwhile; a
         cancel requested meanwhile withdraws the question (a cancel reply)."""
         reply: UserReply | None = None
@@ -286,7 +366,7 @@ class Asker:
             beats.start_soon(keep)
             try:
                 with waiting, anyio.move_on_after(timeout):
-                    reply = _checked(asked.question, await self._through(asked, *how))
+                    reply = _checked(asked.question, await wait())
             except Exception as exc:  # re-raised below, outside the task group's wrapping
                 failed.append(exc)
             beats.cancel_scope.cancel()
@@ -398,6 +478,16 @@ def _duration(seconds: float) -> str:
     if whole >= 60:
         return f"{whole // 60} min {whole % 60} s"
     return f"{whole} s"
+
+
+def _waits(ctx: ServerRequestContext[Any], wait: bool | None) -> bool:
+    """Does a call of a client without forms wait for the answer? As asked (`wait_for_answer`),
+    else when the client sent a progress token: the keep-alive holds such a call open, while
+    a call without one times out in most clients after 60 s (docs/mcp.md)."""
+    if wait is not None:
+        return wait
+    meta: Any = ctx.meta or {}
+    return meta.get("progress_token") is not None or meta.get("progressToken") is not None
 
 
 def terminal_hint(url: str | None, session_id: str, question: dict[str, Any]) -> str:

@@ -90,6 +90,16 @@ class ProvideChoiceInput(_Input):
         True, description="Whether the person may cancel instead of choosing (default true)."
     )
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+    wait_for_answer: bool | None = Field(
+        None,
+        description=(
+            "true: the call waits for the answer (up to timeout_seconds); false: it returns "
+            "at once with where the person answers (action_status `pending`, session_id, "
+            "answer_url, resume_command) and session_status collects the answer. Unset: "
+            "it waits when the client shows forms or sent a progress token (which keeps the "
+            "call alive), and otherwise returns at once."
+        ),
+    )
 
     @model_validator(mode="after")
     def _unique_labels(self) -> ProvideChoiceInput:
@@ -113,6 +123,16 @@ class AskUserInput(_Input):
         "medium", description="How urgent the answer is (shown to the person)."
     )
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+    wait_for_answer: bool | None = Field(
+        None,
+        description=(
+            "true: the call waits for the answer (up to timeout_seconds); false: it returns "
+            "at once with where the person answers (action_status `pending`, session_id, "
+            "answer_url, resume_command) and session_status collects the answer. Unset: "
+            "it waits when the client shows forms or sent a progress token (which keeps the "
+            "call alive), and otherwise returns at once."
+        ),
+    )
 
 
 class StartSessionInput(_Input):
@@ -225,11 +245,19 @@ _EVENT: dict[str, Any] = {
     "required": ["kind"],
 }
 _LABELS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+# With action_status `pending` (the call returned before the answer): where to answer, and
+# how to collect the answer.
+_PENDING: dict[str, Any] = {
+    "session_id": {"type": "string", "description": "The question's session."},
+    "answer_url": {"type": "string", "description": "The one-question page."},
+    "resume_command": {"type": "string", "description": "Answers it from a terminal."},
+    "collect": {"type": "string", "description": "How to collect the answer."},
+}
 DATA_SCHEMAS: dict[str, dict[str, Any]] = {
     "provide_choice": {
         "type": "object",
         "properties": {
-            "action_status": {"enum": ["selected", "cancelled", "timeout"]},
+            "action_status": {"enum": ["selected", "cancelled", "timeout", "pending"]},
             "selected": {**_LABELS, "description": "The chosen labels, in the order chosen."},
             "selected_indices": {
                 "type": "array",
@@ -237,6 +265,7 @@ DATA_SCHEMAS: dict[str, dict[str, Any]] = {
                 "description": "The chosen options' positions in `options`, from 0.",
             },
             "annotation": {**_or_null({"type": "string"}), "description": "The person's note."},
+            **_PENDING,
         },
         "required": ["action_status", "selected", "selected_indices", "annotation"],
         "additionalProperties": False,
@@ -244,8 +273,9 @@ DATA_SCHEMAS: dict[str, dict[str, Any]] = {
     "ask_user": {
         "type": "object",
         "properties": {
-            "action_status": {"enum": ["answered", "declined", "cancelled", "timeout"]},
+            "action_status": {"enum": ["answered", "declined", "cancelled", "timeout", "pending"]},
             "answer": _or_null({"type": "string"}),
+            **_PENDING,
         },
         "required": ["action_status", "answer"],
         "additionalProperties": False,

@@ -12,10 +12,12 @@ import hashlib
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
@@ -388,8 +390,21 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
             return data  # 2026-07-28 era: the client asks the person and calls again
         return ok(data)
 
+    @asynccontextmanager
+    async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        # Questions whose call returned before the answer stay open on their page in this
+        # task group; when the server stops they are left open for the other doors.
+        async with anyio.create_task_group() as background:
+            tools.asker.background = background
+            try:
+                yield {}
+            finally:
+                tools.asker.background = None
+                background.cancel_scope.cancel()
+
     server: Server[Any] = Server(
         "orchestrator",
+        lifespan=lifespan,
         version=__version__,
         title="Orchestrator",
         instructions=INSTRUCTIONS,
