@@ -90,9 +90,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         "[0-based ints], annotation: the person's note or null}. "
         "While it waits the server sends a progress notification every 20 s when the call "
         "carries a progress token; most clients give up on a request after 60 s otherwise "
-        "(raise the client's request timeout, docs/mcp.md). A call that ends first loses "
-        "nothing: the question stays open, every door answers it, and session_status "
-        "shows the answer (the session id is in the progress messages). ",
+        "(raise the client's request timeout, docs/mcp.md). A client without forms and "
+        "without a progress token gets action_status `pending` at once, with where the "
+        "person answers (answer_url, resume_command) and the session_id whose "
+        "session_status collects the answer. A call that ends first loses nothing: the "
+        "question stays open, every door answers it, session_status shows the answer. ",
         ProvideChoiceInput,
         False,
     ),
@@ -103,9 +105,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         "{action_status: answered|declined|cancelled|timeout, answer: text or null}. "
         "While it waits the server sends a progress notification every 20 s when the call "
         "carries a progress token; most clients give up on a request after 60 s otherwise "
-        "(raise the client's request timeout, docs/mcp.md). A call that ends first loses "
-        "nothing: the question stays open, every door answers it, and session_status "
-        "shows the answer (the session id is in the progress messages). ",
+        "(raise the client's request timeout, docs/mcp.md). A client without forms and "
+        "without a progress token gets action_status `pending` at once, with where the "
+        "person answers (answer_url, resume_command) and the session_id whose "
+        "session_status collects the answer. A call that ends first loses nothing: the "
+        "question stays open, every door answers it, session_status shows the answer. ",
         AskUserInput,
         False,
     ),
