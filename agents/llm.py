@@ -17,6 +17,7 @@ session's token budget it fails (TokenBudgetExceeded).
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import math
 import random
@@ -51,16 +52,29 @@ from .replies import (
     submit_schema,
 )
 
-__all__ = ["LLMBackend", "PmSubmit", "DeveloperSubmit"]
+__all__ = ["LLMBackend", "PmSubmit", "DeveloperSubmit", "forget_servers"]
 
 Mode = Literal["tool", "text"]
 # How long a provider error may be in a message (the resume hint after it is never cut).
 _ERROR_CHARS = 600
+# How much of a failed turn's last reply its error quotes.
+_REPLY_CHARS = 400
+# Servers (base URLs) that refused a json_schema response format: asked once per server
+# and process, so that every later session (an eval runs many) sends json_object at once.
+_JSON_OBJECT_SERVERS: set[str | None] = set()
+_SERVERS_LOCK = threading.Lock()
 # The longest wait between two calls refused for a rate limit without a Retry-After.
 MAX_BACKOFF = 30.0
 log = logging.getLogger("orchestrator.agents")
 # finish reasons that say the output was cut at the length limit (OpenAI, Anthropic, Ollama)
 _CUT = {"length", "max_tokens"}
+
+
+def forget_servers() -> None:
+    """Forget which servers refused json_schema (a server restarted with a newer version,
+    or a test's server on a port another one used)."""
+    with _SERVERS_LOCK:
+        _JSON_OBJECT_SERVERS.clear()
 
 
 class LLMBackend:
@@ -89,7 +103,11 @@ class LLMBackend:
         self._chat: dict[str, Any] = {}
         self._bound: dict[tuple[Any, ...], tuple[Any, Mode]] = {}  # see _bind
         self._binding = threading.Lock()
-        self._json_object = False  # the server refused a json_schema response format
+
+    @property
+    def _json_object(self) -> bool:
+        """The server refused a json_schema response format before (in this process)."""
+        return self.options.base_url in _JSON_OBJECT_SERVERS
 
     @property
     def max_retries(self) -> int:
@@ -160,19 +178,28 @@ class LLMBackend:
         def refused(problem: str) -> None:
             failures.append(problem)
             if len(failures) > self.options.max_retries:
+                # The failed turn is not recorded: its last reply goes with the error, so
+                # that `log` shows what the model actually said.
+                last = next(m for m in reversed(new) if getattr(m, "type", "") == "ai")
+                said = clip(_said(last), _REPLY_CHARS)
                 raise AgentReplyError(
                     f"{agent} gave no valid reply in {len(failures)} attempts "
-                    f"(max_retries={self.options.max_retries}); last problem: {problem}"
+                    f"(max_retries={self.options.max_retries}); last problem: {problem}\n"
+                    f"its last reply: {said}"
                 )
 
         while True:
             budget.before_model_call()
             try:
                 answer = self._invoke(chat, conversation, agent, budget)
+            except BudgetExceeded:
+                budget.count_unanswered()
+                raise
             except AgentCallError as exc:
                 if not self._refused_json_schema(exc):
                     raise
-                self._json_object = True
+                with _SERVERS_LOCK:
+                    _JSON_OBJECT_SERVERS.add(self.options.base_url)
                 notes.append("the server takes no json_schema response format: json_object sent")
                 chat, mode = self._bind(role, agent, tools)
                 continue
@@ -251,7 +278,10 @@ class LLMBackend:
                 func=lambda **_: "received",
                 name=SUBMIT,
                 description=schema.__doc__ or SUBMIT,
-                args_schema=schema,
+                # As its JSON schema: from the pydantic class, LangChain drops
+                # `additionalProperties: false`, and a grammar-constrained server then lets
+                # the arguments run on (agents.replies: the schema is shown as it is).
+                args_schema=schema.model_json_schema(),
             )
             extra = {"tool_choice": "required"} if self.options.tool_choice == "required" else {}
             try:
@@ -267,14 +297,16 @@ class LLMBackend:
                 # As the request body's own field: langchain-openai's `response_format`
                 # would parse the reply itself and insist on strict tool schemas.
                 # llama-cpp-python's server knows only json_object (with a schema).
+                # The model's own extra_body (max_tokens for a local server) is kept.
                 chat = chat.bind(
                     extra_body={
+                        **(getattr(model, "extra_body", None) or {}),
                         "response_format": {"type": "json_object", "schema": shape}
                         if self._json_object
                         else {
                             "type": "json_schema",
                             "json_schema": {"name": "reply", "schema": shape, "strict": False},
-                        }
+                        },
                     }
                 )
         return chat, "text"
@@ -383,6 +415,13 @@ class _TurnBudget:
         for name in self.tokens:
             self.tokens[name] += int(usage.get(name) or 0)
 
+    def count_unanswered(self) -> None:
+        """A call the client gave up on: it is counted, and so are the output tokens the
+        server may still generate for it (up to max_output_tokens; it reports none)."""
+        self.model_calls += 1
+        self.tokens["output_tokens"] += self.options.max_output_tokens
+        self.tokens["total_tokens"] += self.options.max_output_tokens
+
     def count_tool_call(self) -> None:
         self.tool_calls += 1
         if self.tool_calls > self.options.max_tool_calls:
@@ -450,6 +489,15 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _said(message: Any) -> str:
+    """What a model's answer said: its text, and its tool calls as name(arguments)."""
+    calls = [
+        f"{c['name']}({json.dumps(c.get('args'), ensure_ascii=False)})"
+        for c in getattr(message, "tool_calls", None) or []
+    ]
+    return " ".join([_text(message), *calls]).strip() or "(nothing)"
 
 
 def _text(message: Any) -> str:

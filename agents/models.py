@@ -75,11 +75,25 @@ def call_kwargs(provider: str, options: ModelOptions) -> dict[str, Any]:
     }
     if options.base_url:
         kwargs["base_url"] = options.base_url
+        if provider == "openai" and not _is_openai(options.base_url):
+            # langchain-openai sends the limit as `max_completion_tokens`, which OpenAI
+            # itself reads but llama.cpp, vLLM and LM Studio ignore without an error (a
+            # 256-token limit once ran to 7,552 tokens): other servers get `max_tokens`.
+            del kwargs["max_tokens"]
+            kwargs["extra_body"] = {"max_tokens": options.max_output_tokens}
         if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
             # A local OpenAI-compatible server (llama.cpp, vLLM, LM Studio) wants no key,
             # but the client insists on one: a placeholder, never a secret.
             kwargs["api_key"] = "not-needed"
     return kwargs
+
+
+def _is_openai(base_url: str) -> bool:
+    """Is `base_url` OpenAI's own API (which reads `max_completion_tokens`)?"""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host == "openai.com" or host.endswith(".openai.com")
 
 
 def init_model(spec: str, options: ModelOptions | None = None) -> Any:

@@ -40,6 +40,7 @@ from orchestrator.domain.replies import (
 
 __all__ = [
     "SUBMIT",
+    "NO_SUMMARY",
     "PmSubmit",
     "DeveloperSubmit",
     "Reading",
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 SUBMIT = "submit_reply"
+# The summary a DONE reply without one is given (noted in the turn's record).
+NO_SUMMARY = "done (the developer gave no summary)"
 
 _STATUS_MODELS: dict[str, type[BaseModel]] = {
     "NEEDS_CLARIFICATION": NeedsClarification,
@@ -76,13 +79,24 @@ def _fields(status: str) -> tuple[str, ...]:
 # -- the schema the model is shown --------------------------------------------------------
 
 
-class _Option(BaseModel):
+# The schema the model is shown is one a grammar converter can take as it is: llama.cpp
+# turns `$defs` names into grammar rules (a leading underscore became `-Option`, an invalid
+# rule, and the output was not constrained at all), and a property it does not list would
+# let the output run on; hence the titles and `additionalProperties: false` everywhere.
+_SHOWN = ConfigDict(extra="forbid")
+
+
+class Option(BaseModel):
+    model_config = _SHOWN
+
     label: str
     description: str | None = None
     recommended: bool | None = Field(None, description="at most one option")
 
 
-class _TaskArg(BaseModel):
+class Task(BaseModel):
+    model_config = _SHOWN
+
     title: str
     description: str | None = None
     files: list[str] | None = Field(
@@ -93,7 +107,7 @@ class _TaskArg(BaseModel):
 
 
 class _Submit(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = _SHOWN
 
     question: str | None = Field(
         None, description="NEEDS_CLARIFICATION: one question, with its context"
@@ -101,7 +115,7 @@ class _Submit(BaseModel):
     kind: Literal["free_text", "single_select", "multi_select"] | None = Field(
         None, description="NEEDS_CLARIFICATION"
     )
-    options: list[_Option] | None = Field(
+    options: list[Option] | None = Field(
         None, description="NEEDS_CLARIFICATION: the choices, for selects"
     )
     allow_other: bool | None = Field(
@@ -139,7 +153,7 @@ class PmSubmit(_Submit):
     """Submit the PM's reply to the orchestrator."""
 
     status: Literal["NEEDS_CLARIFICATION", "PLANNED", "COMPLETE"]
-    tasks: list[_TaskArg] | None = Field(None, description="PLANNED: the tasks")
+    tasks: list[Task] | None = Field(None, description="PLANNED: the tasks")
     summary: str | None = Field(None, description="COMPLETE: what was delivered")
 
 
@@ -260,6 +274,11 @@ def read_arguments(agent: str, given: Any) -> Reading:
             notes=notes,
         )
     data = _drop_nulls(data)
+    if status == "DONE" and not str(data.get("summary") or "").strip():
+        # A small model's DONE often comes without one; the work itself (files, commits,
+        # checks) is on the board all the same, so a retry would only spend a call.
+        data["summary"] = NO_SUMMARY
+        notes.append("DONE without a summary: recorded as " + repr(NO_SUMMARY))
     keep = _fields(status)
     ignored = sorted(k for k in data if k != "status" and k not in keep)
     if ignored:
@@ -277,7 +296,11 @@ def read_arguments(agent: str, given: Any) -> Reading:
 
 def read_text(agent: str, text: str) -> Reading:
     """A reply the model wrote as text: its first complete JSON object, wherever it is."""
-    found, count = _first_object(text)
+    found, count, broken = _first_object(text)
+    if broken is not None and (found is None or "status" not in found):
+        # The reply's own object is broken: an object nested in it (an option, a task) is
+        # not the reply, and "status: missing" would tell the model the wrong thing.
+        return Reading(problem=f"the reply's JSON object is not valid JSON: {broken}")
     if found is None:
         return Reading(problem="the reply contains no JSON object")
     reading = read_arguments(agent, found)
@@ -293,17 +316,21 @@ def _bare(text: str) -> bool:
     return stripped.startswith("{") and stripped.endswith("}")
 
 
-def _first_object(text: str) -> tuple[dict[str, Any] | None, int]:
-    """The first JSON object in `text` (fences and prose around it allowed), and how many
-    complete top-level objects the text holds."""
+def _first_object(text: str) -> tuple[dict[str, Any] | None, int, str | None]:
+    """The first JSON object in `text` (fences and prose around it allowed), how many
+    complete top-level objects the text holds, and what was wrong with the first `{` that
+    did not start one before it (None: nothing was)."""
     decoder = json.JSONDecoder()
     first: dict[str, Any] | None = None
     count = 0
+    broken: str | None = None
     position = text.find("{")
     while position >= 0:
         try:
             value, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as exc:
+            if first is None and broken is None and _looks_like_json(text, position):
+                broken = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
             position = text.find("{", position + 1)
             continue
         if isinstance(value, dict):
@@ -311,7 +338,13 @@ def _first_object(text: str) -> tuple[dict[str, Any] | None, int]:
             if first is None:
                 first = value
         position = text.find("{", end)
-    return first, count
+    return first, count, broken
+
+
+def _looks_like_json(text: str, position: int) -> bool:
+    """Does the `{` at `position` open a JSON object (a key in quotes follows), rather than
+    braces in prose such as `{think}`?"""
+    return text[position + 1 : position + 64].lstrip().startswith('"')
 
 
 def _problems(exc: ValidationError, status: str) -> str:

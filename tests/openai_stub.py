@@ -233,6 +233,9 @@ def serve(stub: Stub | None = None) -> Iterator[Stub]:
     finally:
         server.shutdown()
         server.server_close()
+        from orchestrator.agents.llm import forget_servers
+
+        forget_servers()  # the next stub may get this port: it is another server
 
 
 # -- a whole session ----------------------------------------------------------------------

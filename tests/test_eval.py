@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from orchestrator.evals.cases import EvalCase, load_cases, parse_cases
-from orchestrator.evals.metrics import score_case
+from orchestrator.evals.metrics import score_case, totals
 from orchestrator.evals.runner import Config, configs_for, run_eval
 from orchestrator.evals.user import DONT_KNOW, SimulatedUser
 from tests.conftest import invoke
@@ -95,14 +95,88 @@ def test_the_simulated_user_answers_from_the_hidden_spec() -> None:
     assert user(other).action == "decline"
 
 
-def test_timing_counts_the_calls_before_the_question_and_late_goal_questions() -> None:
+def test_timing_is_the_share_of_the_plan_done_and_late_goal_questions() -> None:
     (case,) = parse_cases(CASE, "export.yaml")
-    reply = {"kind": "agent_reply", "reply": {"status": "DONE", "summary": "did the export"}}
+    plan = {"kind": "agent_reply", "reply": {"status": "PLANNED", "tasks": [{"title": "a"}] * 4}}
+    done = {"kind": "agent_reply", "reply": {"status": "DONE", "summary": "did the export"}}
     asked = {"kind": "question_surfaced", "question": {"question": "Which storage?"}}
-    events = [reply, reply, reply, asked, reply]  # the third reply asked: 2 calls before it
-    result = score_case(case, {"status": "completed", "tasks": [], "summary": "x"}, events)
+    events = [plan, done, done, asked, done, done]  # asked after 2 of the 4 tasks
+    doc = {"status": "completed", "tasks": [], "summary": "x", "session_id": "s-1"}
+    result = score_case(case, doc, events)
     assert (result.timing, result.late_goal, result.outcome) == (2 / 4, 1, True)
     assert (result.precision, result.recall, result.ask_f1) == (1.0, 1.0, 1.0)
+    assert result.to_json()["session_id"] == "s-1"
+    assert result.to_json()["asked"] == ["Which storage?"]
+    # a question before any plan, however many calls came before it, is at 0
+    pm = {"kind": "agent_reply", "reply": {"status": "NEEDS_CLARIFICATION"}}
+    early = score_case(case, doc, [pm, pm, pm, asked, plan, done])
+    assert (early.timing, early.late_goal) == (0.0, 0)
+
+
+@pytest.mark.parametrize(
+    ("question", "about"),
+    [
+        ("Which storage should the export use?", "storage"),
+        ("Where does the button go?", "button"),
+        # keywords start a word (stems match, "buttons"), substrings do not
+        ("Should I unbutton the restorage?", None),
+        # one question bundling several asks is about none of them
+        ("Which storage should I use, and where does the button go?", None),
+        ("Which storage? Where does the button go?", None),
+    ],
+)
+def test_a_question_is_about_a_blocker_only_when_it_asks_about_it(
+    question: str, about: str | None
+) -> None:
+    (case,) = parse_cases(CASE, "export.yaml")
+    found = case.blocker_of({"question": question})
+    assert (found.id if found else None) == about
+
+
+def test_generic_words_cannot_be_keywords() -> None:
+    bad = {**CASE, "blockers": [{**CASE["blockers"][0], "keywords": ["storage", "which"]}]}
+    with pytest.raises(ValueError, match="'which': a word any question may contain"):
+        parse_cases(bad, "bad.yaml")
+
+
+# A question asked in every case with no knowledge of it, the issue's kinds: one bundling
+# many topics, and one stuffed with every keyword of the set.
+MULTI_TOPIC = (
+    "Which branch should I use, what information must the output carry, where should it "
+    "live and run, when does it trigger, how many items, and which names, limits, users, "
+    "roles and defaults apply?"
+)
+
+
+def test_a_fixed_question_cannot_beat_never_ask(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import orchestrator.agents.reference as reference
+
+    cases = load_cases([SHIPPED])
+    stuffed = "What about " + ", ".join(
+        sorted({k for c in cases for b in c.blockers for k in b.keywords})
+    )
+    never = run_eval(cases, configs_for(["eval:never-ask"]), db=db_url).configs[0].total
+    for question in (MULTI_TOPIC, stuffed, stuffed + "?"):
+        monkeypatch.setattr(reference, "BROAD_QUESTION", question)
+        gaming = run_eval(cases, configs_for(["eval:always-ask"]), db=db_url).configs[0].total
+        assert gaming["questions"] == len(cases)  # it did ask, everywhere
+        assert gaming["ask_f1"] <= never["ask_f1"], question
+        assert gaming["outcome"] <= never["outcome"], question
+
+
+def test_a_failed_session_is_a_failure_not_a_clean_control() -> None:
+    (control,) = parse_cases(CONTROL, "control.yaml")
+    (case,) = parse_cases(CASE, "export.yaml")
+    failed = score_case(control, {"status": "failed", "error": "pm gave no valid reply"}, [])
+    missed = score_case(case, {"status": "failed"}, [])
+    assert failed.failed and failed.to_json()["over_ask_rate"] is None
+    total = totals([failed, missed])
+    assert total["over_ask_rate"] is None  # no control completed: nothing to say
+    assert (total["failed"], total["failed_rate"], total["ask_f1"]) == (2, 1.0, 0.0)
+    clean = score_case(control, {"status": "completed"}, [])
+    assert totals([failed, clean])["over_ask_rate"] == 0.0
 
 
 def test_cases_are_checked_and_every_malformed_file_is_named(tmp_path: Path) -> None:
@@ -172,7 +246,8 @@ def test_a_chat_model_through_the_openai_stub_is_scored(db_url: str, threshold: 
         assert total["ask_f1"] == round(2 * 0.5 / 1.5, 4)
     else:
         assert total["questions"] == 0 and total["recall"] == 0.0
-        assert total["over_ask_rate"] == 0.0 and total["failed"] == 2
+        # every session failed: a failure each, not two controls that "chose not to ask"
+        assert total["over_ask_rate"] is None and total["failed"] == 2
         assert "max_fallbacks=2" in (case.error or "") and case.assumptions_matching == 2
     assert total["model_calls"] == case.model_calls + control.model_calls
 
@@ -210,6 +285,75 @@ def test_thresholds_and_models_side_by_side_at_the_command_line(tmp_path: Path) 
     assert low["model_calls"] == 8 and low["tokens"] == 8 * 150  # two sessions of 4 calls
     table = result.stderr.splitlines()
     assert any(line.startswith("openai:stub threshold=95 ") for line in table)
+
+
+def test_eval_takes_the_model_options_and_names_each_sessions_question(
+    tmp_path: Path, db_url: str
+) -> None:
+    """--reply-mode, --call-timeout, --max-output-tokens reach the server; each case's
+    session id and question are in the output, for `orchestrator log ID`."""
+    from tests.openai_stub import QUESTION, Stub, text
+
+    def respond(request: dict[str, Any]) -> Any:
+        said = "\n".join(str(m.get("content") or "") for m in request["messages"])
+        if "project manager" not in str(request["messages"][0].get("content")):
+            return text(json.dumps({"status": "DONE", "summary": "exported"}))
+        if "[done]" in said:
+            return text(json.dumps({"status": "COMPLETE", "summary": "the export ships"}))
+        if "The user answered" in said:
+            return text(json.dumps({"status": "PLANNED", "tasks": [{"title": "Export"}]}))
+        return text(json.dumps(QUESTION))
+
+    (tmp_path / "cases.yaml").write_text(json.dumps({"cases": [CASE]}))
+    with serve(Stub(respond)) as stub:
+        result = invoke(
+            "eval", str(tmp_path / "cases.yaml"), "--model", "openai:stub", "--base-url",
+            stub.url, "--reply-mode", "json_schema", "--call-timeout", "30",
+            "--max-output-tokens", "512", "--json", db=db_url,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    first = stub.requests[0]
+    assert first["response_format"]["type"] == "json_schema"
+    assert first["max_tokens"] == 512 and "max_completion_tokens" not in first
+    (case,) = json.loads(result.stdout)["configs"][0]["cases"]
+    assert case["asked"] == [QUESTION["question"]] and case["recall"] == 1.0
+    shown = invoke("log", case["session_id"], "--json", db=db_url)
+    assert shown.returncode == 0 and QUESTION["question"] in shown.stdout
+    assert case["session_id"] in result.stderr  # the progress line names it too
+
+
+def test_a_judge_model_decides_what_a_question_is_about(db_url: str) -> None:
+    """--judge-model: the judge is shown the blocker and the question, and its verdict is
+    what counts (here it credits a question no keyword names), once per question."""
+    from orchestrator.agents.reference import BROAD_QUESTION
+
+    from tests.openai_stub import Stub, text
+
+    def judge(request: dict[str, Any]) -> Any:
+        said = str(request["messages"][-1]["content"])
+        assert said.startswith("You judge questions")
+        return text("YES" if "Which storage" in said and BROAD_QUESTION in said else "NO")
+
+    cases = [EvalCase.model_validate(CASE)]
+    with serve(Stub(judge)) as stub:
+        report = run_eval(
+            cases,
+            configs_for(["eval:always-ask"]),
+            model_options={"base_url": stub.url},
+            db=db_url,
+            judge_model="openai:judge",
+        )
+    (result,) = report.configs[0].results
+    assert (result.hits, result.recall, result.outcome) == (1, 1.0, True)  # answered too
+    assert len(stub.requests) == 1  # the user and the score heard one verdict
+    keyword = run_eval(cases, configs_for(["eval:always-ask"]), db=db_url).configs[0]
+    assert keyword.results[0].recall == 0.0  # without the judge: no keyword, no hit
+
+
+def test_eval_names_a_bad_model_option(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(json.dumps(CONTROL))
+    result = invoke("eval", str(tmp_path), "--model", "eval:oracle", "--reply-mode", "xml")
+    assert result.returncode == 2 and "--reply-mode 'xml'" in result.stderr
 
 
 def test_a_chat_model_can_play_the_user(db_url: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import forkserver
 import pytest
-from orchestrator.agents.replies import feedback, read_arguments, read_text
+from orchestrator.agents.replies import NO_SUMMARY, feedback, read_arguments, read_text
 from orchestrator.skills import DEVELOPER_TOOLS
 
 from orchestrator import Sessions
@@ -187,7 +187,9 @@ def test_a_session_completes_through_the_real_client(
     assert view["orchestrator_state"]["user_clarification_response"] == "CSV file"
     first = stub.requests[0]
     assert first["model"] == "stub-model"
-    assert first["max_completion_tokens"] == 321
+    # the limit in the field every OpenAI-compatible server honours (llama.cpp ignores
+    # max_completion_tokens without an error, and generated until its context was full)
+    assert first["max_tokens"] == 321 and "max_completion_tokens" not in first
     tools = [t["function"]["name"] for t in first["tools"]]
     assert tools == ["submit_reply"]
     # every call's usage is recorded, and summed per agent and per session
@@ -269,6 +271,10 @@ def test_unknown_tools_count_as_invalid_replies(db_url: str, stub: Stub, tmp_pat
     assert view["status"] == "failed"
     assert "pm gave no valid reply in 3 attempts" in view["error"]
     assert "'search_web', which is not a tool" in view["error"]
+    # the failed turn is not recorded: its last reply is quoted in the error `log` shows
+    assert 'its last reply: search_web({"q": 1})' in view["error"]
+    shown = [e for e in _log(db_url, view["session_id"]) if "its last reply" in json.dumps(e)]
+    assert shown, "the failed turn's reply is in the log"
     assert "There is no tool named 'search_web'" in stub.requests[1]["messages"][-1]["content"]
     # the failed turn's three calls are counted all the same
     assert view["usage"]["model_calls"] == 3 and view["usage"]["total_tokens"] == 450
@@ -327,6 +333,94 @@ def test_a_reply_that_never_ends_times_out(db_url: str, stub: Stub, tmp_path: Pa
     session_id, last_error = _stalled(db_url, stub, tmp_path, call_timeout=1)
     assert "took longer than 1 s (call_timeout" in last_error
     assert "call_timeout" in _failed_event(db_url, session_id)["error"]
+    # the call is counted, with the output the server may still generate for it
+    usage = Sessions(db_url).status(session_id)["usage"]
+    assert (usage["model_calls"], usage["output_tokens"]) == (1, 4096)
+
+
+def test_openai_itself_gets_max_completion_tokens() -> None:
+    from orchestrator.agents.models import call_kwargs
+
+    from orchestrator.model_options import ModelOptions
+
+    own = call_kwargs("openai", ModelOptions(base_url="https://api.openai.com/v1"))
+    assert own["max_tokens"] == 4096 and "extra_body" not in own  # sent as max_completion_
+    local = call_kwargs("openai", ModelOptions(base_url="http://127.0.0.1:8088/v1"))
+    assert "max_tokens" not in local and local["extra_body"] == {"max_tokens": 4096}
+
+
+def _walk(schema: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _walk(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _walk(value)
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "tools"])
+def test_the_schema_every_server_sees_suits_a_grammar_converter(
+    db_url: str, stub: Stub, tmp_path: Path, mode: str
+) -> None:
+    """llama.cpp turns `$defs` names into grammar rules (`_Option` became `-Option` and the
+    output ran unconstrained) and lets an object run on where extra properties are
+    allowed: names of letters only, and no object open to more."""
+    if mode == "json_schema":
+        stub.queue(text(json.dumps(QUESTION)), text(json.dumps(PLAN)))
+        stub.queue(text(json.dumps(DONE)), text(json.dumps(COMPLETE)))
+    view = _start(db_url, stub, tmp_path, reply_mode=mode, max_output_tokens=512)
+    assert view["status"] == "completed", view
+    for request in (stub.requests[0], stub.requests[2]):  # the PM's, a developer's
+        if mode == "json_schema":
+            schema = request["response_format"]["json_schema"]["schema"]
+        else:
+            (schema,) = [
+                t["function"]["parameters"]
+                for t in request["tools"]
+                if t["function"]["name"] == "submit_reply"
+            ]
+        assert request["max_tokens"] == 512
+        names = list(schema.get("$defs", {}))
+        assert all(name.isalpha() for name in names), names
+        objects = [s for s in _walk(schema) if s.get("type") == "object"]
+        assert objects and all(s.get("additionalProperties") is False for s in objects)
+
+
+def test_a_done_without_a_summary_is_accepted_and_noted(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(tool_call(QUESTION), tool_call(PLAN), tool_call({"status": "DONE"}))
+    view = _start(db_url, stub, tmp_path)
+    assert view["status"] == "completed", view
+    assert view["tasks"][0]["summary"] == NO_SUMMARY
+    noted = [e for e in _log(db_url, view["session_id"]) if e.get("agent") == "developer-1"]
+    assert any("DONE without a summary" in " ".join(e.get("notes") or []) for e in noted)
+    assert len(stub.requests) == 4  # no retry was spent on it
+
+
+def test_a_refused_json_schema_is_asked_once_per_server(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    """What llama-cpp-python's server answers (HTTP 500, retried by the client), once: the
+    next session on the same server sends json_object at once."""
+    refusal = "('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"
+    stub.queue(*[error(500, message=refusal)] * 3)
+    replies = [text(json.dumps(r)) for r in (QUESTION, PLAN, DONE, COMPLETE)]
+    stub.queue(*replies)
+    assert _start(db_url, stub, tmp_path, reply_mode="json_schema")["status"] == "completed"
+    stub.queue(*replies)
+    assert _start(db_url, stub, tmp_path, reply_mode="json_schema")["status"] == "completed"
+    kinds = [r["response_format"]["type"] for r in stub.requests]
+    assert kinds == ["json_schema"] * 3 + ["json_object"] * 8
+
+
+def test_a_broken_outer_object_is_named_not_a_nested_one_read() -> None:
+    broken = '{"status": "PLANNED", "tasks": [{"title": "Write it"}] "assumptions": []}'
+    reading = read_text("pm", broken)
+    assert reading.reply is None
+    assert "the reply's JSON object is not valid JSON: Expecting ',' delimiter" in reading.problem
+    assert "status: missing" not in reading.problem
 
 
 def test_a_turn_past_its_wall_time_stalls(db_url: str, stub: Stub, tmp_path: Path) -> None:

@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 
 __all__ = ["evaluate"]
 
+_MODELS = "Chat models"
+
+
+def _default(name: str) -> str:
+    """A chat-model option's default, shown as Click shows its own."""
+    from orchestrator.cli.options import default_text
+    from orchestrator.model_options import ModelOptions
+
+    return default_text(ModelOptions.model_fields[name].default)
+
 
 def evaluate(
     cases: Annotated[
@@ -72,6 +82,51 @@ def evaluate(
             help="Base URL of an OpenAI-compatible or Ollama server for the chat models.",
         ),
     ] = None,
+    reply_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--reply-mode",
+            metavar="tools|json_schema|text",
+            help="How the chat models give their replies, as for `run`." + _default("reply_mode"),
+            rich_help_panel=_MODELS,
+        ),
+    ] = None,
+    tool_choice: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-choice",
+            metavar="auto|required",
+            help="With --reply-mode tools: required makes every answer a tool call."
+            + _default("tool_choice"),
+            rich_help_panel=_MODELS,
+        ),
+    ] = None,
+    call_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--call-timeout",
+            metavar="SECONDS",
+            help="Seconds one model call may take." + _default("call_timeout"),
+            rich_help_panel=_MODELS,
+        ),
+    ] = None,
+    turn_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--turn-timeout",
+            metavar="SECONDS",
+            help="Seconds one agent turn may take in all." + _default("turn_timeout"),
+            rich_help_panel=_MODELS,
+        ),
+    ] = None,
+    max_output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-output-tokens",
+            help="Output tokens per model call." + _default("max_output_tokens"),
+            rich_help_panel=_MODELS,
+        ),
+    ] = None,
     user_model: Annotated[
         str | None,
         typer.Option(
@@ -79,6 +134,15 @@ def evaluate(
             metavar="PROVIDER:NAME",
             help="A chat model plays the user, from the hidden specification. Default: the "
             "deterministic simulated user.",
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-model",
+            metavar="PROVIDER:NAME",
+            help="A chat model judges which blocker each question is about (its prompt: "
+            "orchestrator/evals/judge.py). Default: the keyword matcher.",
         ),
     ] = None,
     junit_xml: Annotated[
@@ -108,6 +172,7 @@ def evaluate(
     as_json: JsonOption = False,
 ) -> None:
     """Run eval cases with a simulated user and report how well the agents ask."""
+    from orchestrator.cli.session_cmds import checked_model_options
     from orchestrator.errors import ConfigError
     from orchestrator.evals.cases import load_cases
     from orchestrator.evals.report import table, write_html, write_junit
@@ -126,7 +191,17 @@ def evaluate(
                 path.touch()
             except OSError as exc:
                 raise ConfigError(f"{name} {path}: cannot write it ({exc})") from None
-        options = {"base_url": base_url} if base_url else None
+        given = checked_model_options(
+            {
+                "base_url": base_url,
+                "reply_mode": reply_mode,
+                "tool_choice": tool_choice,
+                "call_timeout": call_timeout,
+                "turn_timeout": turn_timeout,
+                "max_output_tokens": max_output_tokens,
+            }
+        )
+        options = {k: v for k, v in given.items() if v is not None} or None
         check_configs(configs, options, user_model)
         plural = "s" if len(configs) != 1 else ""
         err(f"{len(loaded)} cases × {len(configs)} configuration{plural} (-j {jobs})")
@@ -138,6 +213,7 @@ def evaluate(
             db=db,
             user_model=user_model,
             on_result=_progress(),
+            judge_model=judge_model,
         )
     shown = table(done)
     if as_json:
@@ -155,6 +231,9 @@ def evaluate(
 
 def _progress() -> Callable[[Config, CaseResult], None]:
     """One line on stderr per case as it ends (jobs end in any order)."""
+    from orchestrator.limits import clip
+    from orchestrator.present.printable import printable
+
     lock = threading.Lock()
 
     def shown(config: Config, result: CaseResult) -> None:
@@ -162,7 +241,10 @@ def _progress() -> Callable[[Config, CaseResult], None]:
         line = (
             f"  {config.label}  {result.case}: {result.status}, {result.questions} question(s), "
             f"ask_f1 {ask_f1}, outcome {'yes' if result.outcome else 'no'}"
+            f" (session {result.session_id})"
         )
+        for asked in result.asked:
+            line += f"\n    asked: {printable(clip(asked, 200))}"
         with lock:
             err(line)
 

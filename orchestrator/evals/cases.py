@@ -6,15 +6,26 @@ file is named in one ConfigError, so that a team fixes its set in one go.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.errors import ConfigError
 
-__all__ = ["Blocker", "EvalCase", "Dimension", "load_cases", "parse_cases", "question_text"]
+__all__ = [
+    "Blocker",
+    "EvalCase",
+    "Dimension",
+    "Matcher",
+    "bundled",
+    "load_cases",
+    "named",
+    "parse_cases",
+    "question_text",
+]
 
 Dimension = Literal["goal", "constraint", "input", "context"]
 _Text = Annotated[str, Field(min_length=1)]
@@ -42,11 +53,22 @@ class Blocker(_Model):
             raise ValueError(f"option {self.option!r} is not one of options {self.options}")
         return self
 
+    @field_validator("keywords")
+    @classmethod
+    def _specific(cls, keywords: list[str]) -> list[str]:
+        generic = sorted({k for k in keywords if k.strip().lower() in GENERIC_WORDS})
+        if generic:
+            raise ValueError(
+                f"{', '.join(map(repr, generic))}: a word any question may contain, so every "
+                "question would be about this blocker; give words that name its topic"
+            )
+        return keywords
+
     def asked_by(self, question: Mapping[str, Any]) -> bool:
-        """Whether `question` (a question object) is about this blocker: its text or one of
-        its option labels names one of the keywords (ignoring case)."""
-        said = question_text(question)
-        return any(word.lower() in said for word in self.keywords)
+        """Whether `question` names one of the keywords: at the start of a word, ignoring
+        case (so `format` is not found in "information", and `authori` is in "authorise").
+        Whether that makes the question *about* the blocker is the Matcher's call."""
+        return bool(named(self.keywords, question_text(question)))
 
 
 class EvalCase(_Model):
@@ -78,10 +100,73 @@ class EvalCase(_Model):
     def is_control(self) -> bool:
         return not self.blockers
 
-    def blocker_of(self, question: Mapping[str, Any]) -> Blocker | None:
-        """The blocker `question` is about (critical ones first), or None."""
-        ordered = sorted(self.blockers, key=lambda b: not b.critical)
-        return next((b for b in ordered if b.asked_by(question)), None)
+    def blocker_of(
+        self, question: Mapping[str, Any], matcher: Matcher | None = None
+    ) -> Blocker | None:
+        """The blocker `question` is about (critical ones first), or None; `matcher`: the
+        rules over the whole set (default: this case alone)."""
+        return (matcher or Matcher([self])).blocker_of(self, question)
+
+
+class Matcher:
+    """Which blocker a question is about, by keywords, in a way a policy cannot game.
+
+    A question is about a blocker when it is one specific question that names the
+    blocker's keywords (whole words from their start, not substrings), and
+    - it asks one thing: at most one interrogative clause and one question mark (a
+      question that bundles several asks is about none of them: HiL-Bench counts each
+      question once, against one blocker, so a bundle cannot collect several hits);
+    - it names at most MAX_OTHER_KEYWORDS keywords of other blockers anywhere in the set
+      (keyword stuffing names many).
+    A question that is about no blocker lowers precision like any unneeded question.
+    """
+
+    MAX_OTHER_KEYWORDS = 2
+
+    def __init__(self, cases: Iterable[EvalCase]) -> None:
+        self.vocabulary = sorted(
+            {k.lower() for case in cases for b in case.blockers for k in b.keywords}
+        )
+
+    def blocker_of(self, case: EvalCase, question: Mapping[str, Any]) -> Blocker | None:
+        if not case.blockers or bundled(str(question.get("question") or "")):
+            return None
+        said = question_text(question)
+        found = set(named(self.vocabulary, said))
+        for blocker in sorted(case.blockers, key=lambda b: not b.critical):
+            own = {k.lower() for k in blocker.keywords}
+            if found & own and len(found - own) <= self.MAX_OTHER_KEYWORDS:
+                return blocker
+        return None
+
+
+# Words any question may contain: never a keyword (they made "Which branch...?" a question
+# about a language, and "Where does it run?" about a button).
+_INTERROGATIVE = frozenset(
+    re.findall(
+        r"\w+",
+        "what which where when who whom whose why how should shall do does did is are was "
+        "were can could will would may might must have has",
+    )
+)
+GENERIC_WORDS = _INTERROGATIVE | frozenset(
+    re.findall(r"\w+", "a an and any anything else i if it know me of or that the this to you")
+)
+_CLAUSE = re.compile(r"[?;:]|,|\band\b|\bor\b|\balso\b", re.IGNORECASE)
+
+
+def named(keywords: Iterable[str], said: str) -> list[str]:
+    """The keywords `said` (lower-cased) names at the start of a word."""
+    return [k for k in keywords if re.search(r"(?<![a-z0-9])" + re.escape(k.lower()), said)]
+
+
+def bundled(text: str) -> bool:
+    """Does a question's text ask several things (more than one question mark, or more
+    than one clause that opens with an interrogative word)?"""
+    if text.count("?") > 1:
+        return True
+    opening = [part.split()[0].lower() for part in _CLAUSE.split(text) if part.split()]
+    return sum(1 for word in opening if word in _INTERROGATIVE) > 1
 
 
 def question_text(question: Mapping[str, Any]) -> str:

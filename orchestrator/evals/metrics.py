@@ -7,12 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.evals.cases import EvalCase
+from orchestrator.evals.cases import EvalCase, Matcher
 
 __all__ = ["CaseResult", "score_case", "totals", "f1", "LATE_GOAL"]
 
-# A goal question after this share of the agent calls comes too late to pay off
-# ("Ask Early, Ask Late, Ask Right": goal clarification loses its value after ~10%).
+# A goal question after this share of the plan is done comes too late to pay off
+# ("Ask Early, Ask Late, Ask Right": goal clarification loses its value after ~10% of the
+# execution). Measured in the plan's tasks, not in agent calls: with 3-5 calls a session,
+# "after 10% of the calls" only meant "not at the first call".
 LATE_GOAL = 0.1
 
 
@@ -28,8 +30,8 @@ class CaseResult:
     critical: int  # critical blockers in the case
     found: int  # critical blockers a surfaced question was about
     calls: int  # agent calls in the session
-    calls_before: int | None  # agent calls before the one that asked (None: no question)
-    late_goal: int  # questions about a goal blocker asked after LATE_GOAL of the calls
+    done_before: float | None  # share of the plan done when the first question came
+    late_goal: int  # questions about a goal blocker asked after LATE_GOAL of the plan
     assumptions: int
     assumptions_matching: int  # recorded assumptions that name a blocker's hidden answer
     outcome: bool  # completed, and every required fact named in the plan or the summary
@@ -37,6 +39,13 @@ class CaseResult:
     model_calls: int | None
     tokens: int | None
     error: str | None = None
+    session_id: str | None = None
+    asked: tuple[str, ...] = ()  # the questions surfaced, as asked
+
+    @property
+    def failed(self) -> bool:
+        """The session did not complete: a failure, never "chose not to ask"."""
+        return self.status != "completed"
 
     @property
     def ask_rate(self) -> float:
@@ -58,25 +67,26 @@ class CaseResult:
 
     @property
     def timing(self) -> float | None:
-        if self.calls_before is None or not self.calls:
-            return None
-        return self.calls_before / self.calls
+        return self.done_before
 
     def to_json(self) -> dict[str, Any]:
         return {
             "case": self.case,
+            "session_id": self.session_id,
             "control": self.control,
             "status": self.status,
+            "failed": self.failed,
             "ask_rate": self.ask_rate,
             "precision": _round(self.precision),
             "recall": _round(self.recall),
             "ask_f1": _round(self.ask_f1),
-            "over_ask_rate": (self.ask_rate if self.control else None),
+            "over_ask_rate": (self.ask_rate if self.control and not self.failed else None),
             "timing": _round(self.timing),
             "late_goal_questions": self.late_goal,
             "outcome": 1.0 if self.outcome else 0.0,
             "missing_facts": list(self.missing),
             "questions": self.questions,
+            "asked": list(self.asked),
             "assumptions": self.assumptions,
             "assumptions_matching": self.assumptions_matching,
             "agent_calls": self.calls,
@@ -95,36 +105,46 @@ def _round(value: float | None) -> float | None:
 
 
 def score_case(
-    case: EvalCase, doc: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
+    case: EvalCase,
+    doc: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]],
+    matcher: Matcher | None = None,
 ) -> CaseResult:
-    """Score one ended session (`doc`: its session object, `events`: its log)."""
+    """Score one ended session (`doc`: its session object, `events`: its log); `matcher`:
+    the rules over the whole case set (default: this case alone)."""
+    judge = matcher or Matcher([case])
     calls = 0
-    calls_before: int | None = None
-    asked: list[tuple[Mapping[str, Any], int]] = []  # (question, calls before its asker)
+    planned = 0  # tasks in the latest plan
+    done = 0  # developer turns that ended their task (DONE or BLOCKED)
+    # (question, tasks ended before it; None: asked before there was a plan)
+    asked: list[tuple[Mapping[str, Any], int | None]] = []
     plan: list[str] = []
     for event in events:
         kind = event.get("kind")
         if kind == "agent_reply":
             calls += 1
             reply = event.get("reply") or {}
+            if reply.get("status") == "PLANNED":
+                planned = len(reply.get("tasks") or [])
+            elif reply.get("status") in ("DONE", "BLOCKED"):
+                done += 1
             for task in reply.get("tasks") or []:
                 plan += [str(task.get("title") or ""), str(task.get("description") or "")]
             plan.append(str(reply.get("summary") or ""))
         elif kind == "question_surfaced":
-            # The reply that asked is the agent call recorded just before this event.
-            before = max(calls - 1, 0)
-            asked.append((event.get("question") or {}, before))
-            calls_before = before if calls_before is None else calls_before
+            asked.append((event.get("question") or {}, done if planned else None))
     plan += [str(t.get("summary") or "") for t in doc.get("tasks") or []]
     plan.append(str(doc.get("summary") or ""))
     said = "\n".join(plan).lower()
-    about = [(case.blocker_of(q), before) for q, before in asked]
+    # The share of the plan done when each question came (0 before there is a plan).
+    shares = [min(before / planned, 1.0) if before and planned else 0.0 for _, before in asked]
+    about = [
+        (judge.blocker_of(case, q), share) for (q, _), share in zip(asked, shares, strict=True)
+    ]
     critical_ids = {b.id for b in case.critical}
     found = {b.id for b, _ in about if b is not None and b.id in critical_ids}
     late_goal = sum(
-        1
-        for b, before in about
-        if b is not None and b.dimension == "goal" and calls and before / calls > LATE_GOAL
+        1 for b, share in about if b is not None and b.dimension == "goal" and share > LATE_GOAL
     )
     answers = [b.answer.lower() for b in case.blockers] + [
         b.option.lower() for b in case.blockers if b.option
@@ -142,7 +162,7 @@ def score_case(
         critical=len(case.critical),
         found=len(found),
         calls=calls,
-        calls_before=calls_before,
+        done_before=shares[0] if shares else None,
         late_goal=late_goal,
         assumptions=len(assumptions),
         assumptions_matching=sum(1 for a in assumptions if any(x in a for x in answers)),
@@ -151,6 +171,8 @@ def score_case(
         model_calls=usage.get("model_calls"),
         tokens=usage.get("total_tokens"),
         error=doc.get("error") or doc.get("last_error"),
+        session_id=doc.get("session_id"),
+        asked=tuple(str(q.get("question") or "") for q, _ in asked),
     )
 
 
@@ -161,7 +183,9 @@ def totals(results: Sequence[CaseResult]) -> dict[str, Any]:
     critical = sum(r.critical for r in results)
     precision = sum(r.hits for r in results) / questions if questions else 0.0
     recall = sum(r.found for r in results) / critical if critical else 0.0
-    controls = [r for r in results if r.control]
+    # A failed control did not "choose not to ask": it is left out of over_ask_rate (and
+    # counted in `failed`), so a model that fails everything cannot score a perfect 0.
+    controls = [r for r in results if r.control and not r.failed]
     timed = [t for t in (r.timing for r in results) if t is not None]
     reported = [r for r in results if r.model_calls is not None]
     return {
@@ -183,5 +207,6 @@ def totals(results: Sequence[CaseResult]) -> dict[str, Any]:
         "agent_calls": sum(r.calls for r in results),
         "model_calls": sum(r.model_calls or 0 for r in reported) if reported else None,
         "tokens": sum(r.tokens or 0 for r in reported) if reported else None,
-        "failed": sum(1 for r in results if r.status != "completed"),
+        "failed": sum(1 for r in results if r.failed),
+        "failed_rate": _round(sum(r.failed for r in results) / len(results)) if results else 0.0,
     }

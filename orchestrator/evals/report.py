@@ -21,6 +21,7 @@ COLUMNS = (
     ("over_ask", "over_ask_rate", "{:.2f}"),
     ("timing", "timing", "{:.2f}"),
     ("outcome", "outcome", "{:.2f}"),
+    ("failed", "failed", "{}"),
     ("calls", "model_calls", "{}"),
     ("tokens", "tokens", "{}"),
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.evals import REFERENCE_POLICIES
-from orchestrator.evals.cases import EvalCase
+from orchestrator.evals.cases import EvalCase, Matcher
 from orchestrator.evals.metrics import CaseResult, score_case, totals
 
 __all__ = ["Config", "ConfigReport", "EvalReport", "run_eval", "configs_for", "check_configs"]
@@ -107,21 +107,31 @@ def run_eval(
     db: str | None = None,
     user_model: str | None = None,
     on_result: Callable[[Config, CaseResult], None] | None = None,
+    judge_model: str | None = None,
 ) -> EvalReport:
     """Run `cases` × `configs`. Every session goes to the database `db` when given (where
     `orchestrator list` and `log` read them afterwards), else to a SQLite file of its own in
     a temporary folder removed afterwards. A mistake (an unknown model) raises its
     UserError before any session starts. `user_model`: a chat model plays the user
-    (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser."""
+    (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser;
+    `judge_model`: a chat model judges what each question is about
+    (orchestrator.evals.judge) instead of the keyword Matcher."""
     import time
 
     check_configs(configs, model_options, user_model)
+    if judge_model is not None:
+        _user_model(judge_model, model_options)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
         root = Path(scratch)
         # Migrated here, once: the jobs' threads never migrate (see _migrated).
         _migrated(db or f"sqlite:///{root / 'template.db'}")
         work = [(n, c, i, case) for n, c in enumerate(configs) for i, case in enumerate(cases)]
+        matcher = Matcher(cases)  # keyword stuffing is judged against the whole set
+        if judge_model is not None:
+            from orchestrator.evals.judge import ModelJudge
+
+            matcher = ModelJudge(cases, _user_model(judge_model, model_options))
 
         def one(item: tuple[int, Config, int, EvalCase]) -> CaseResult:
             number, config, index, case = item
@@ -131,7 +141,7 @@ def run_eval(
             if url is None:
                 _copy(root / "template.db", folder / "orchestrator.db")
                 url = f"sqlite:///{folder / 'orchestrator.db'}"
-            result = run_case(case, config, url, folder, model_options, user_model)
+            result = run_case(case, config, url, folder, model_options, user_model, matcher)
             if on_result is not None:
                 on_result(config, result)
             return result
@@ -204,16 +214,18 @@ def run_case(
     folder: Path,
     model_options: Mapping[str, Any] | None,
     user_model: str | None = None,
+    matcher: Matcher | None = None,
 ) -> CaseResult:
     """One session of `case` with `config` in the database `db`; the developers' workspace
-    in `folder`."""
+    in `folder`. `matcher` decides what a question is about, for the user and the score."""
     from orchestrator.api import AskUser, Sessions
     from orchestrator.evals.user import ModelUser, SimulatedUser
 
     settings: dict[str, Any] = {"timeout": None}
     if config.uncertainty_threshold is not None:
         settings["uncertainty_threshold"] = config.uncertainty_threshold
-    user: AskUser = SimulatedUser(case)
+    judge = matcher or Matcher([case])
+    user: AskUser = SimulatedUser(case, judge)
     if user_model is not None:
         user = ModelUser(case, _user_model(user_model, model_options))
     with Sessions(db, ask=user) as sessions:
@@ -233,4 +245,4 @@ def run_case(
                 model_options=model_options,
             )
         events = sessions.log(doc["session_id"])
-    return score_case(case, dict(doc), [dict(e) for e in events])
+    return score_case(case, dict(doc), [dict(e) for e in events], judge)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.api import Reply
-from orchestrator.evals.cases import EvalCase
+from orchestrator.evals.cases import EvalCase, Matcher
 
 __all__ = ["SimulatedUser", "ModelUser", "DONT_KNOW"]
 
@@ -17,19 +17,21 @@ DONT_KNOW = "I don't know; decide as you think best."
 class SimulatedUser:
     """Deterministic: the same question always gets the same reply.
 
-    On a question about one of the case's blockers (EvalCase.blocker_of) it picks the
+    On a question about one of the case's blockers (Matcher.blocker_of: the same rule
+    the figures use, so a bundle of questions gets no answer either) it picks the
     blocker's right option when the question offers it, else gives the blocker's answer as
     text (where the question takes text). Otherwise it says it does not know: a text
     answer, or a decline where the question takes only its options."""
 
-    def __init__(self, case: EvalCase) -> None:
+    def __init__(self, case: EvalCase, matcher: Matcher | None = None) -> None:
         self.case = case
+        self.matcher = matcher or Matcher([case])
 
     def __call__(self, question: Mapping[str, Any]) -> Reply:
         kind = question.get("kind", "free_text")
         labels = [str(o.get("label")) for o in question.get("options") or []]
         takes_text = kind == "free_text" or bool(question.get("allow_other"))
-        blocker = self.case.blocker_of(question)
+        blocker = self.matcher.blocker_of(self.case, question)
         if blocker is not None:
             if kind != "free_text" and blocker.option is not None:
                 chosen = [label for label in labels if label.lower() == blocker.option.lower()]
