@@ -35,4 +35,3 @@ def test_every_server_listens_on_the_one_socket_maker() -> None:
         if "socket.socket(" in p.read_text(encoding="utf-8")
     }
     assert makers == {"web/protocol.py"}
-

@@ -70,7 +70,10 @@ class Engine:
 
     def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
         """Create a session and run it until it ends or pauses; return its id."""
+        from orchestrator.runtime.checkpoints import set_up
+
         stored = {**Settings().model_dump(), **settings}  # every limit stored
+        set_up(self.url)  # before the session exists: a set-up that fails leaves none
         claim, row = self.store.create(
             task, agents=backend.describe(), settings=stored, owner=self.owner
         )
