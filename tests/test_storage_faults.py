@@ -679,6 +679,48 @@ def test_the_driver_records_its_kept_turn_when_postgresql_returns(
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
 
 
+def test_an_outage_that_outlasts_the_lease_says_the_answer_was_kept_and_names_resume(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """Issue 50 (2): the server stays away longer than the lease (1 s here), so the driver's
+    heartbeat fails and it stops at its next agent call. It said "no longer driven by this
+    process ... See `orchestrator status`", with no `answer_kept`; now it says the answer
+    was kept and names `resume`, which goes on and calls pm#2 once."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        process = _stop_at(
+            "reply_received:pm#2",
+            "resume",
+            session_id,
+            "--answer",
+            "Weekly",
+            "--json",
+            db=db,
+            ORCHESTRATOR_LEASE_SECONDS="1",
+        )
+        out, err = _outage(pg_cluster, process, down_for=2.5)
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "no longer driven by this process" in document["error"]
+        assert "Your answer was kept" in document["error"]
+        assert f"`orchestrator resume {session_id} --db " in document["error"]
+        assert "See `orchestrator status" not in document["error"]
+        done = cli(
+            "resume",
+            session_id,
+            "--json",
+            db=db,
+            env={**os.environ, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+        )
+        assert done.returncode == 0, done.stderr  # -9 had pm been called again
+        assert json.loads(done.stdout)["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
 def test_a_worker_records_its_kept_turn_when_postgresql_restarts(
     pg_cluster: pgcluster.Cluster,
 ) -> None:
