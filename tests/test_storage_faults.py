@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,9 @@ def _mount(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs of our own, unmounted afterwards."""
-    where = tmp_path / "fs"
+@contextmanager
+def _tmpfs(where: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs of our own at `where`, unmounted afterwards."""
     where.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (the CI runs these tests as root)")
@@ -45,6 +45,13 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     finally:
         _mount("-o", "remount,rw", str(where))
         subprocess.run(["umount", "-l", str(where)], check=True)  # -l: a cached handle
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs of our own, unmounted afterwards."""
+    with _tmpfs(tmp_path / "fs") as where:
+        yield where
 
 
 def _paused(db: str) -> str:
@@ -659,6 +666,96 @@ def test_a_turn_finished_on_a_full_disk_is_never_made_again(small_fs: Path) -> N
     assert json.loads(done.stdout)["status"] == "completed"
     log = json.loads(cli("log", session_id, "--json", db=db).stdout)
     assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_a_disk_full_under_the_kept_turns_too_never_pays_an_agent_twice(
+    small_fs: Path, tmp_path: Path
+) -> None:
+    """Issue 47 (1): the disks under both the database and the user's data folder fill
+    while an agent's call ends. `keep()` raised a raw `OSError: [Errno 28]` (a traceback,
+    exit 1), nothing kept the turn, and the next `resume` called the agent again. The
+    kept-turns folder's reserve is given back for the turn: exit 2 saying where it is kept,
+    and the next `resume` records it instead of calling pm again. (Two filesystems: on one
+    the reserve given back would also let the database write, as it should.)"""
+    from orchestrator.runtime.kept_turns import RESERVE_BYTES
+
+    with _tmpfs(tmp_path / "data") as data:
+        db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+        session_id = _paused(db)
+        env = {"XDG_DATA_HOME": str(data), "ORCHESTRATOR_RECORD_PATIENCE": "0"}
+        process = _stop_at(
+            "reply_received:pm#2", "resume", session_id, "--answer", "Weekly", "--json",
+            db=db, **env,
+        )  # fmt: skip
+        reserve = data / "orchestrator" / "kept-turns" / "reserve"
+        try:
+            assert reserve.stat().st_size == RESERVE_BYTES  # made before the agent ran
+            fillers = [_fill(small_fs), _fill(data)]
+            os.kill(process.pid, signal.SIGCONT)
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "disk holding the database is full" in document["error"]
+        assert "pm (pm#2)" in document["error"] and f"kept in {data}" in document["error"]
+        assert not reserve.exists()  # given back for the kept turn
+        for filler in fillers:
+            filler.unlink()
+        done = cli(
+            "resume",
+            session_id,
+            "--json",
+            db=db,
+            env={**os.environ, **env, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+        )
+        assert done.returncode == 0, done.stderr  # -9 had pm been called again
+        assert json.loads(done.stdout)["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+        assert reserve.stat().st_size == RESERVE_BYTES  # made again once there was room
+
+
+def test_a_turn_that_can_be_neither_recorded_nor_kept_is_held_until_one_works(
+    small_fs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no reserve left and the disk full, the turn cannot be kept either: the driver
+    says so plainly and holds it, past its patience, instead of raising (which would leave
+    a resume to call the agent again); once the database takes it, it is recorded."""
+    import logging
+
+    from orchestrator.runtime import kept_turns
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(small_fs / "data"))
+        patch.setenv(kept_turns.PATIENCE_ENV, "0")
+        kept = kept_turns.KeptTurns("sqlite:///x.db", "s1")
+        kept_turns.reserve_path().unlink()  # spent by an earlier kept turn
+        filler = _fill(small_fs)
+        attempts: list[int] = []
+
+        def write() -> dict[str, object]:
+            attempts.append(1)
+            if len(attempts) < 4:
+                raise sqlite3.OperationalError("database or disk is full")
+            return {"reply": {"status": "DONE"}}
+
+        def classify(exc: BaseException) -> str | None:
+            return "the disk is full" if isinstance(exc, sqlite3.OperationalError) else None
+
+        with caplog.at_level(logging.WARNING, logger="orchestrator.runtime"):
+            stored = kept.record("developer-2#1", "developer-2", {"reply": {}}, write, classify)
+        filler.unlink()
+    assert stored == {"reply": {"status": "DONE"}}
+    assert len(attempts) == 4  # tried on after its patience (0 s) ended, not raised
+    said = caplog.text
+    assert "neither recorded nor kept" in said and "holds it" in said
+    assert kept.get("developer-2#1") is None and not list(kept.folder.glob("*.tmp"))
 
 
 def test_the_driver_records_its_kept_turn_when_postgresql_returns(
