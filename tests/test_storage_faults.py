@@ -840,6 +840,49 @@ def test_a_worker_records_its_kept_turn_when_postgresql_restarts(
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
 
 
+def test_serve_runs_on_a_session_whose_run_an_outage_cut_off(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """Issue 47 (2): `serve` was running a session on when PostgreSQL stopped; its claim
+    could not be dropped, so the row still named the server, which is alive: the server's
+    poll took only handed-off sessions, nobody else may take a live owner's, and the session
+    stayed `running, stalled` for good. Now the server's next poll after the outage runs it
+    on (pm#2's turn was kept, so pm is not called for it again)."""
+    from tests.test_web_processes import server
+
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        env = {"ORCHESTRATOR_STOP_AT": "reply_received:pm#2", "ORCHESTRATOR_RECORD_PATIENCE": "0"}
+        with server(db, env=env) as (_, proc):
+            handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
+            assert handed.returncode == 0, handed.stderr
+            while not _stopped(proc):  # the server's poll took it and ran pm#2
+                time.sleep(0.05)
+            pg_cluster.stop_server()
+            try:
+                os.kill(proc.pid, signal.SIGCONT)
+                _wait_for_log_line(proc, "not run on")  # the run on met the outage
+            finally:
+                pg_cluster.start_server()
+            deadline = time.monotonic() + 60
+            while _status(db, session_id)["status"] != "completed":
+                assert time.monotonic() < deadline, _status(db, session_id)
+                time.sleep(0.2)
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def _wait_for_log_line(proc: subprocess.Popen[str], words: str) -> str:
+    """Read the server's stderr until a line with `words` (the server keeps running)."""
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if words in line:
+            return line
+    raise AssertionError(f"the server ended without logging {words!r}: {''.join(seen)}")
+
+
 def test_a_lock_held_too_long_is_a_clear_message_and_the_answer_is_not_lost(
     tmp_path: Path,
 ) -> None:
