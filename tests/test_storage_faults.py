@@ -872,6 +872,40 @@ def test_serve_runs_on_a_session_whose_run_an_outage_cut_off(
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
 
 
+def test_a_worker_counts_a_drive_that_ended_just_before_an_outage(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """The cause of a `make test` failure of test_worker.py's restart test ({'completed': 1}
+    != {'completed': 2} after "interrupted by the database"): the drive's end committed,
+    then the server went away before the session was read back. The worker logged it as
+    cut off and never counted it (nor could it take it up again: it had ended). Now it
+    counts the end its drive committed."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
+        assert handed.returncode == 0, handed.stderr
+        process = _stop_at("after_finish", "worker", "--json", db=db)
+        try:
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+                assert process.stderr is not None
+                for line in process.stderr:  # the read after the end meets the outage
+                    if session_id in line and ("read back" in line or "interrupted" in line):
+                        break
+            finally:
+                pg_cluster.start_server()
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 0, err
+        assert json.loads(out)["ended"] == {"completed": 1}, err
+        assert _status(db, session_id)["status"] == "completed"
+
+
 def _wait_for_log_line(proc: subprocess.Popen[str], words: str) -> str:
     """Read the server's stderr until a line with `words` (the server keeps running)."""
     assert proc.stderr is not None
