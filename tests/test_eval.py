@@ -273,3 +273,42 @@ def test_a_deeply_nested_or_doubled_case_file_is_refused_not_crashed(tmp_path: P
         load_cases([deep, twice])
     assert "deep.yaml: nested more than" in raised.value.message
     assert "twice.yaml: line 2: duplicate key 'task'" in raised.value.message
+
+
+@pytest.mark.backends("postgresql")
+def test_a_storage_fault_that_stops_eval_j2_names_every_session_it_leaves(
+    tmp_path: Path, db_url: str, pg_cluster: Any
+) -> None:
+    """Issue 50 (4) and 47 (3): PostgreSQL stops while `eval -j 2 --db` runs two sessions.
+    The error named one session while two were left running, and they stayed in the user's
+    database, paused or running. Now it names every session the eval left unfinished and
+    the command that ends each (the database is away: nothing can be cancelled yet); once
+    it is back, those commands leave nothing running. (Both jobs are inside a session when
+    the process stops at the first one's pm#2: the cases' first turns are alike.)"""
+    import re
+
+    from tests.conftest import cli
+    from tests.test_storage_faults import _outage, _stop_at
+
+    (tmp_path / "cases.yaml").write_text(json.dumps({"cases": [CASE, {**CASE, "name": "b"}]}))
+    process = _stop_at(
+        "reply_received:pm#2", "eval", str(tmp_path / "cases.yaml"), "--model",
+        "eval:always-ask", "-j", "2", "--json", db=db_url, ORCHESTRATOR_RECORD_PATIENCE="0",
+    )  # fmt: skip
+    out, err = _outage(pg_cluster, process)
+    assert process.returncode == 2, err
+    assert "Traceback" not in err
+    assert "sessions: kept in postgresql" in err  # said where, before the first one
+    error = json.loads(out)["error"]
+    assert "The eval stopped" in error
+    listed = json.loads(cli("list", "--json", db=db_url).stdout)
+    left = [s["session_id"] for s in listed if s["status"] in ("running", "paused")]
+    assert len(left) == 2, listed
+    for session_id in left:
+        assert f"orchestrator cancel {session_id}" in error, error
+    assert f"{len(left)} session" in error
+    for command in re.findall(r"`(orchestrator cancel [^`]+)`", error):
+        ended = cli(*command.split()[1:], "--json")
+        assert ended.returncode == 0, ended.stderr
+    listed = json.loads(cli("list", "--json", db=db_url).stdout)
+    assert not [s for s in listed if s["status"] in ("running", "paused")], listed

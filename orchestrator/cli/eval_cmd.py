@@ -138,6 +138,7 @@ def evaluate(
             db=db,
             user_model=user_model,
             on_result=_progress(),
+            on_start=_where,
         )
     shown = table(done)
     if as_json:
@@ -167,3 +168,13 @@ def _progress() -> Callable[[Config, CaseResult], None]:
             err(line)
 
     return shown
+
+
+def _where(db: str | None, scratch: Path) -> None:
+    """Say where the eval's sessions go, before the first one starts."""
+    if db is None:
+        err(f"sessions: one scratch database each, under {scratch} (removed at the end)")
+        return
+    from orchestrator.redact import mask_url
+
+    err(f"sessions: kept in {mask_url(db)} (an interrupted eval cancels those it leaves)")

@@ -4,8 +4,9 @@ own, `jobs` at a time, and score it (orchestrator.evals.metrics)."""
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,42 +108,192 @@ def run_eval(
     db: str | None = None,
     user_model: str | None = None,
     on_result: Callable[[Config, CaseResult], None] | None = None,
+    on_start: Callable[[str | None, Path], None] | None = None,
 ) -> EvalReport:
     """Run `cases` × `configs`. Every session goes to the database `db` when given (where
     `orchestrator list` and `log` read them afterwards), else to a SQLite file of its own in
     a temporary folder removed afterwards. A mistake (an unknown model) raises its
     UserError before any session starts. `user_model`: a chat model plays the user
-    (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser."""
+    (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser.
+    `on_start(db, scratch)` is told where the sessions go before the first one starts.
+
+    A failure of one job (a storage fault, say) stops the eval: no new session starts, the
+    running ones finish, and the error names every session left unfinished; in `db` they
+    are cancelled (the user's sessions are not littered with paused or running ones)."""
     import time
 
     check_configs(configs, model_options, user_model)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
         root = Path(scratch)
+        if on_start is not None:
+            on_start(db, root)
         # Migrated here, once: the jobs' threads never migrate (see _migrated).
         _migrated(db or f"sqlite:///{root / 'template.db'}")
         work = [(n, c, i, case) for n, c in enumerate(configs) for i, case in enumerate(cases)]
+        runs = _Runs()
 
-        def one(item: tuple[int, Config, int, EvalCase]) -> CaseResult:
+        def one(item: tuple[int, Config, int, EvalCase]) -> CaseResult | None:
             number, config, index, case = item
+            if runs.stopping.is_set():  # another job met a fault: no new session
+                return None
             folder = root / f"{number + 1}" / f"{index + 1}"
             folder.mkdir(parents=True, exist_ok=True)
             url = db
             if url is None:
                 _copy(root / "template.db", folder / "orchestrator.db")
                 url = f"sqlite:///{folder / 'orchestrator.db'}"
-            result = run_case(case, config, url, folder, model_options, user_model)
+            mine: list[str] = []
+
+            def created(session_id: str) -> None:
+                if session_id not in mine:
+                    mine.append(session_id)
+                    runs.created(session_id)
+
+            try:
+                result = run_case(
+                    case, config, url, folder, model_options, user_model, on_created=created
+                )
+            except BaseException:
+                runs.stopping.set()
+                raise
+            runs.finished(mine)
             if on_result is not None:
                 on_result(config, result)
             return result
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            done = list(pool.map(one, work))
+            futures = [pool.submit(one, item) for item in work]
+            wait(futures)
+        failures = [exc for f in futures if (exc := f.exception()) is not None]
+        if failures:
+            raise _stopped(failures, runs, db)
+        done = [f.result() for f in futures]
     by_config = [
-        ConfigReport(c, tuple(r for (rn, *_), r in zip(work, done, strict=True) if rn == n))
+        ConfigReport(
+            c, tuple(r for (rn, *_), r in zip(work, done, strict=True) if rn == n and r is not None)
+        )
         for n, c in enumerate(configs)
     ]
     return EvalReport(tuple(by_config), len(cases), time.monotonic() - started)
+
+
+class _Runs:
+    """The sessions an eval's jobs created, and whether the eval is stopping."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.ids: list[str] = []  # in the order they were created
+        self.done: set[str] = set()  # those whose job ended without an error
+
+    def created(self, session_id: str) -> None:
+        with self.lock:
+            self.ids.append(session_id)
+
+    def finished(self, ids: list[str]) -> None:
+        with self.lock:
+            self.done.update(ids)
+
+    def unfinished(self) -> list[str]:
+        with self.lock:
+            return [session_id for session_id in self.ids if session_id not in self.done]
+
+
+def _stopped(failures: list[BaseException], runs: _Runs, db: str | None) -> BaseException:
+    """The error that stops the eval: the first failure, naming every session the eval
+    left unfinished (not one of them: with `-j N` several jobs meet one fault) and what
+    became of them. In the user's database (`--db`) they are cancelled where the database
+    allows, so that an interrupted eval leaves no paused or running session behind."""
+    from orchestrator.api.storage_errors import fault_message
+    from orchestrator.errors import StorageFailed
+
+    first = failures[0]
+    if fault_message(first) is None:
+        return first  # not a storage fault (a bug keeps its traceback): as it was
+    said = _root_fault(first)
+    unfinished = _unfinished(runs.unfinished(), db)
+    if not unfinished:
+        note = "no session was left unfinished"
+    elif db is None:
+        note = (
+            f"{_count(unfinished)} did not finish ({', '.join(unfinished)}); they were in the "
+            "eval's own scratch database, removed with it: nothing is left behind"
+        )
+    else:
+        cancelled, left = _cancelled(unfinished, db)
+        parts = []
+        if cancelled:
+            parts.append(
+                f"{_count(cancelled)} did not finish and were cancelled: {', '.join(cancelled)}"
+            )
+        if left:
+            from orchestrator.api.storage_errors import go_on_with
+
+            commands = "; ".join(go_on_with(db, "cancel", sid) for sid in left)
+            parts.append(
+                f"{_count(left)} did not finish and could not be cancelled now: {commands} "
+                "ends each once the database works again"
+            )
+        note = "; ".join(parts)
+    fix = said.rstrip(". ").removesuffix(", then try again")
+    return StorageFailed(
+        f"{fix}. The eval stopped: {note}. Run it again once the database works to score every case"
+    )
+
+
+def _root_fault(exc: BaseException) -> str:
+    """The fault itself (a full disk, a server gone), without what one session's error
+    added to it (its `resume` command: the eval ends its sessions instead)."""
+    from orchestrator.api.storage_errors import fault_message
+
+    said = fault_message(exc) or ""
+    cause = exc.__cause__
+    while cause is not None:
+        said = fault_message(cause) or said
+        cause = cause.__cause__
+    return said
+
+
+def _count(ids: list[str]) -> str:
+    return f"{len(ids)} session{'s' if len(ids) != 1 else ''}"
+
+
+def _unfinished(ids: list[str], db: str | None) -> list[str]:
+    """The sessions of `ids` that have not ended (in a scratch database, `db` None: all of
+    them; in `db`, those it does not show ended, or cannot say)."""
+    if db is None or not ids:
+        return list(ids)
+    from orchestrator.api import Sessions
+    from orchestrator.documents import FINAL_STATUSES
+    from orchestrator.errors import OrchestratorError
+
+    left = []
+    with Sessions(db) as sessions:
+        for session_id in ids:
+            try:
+                if sessions.status(session_id)["status"] in FINAL_STATUSES:
+                    continue
+            except OrchestratorError:  # the database still away: not known to have ended
+                pass
+            left.append(session_id)
+    return left
+
+
+def _cancelled(ids: list[str], db: str) -> tuple[list[str], list[str]]:
+    """Cancel each session of `ids`; (those cancelled, those the database refused now)."""
+    from orchestrator.api import Sessions
+    from orchestrator.errors import OrchestratorError
+
+    done, left = [], []
+    with Sessions(db) as sessions:
+        for session_id in ids:
+            try:
+                sessions.cancel(session_id)
+                done.append(session_id)
+            except OrchestratorError:
+                left.append(session_id)
+    return done, left
 
 
 def check_configs(
@@ -204,9 +355,11 @@ def run_case(
     folder: Path,
     model_options: Mapping[str, Any] | None,
     user_model: str | None = None,
+    *,
+    on_created: Callable[[str], None] | None = None,
 ) -> CaseResult:
     """One session of `case` with `config` in the database `db`; the developers' workspace
-    in `folder`."""
+    in `folder`. `on_created(session_id)` is told once the session exists."""
     from orchestrator.api import AskUser, Sessions
     from orchestrator.evals.user import ModelUser, SimulatedUser
 
@@ -216,7 +369,12 @@ def run_case(
     user: AskUser = SimulatedUser(case)
     if user_model is not None:
         user = ModelUser(case, _user_model(user_model, model_options))
-    with Sessions(db, ask=user) as sessions:
+
+    def heard(session_id: str, _event: Any) -> None:
+        if on_created is not None:
+            on_created(session_id)
+
+    with Sessions(db, ask=user, on_event=heard) as sessions:
         if config.reference:
             from orchestrator.agents.reference import ReferencePolicy
 
