@@ -105,6 +105,16 @@ def evaluate(
             "`orchestrator list` and `log`. Default: a database per session, removed after.",
         ),
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN",
+            help="Go on with an interrupted eval run (the id it printed at its start; with "
+            "the same --db): finished cases are scored as they ended, unfinished sessions "
+            "run on without repeating an agent call, the rest run.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run eval cases with a simulated user and report how well the agents ask."""
@@ -139,6 +149,7 @@ def evaluate(
             user_model=user_model,
             on_result=_progress(),
             on_start=_where,
+            resume=resume,
         )
     shown = table(done)
     if as_json:
@@ -170,11 +181,14 @@ def _progress() -> Callable[[Config, CaseResult], None]:
     return shown
 
 
-def _where(db: str | None, scratch: Path) -> None:
+def _where(db: str | None, scratch: Path, run: str | None) -> None:
     """Say where the eval's sessions go, before the first one starts."""
     if db is None:
         err(f"sessions: one scratch database each, under {scratch} (removed at the end)")
         return
     from orchestrator.redact import mask_url
 
-    err(f"sessions: kept in {mask_url(db)} (an interrupted eval cancels those it leaves)")
+    err(
+        f"eval run {run}: sessions kept in {mask_url(db)}; if it is interrupted, go on with "
+        f"the same command and --resume {run}"
+    )

@@ -108,26 +108,42 @@ def run_eval(
     db: str | None = None,
     user_model: str | None = None,
     on_result: Callable[[Config, CaseResult], None] | None = None,
-    on_start: Callable[[str | None, Path], None] | None = None,
+    on_start: Callable[[str | None, Path, str | None], None] | None = None,
+    resume: str | None = None,
 ) -> EvalReport:
     """Run `cases` × `configs`. Every session goes to the database `db` when given (where
     `orchestrator list` and `log` read them afterwards), else to a SQLite file of its own in
     a temporary folder removed afterwards. A mistake (an unknown model) raises its
     UserError before any session starts. `user_model`: a chat model plays the user
     (orchestrator.evals.user.ModelUser) instead of the deterministic SimulatedUser.
-    `on_start(db, scratch)` is told where the sessions go before the first one starts.
+    `on_start(db, scratch, run)` is told where the sessions go before the first one starts,
+    and with `db` the run's id (orchestrator.evals.ledger): `resume=RUN` goes on with that
+    run, scoring the cases it finished, running on those it left unfinished (no agent
+    call made again) and running the others.
 
     A failure of one job (a storage fault, say) stops the eval: no new session starts, the
-    running ones finish, and the error names every session left unfinished; in `db` they
-    are cancelled (the user's sessions are not littered with paused or running ones)."""
+    running ones finish, and the error names every session left unfinished and says how
+    to go on (`resume`: no paused or running session is left for good)."""
     import time
 
+    from orchestrator.evals.ledger import Ledger
+
     check_configs(configs, model_options, user_model)
+    if resume is not None and db is None:
+        from orchestrator.errors import ConfigError
+
+        raise ConfigError(
+            "--resume goes with the --db the run kept its sessions in (without --db they "
+            "were in scratch databases, removed when it ended)"
+        )
     started = time.monotonic()
+    ledger = None
+    if db is not None:
+        ledger = Ledger.resume(resume, db) if resume is not None else Ledger.new(db)
     with tempfile.TemporaryDirectory(prefix="orchestrator-eval-") as scratch:
         root = Path(scratch)
         if on_start is not None:
-            on_start(db, root)
+            on_start(db, root, ledger.run if ledger is not None else None)
         # Migrated here, once: the jobs' threads never migrate (see _migrated).
         _migrated(db or f"sqlite:///{root / 'template.db'}")
         work = [(n, c, i, case) for n, c in enumerate(configs) for i, case in enumerate(cases)]
@@ -144,16 +160,26 @@ def run_eval(
                 _copy(root / "template.db", folder / "orchestrator.db")
                 url = f"sqlite:///{folder / 'orchestrator.db'}"
             mine: list[str] = []
+            key = f"{config.label} | {case.name}"
 
             def created(session_id: str) -> None:
                 if session_id not in mine:
                     mine.append(session_id)
                     runs.created(session_id)
+                    if ledger is not None:
+                        ledger.put(key, session_id)
 
             try:
-                result = run_case(
-                    case, config, url, folder, model_options, user_model, on_created=created
-                )
+                known = ledger.get(key) if ledger is not None else None
+                result = None
+                if known is not None:
+                    created(known)
+                    result = resume_case(case, url, known, model_options, user_model)
+                if result is None:
+                    mine.clear()
+                    result = run_case(
+                        case, config, url, folder, model_options, user_model, on_created=created
+                    )
             except BaseException:
                 runs.stopping.set()
                 raise
@@ -167,7 +193,7 @@ def run_eval(
             wait(futures)
         failures = [exc for f in futures if (exc := f.exception()) is not None]
         if failures:
-            raise _stopped(failures, runs, db)
+            raise _stopped(failures, runs, db, ledger.run if ledger is not None else None)
         done = [f.result() for f in futures]
     by_config = [
         ConfigReport(
@@ -200,46 +226,33 @@ class _Runs:
             return [session_id for session_id in self.ids if session_id not in self.done]
 
 
-def _stopped(failures: list[BaseException], runs: _Runs, db: str | None) -> BaseException:
+def _stopped(
+    failures: list[BaseException], runs: _Runs, db: str | None, run: str | None
+) -> BaseException:
     """The error that stops the eval: the first failure, naming every session the eval
-    left unfinished (not one of them: with `-j N` several jobs meet one fault) and what
-    became of them. In the user's database (`--db`) they are cancelled where the database
-    allows, so that an interrupted eval leaves no paused or running session behind."""
+    left unfinished (not one of them: with `-j N` several jobs meet one fault) and the
+    command that goes on with them: the same eval with `--resume RUN` (in the user's
+    database, `--db`), or the same eval again (scratch databases are removed with it)."""
     from orchestrator.api.storage_errors import fault_message
     from orchestrator.errors import StorageFailed
 
     first = failures[0]
     if fault_message(first) is None:
         return first  # not a storage fault (a bug keeps its traceback): as it was
-    said = _root_fault(first)
+    fix = _root_fault(first).rstrip(". ").removesuffix(", then try again")
     unfinished = _unfinished(runs.unfinished(), db)
-    if not unfinished:
-        note = "no session was left unfinished"
-    elif db is None:
-        note = (
-            f"{_count(unfinished)} did not finish ({', '.join(unfinished)}); they were in the "
-            "eval's own scratch database, removed with it: nothing is left behind"
-        )
+    left = f"{_count(unfinished)} did not finish ({', '.join(unfinished)})" if unfinished else ""
+    if db is None:
+        where = "; they were in its scratch databases, removed with them" if left else ""
+        then = "run it again once the database works"
     else:
-        cancelled, left = _cancelled(unfinished, db)
-        parts = []
-        if cancelled:
-            parts.append(
-                f"{_count(cancelled)} did not finish and were cancelled: {', '.join(cancelled)}"
-            )
-        if left:
-            from orchestrator.api.storage_errors import go_on_with
-
-            commands = "; ".join(go_on_with(db, "cancel", sid) for sid in left)
-            parts.append(
-                f"{_count(left)} did not finish and could not be cancelled now: {commands} "
-                "ends each once the database works again"
-            )
-        note = "; ".join(parts)
-    fix = said.rstrip(". ").removesuffix(", then try again")
-    return StorageFailed(
-        f"{fix}. The eval stopped: {note}. Run it again once the database works to score every case"
-    )
+        where = ""
+        then = (
+            f"once the database works, the same command with --resume {run} scores the "
+            "finished cases as they ended and runs the others on, repeating no agent call"
+        )
+    stopped = f"The eval stopped: {left}{where}; {then}" if left else f"The eval stopped; {then}"
+    return StorageFailed(f"{fix}. {stopped}")
 
 
 def _root_fault(exc: BaseException) -> str:
@@ -278,22 +291,6 @@ def _unfinished(ids: list[str], db: str | None) -> list[str]:
                 pass
             left.append(session_id)
     return left
-
-
-def _cancelled(ids: list[str], db: str) -> tuple[list[str], list[str]]:
-    """Cancel each session of `ids`; (those cancelled, those the database refused now)."""
-    from orchestrator.api import Sessions
-    from orchestrator.errors import OrchestratorError
-
-    done, left = [], []
-    with Sessions(db) as sessions:
-        for session_id in ids:
-            try:
-                sessions.cancel(session_id)
-                done.append(session_id)
-            except OrchestratorError:
-                left.append(session_id)
-    return done, left
 
 
 def check_configs(
@@ -346,6 +343,35 @@ def _copy(template: Path, target: Path) -> None:
     # SQLite's backup API: a consistent copy, also of the pages still in the WAL file.
     with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
         source.backup(copy)
+
+
+def resume_case(
+    case: EvalCase,
+    db: str,
+    session_id: str,
+    model_options: Mapping[str, Any] | None,
+    user_model: str | None = None,
+) -> CaseResult | None:
+    """Score `case` from the session an interrupted run of it left in `db`: as it ended,
+    or run on first (a paused one's question answered by the simulated user, a running
+    one whose eval is gone taken over; its recorded turns are not made again). None when
+    the session was cancelled (an eval stopped by a fault cancels what it leaves): the case
+    runs anew."""
+    from orchestrator.api import AskUser, Sessions
+    from orchestrator.documents import FINAL_STATUSES
+    from orchestrator.evals.user import ModelUser, SimulatedUser
+
+    user: AskUser = SimulatedUser(case)
+    if user_model is not None:
+        user = ModelUser(case, _user_model(user_model, model_options))
+    with Sessions(db, ask=user) as sessions:
+        doc = sessions.status(session_id)
+        if doc["status"] == "cancelled":
+            return None
+        if doc["status"] not in FINAL_STATUSES:
+            doc = sessions.resume(session_id)
+        events = sessions.log(session_id)
+    return score_case(case, dict(doc), [dict(e) for e in events])
 
 
 def run_case(
