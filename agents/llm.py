@@ -123,7 +123,7 @@ class LLMBackend:
 
         agent = request.agent
         role = "pm" if agent == "pm" else "developer"
-        tools, changed = self._tools(role, request)
+        tools, context = self._tools(role, request)
         chat, mode = self._bind(role, agent, tools)
         new: list[Any] = []
         if not request.history:
@@ -140,7 +140,12 @@ class LLMBackend:
         def done(reading: Reading) -> AgentTurn:
             notes.extend(reading.notes)
             return AgentTurn(
-                reading.reply, tuple(new), tuple(sorted(changed)), budget.usage(), tuple(notes)
+                reading.reply,
+                tuple(new),
+                tuple(sorted(context.changed)) if context else (),
+                budget.usage(),
+                tuple(notes),
+                tuple(context.ran) if context else (),
             )
 
         def refused(problem: str) -> None:
@@ -261,17 +266,16 @@ class LLMBackend:
             and "response_format" in exc.message
         )
 
-    def _tools(self, role: str, request: AgentRequest) -> tuple[list[Any], set[str]]:
+    def _tools(self, role: str, request: AgentRequest) -> tuple[list[Any], Any]:
+        """The developer's tools on its desk (its worktree where the session has a
+        repository, else the shared workspace) and their shared context."""
         if role != "developer":
-            return [], set()
-        from orchestrator.skills import WORKSPACE_TOOLS, ToolContext, Workspace, make_tools
+            return [], None
+        from orchestrator.skills import Desk
 
-        context = ToolContext(
-            workspace=Workspace(self.workspace(request.session_id)),
-            agent=request.agent,
-            changed=set(),
-        )
-        return make_tools(WORKSPACE_TOOLS, context), context.changed
+        desk: Desk = request.desk or Desk(self.workspace(request.session_id))
+        tools, context = desk.tools(request.agent)
+        return list(tools), context
 
     @staticmethod
     def _invoke(chat: Any, conversation: list[Any], agent: str, seconds: float) -> Any:

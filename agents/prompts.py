@@ -58,5 +58,15 @@ def _board(tasks: tuple[dict[str, Any], ...]) -> str:
             line += f": {detail}"
         if task.get("files"):
             line += f" (files changed: {json.dumps(task['files'])})"
+        for check in task.get("checks") or []:
+            verdict = "passed" if check.get("passed") else "FAILED"
+            line += f"\n    check {verdict}: {check['command']}"
+        merge = task.get("merge") or {}
+        if merge.get("outcome") == "clean":
+            line += f"\n    merged into the session branch ({str(merge['commit'])[:12]})"
+        elif merge.get("outcome") == "conflict":
+            line += f"\n    not merged: conflict in {json.dumps(merge.get('files') or [])}"
+        elif merge.get("outcome") == "checks_failed":
+            line += "\n    not merged: the checks fail on the merged tree"
         lines.append(line)
     return "\n".join(lines)

@@ -85,6 +85,11 @@ class _Option(BaseModel):
 class _TaskArg(BaseModel):
     title: str
     description: str | None = None
+    files: list[str] | None = Field(
+        None,
+        description="the files (paths or globs) this task expects to change; tasks whose "
+        "lists overlap run one after another, the others in parallel",
+    )
 
 
 class _Submit(BaseModel):

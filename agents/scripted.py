@@ -5,13 +5,23 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.replies import parse_reply
 from orchestrator.errors import AgentReplyError, ScriptExhausted
 from orchestrator.runtime.agent import AgentRequest, AgentTurn
+from orchestrator.scenario.format import without_tools
 
-__all__ = ["ScriptedBackend"]
+__all__ = ["ScriptedBackend", "shared_workspace"]
+
+
+def shared_workspace(session_id: str) -> Path:
+    """The developers' shared folder of a session without a repository (as a chat-model
+    session without --workdir has): <data dir>/workspaces/<session id>."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("orchestrator", appauthor=False)) / "workspaces" / session_id
 
 
 class ScriptedBackend:
@@ -48,10 +58,20 @@ class ScriptedBackend:
             if index >= len(replies):
                 raise ScriptExhausted(request.agent, source, len(replies))
             self._cursor[source] += 1
+        scripted = replies[index]
         try:
-            return AgentTurn(parse_reply(request.agent, replies[index]))
+            reply = parse_reply(request.agent, without_tools(scripted))
         except ValueError as exc:  # a scenario validated on load cannot get here
             raise AgentReplyError(f"{source}[{index}] is not a valid reply: {exc}") from exc
+        if not scripted.get("tools"):
+            return AgentTurn(reply)
+        # The scripted tool calls, played through the same tools (and sandbox) as a
+        # model's, before the reply is given.
+        from orchestrator.skills import Desk, play_calls
+
+        desk = request.desk or Desk(shared_workspace(request.session_id))
+        changed, ran = play_calls(desk, request.agent, scripted["tools"])
+        return AgentTurn(reply, files=tuple(sorted(changed)), commands=tuple(ran))
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "script", "agents": self.agents}

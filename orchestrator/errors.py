@@ -20,6 +20,7 @@ __all__ = [
     "InvalidAnswer",
     "ScenarioError",
     "ConfigError",
+    "RepositoryElsewhere",
     "DatabaseUnavailable",
     "StorageFailed",
     "RunError",
@@ -114,6 +115,11 @@ class ScenarioError(UserError):
 
 class ConfigError(UserError):
     """A bad option or setting (database URL, --ui value, ...)."""
+
+
+class RepositoryElsewhere(ConfigError):
+    """A session whose developers work in a git repository this machine cannot see (a
+    worker or `resume` on another host): it is left alone, nothing changed."""
 
 
 class DatabaseUnavailable(ConfigError):

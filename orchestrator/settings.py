@@ -18,6 +18,7 @@ MAX_TIMEOUT_SECONDS = 30 * 24 * 3600.0
 
 OnTimeout = Literal["wait", "proceed", "cancel"]
 OnLateAnswer = Literal["reconcile", "record"]
+SandboxChoice = Literal["auto", "bwrap", "none"]
 
 
 class Settings(BaseModel):
@@ -81,6 +82,53 @@ class Settings(BaseModel):
             "recorded and compared).",
         ),
     ] = "reconcile"
+
+    # -- developers that run code (contract section 9) -----------------------------------
+    sandbox: Annotated[
+        SandboxChoice,
+        Field(
+            description="Where developers' commands and checks run: auto (bubblewrap "
+            "where it runs here, else commands are refused saying why), bwrap, none "
+            "(unconfined: the user's explicit choice, shown as a warning).",
+        ),
+    ] = "auto"
+    allow_network: Annotated[
+        bool,
+        Field(strict=True, description="Let commands and checks reach the network."),
+    ] = False
+    command_timeout: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=3600,
+            description="Seconds one command or check may run before its process group is killed.",
+        ),
+    ] = 120.0
+    checks: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=2000)]],
+        Field(
+            max_length=20,
+            description="Shell commands run in the sandbox after a developer replies "
+            "DONE; a task is done only when they all pass.",
+        ),
+    ] = []
+    max_check_attempts: Annotated[
+        int,
+        Field(
+            strict=True,
+            ge=1,
+            le=10,
+            description="Times failing checks go back to the developer before the task is BLOCKED.",
+        ),
+    ] = 2
+
+    @field_validator("checks")
+    @classmethod
+    def _checks(cls, checks: list[str]) -> list[str]:
+        for check in checks:
+            if not check.strip():
+                raise ValueError("a check is blank; expected a shell command, e.g. 'make test'")
+        return checks
 
     @field_validator("timeout", mode="before")
     @classmethod

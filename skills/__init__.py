@@ -1,4 +1,5 @@
-"""Tools that agents call: a base class with one result shape, a registry, workspace files.
+"""Tools that agents call: a base class with one result shape, a registry, workspace files,
+commands in a sandbox.
 
 Importing the package registers every tool, so `make_tools` knows them all.
 """
@@ -12,7 +13,10 @@ from .base import (
     register,
     registry,
 )
-from .files import WORKSPACE_TOOLS
+from .commands import Commands
+from .desk import Desk, play_calls
+from .files import DEVELOPER_TOOLS, WORKSPACE_TOOLS
+from .sandbox import Confinement, Limits, Sandbox, SandboxUnavailable
 from .workspace import Workspace
 
 __all__ = [
@@ -25,4 +29,12 @@ __all__ = [
     "registry",
     "make_tools",
     "WORKSPACE_TOOLS",
+    "DEVELOPER_TOOLS",
+    "Commands",
+    "Desk",
+    "play_calls",
+    "Confinement",
+    "Limits",
+    "Sandbox",
+    "SandboxUnavailable",
 ]

@@ -49,12 +49,17 @@ class ToolResult(BaseModel):
 
 @dataclass
 class ToolContext:
-    """What a tool call may touch: the session's workspace, and who is calling."""
+    """What a tool call may touch: the session's workspace (a developer's worktree where
+    the session has a repository), who is calling, and how its commands run."""
 
     workspace: Workspace
     agent: str
     # Workspace-relative POSIX paths this agent wrote during this turn; tools only add.
     changed: set[str] = field(default_factory=set)
+    # How `run_command` runs (skills.commands.Commands); None: refused, no repository.
+    commands: Any = None
+    # The commands run this turn, as their `command` events keep them; tools only add.
+    ran: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Tool(ABC):

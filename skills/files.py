@@ -22,6 +22,8 @@ from .workspace import CONTROL_FOLDERS, Workspace
 
 __all__ = [
     "WORKSPACE_TOOLS",
+    "DEVELOPER_TOOLS",
+    "EditFile",
     "ListFiles",
     "ReadFile",
     "WriteFile",
@@ -31,6 +33,8 @@ __all__ = [
 ]
 
 WORKSPACE_TOOLS = ("list_files", "read_file", "write_file")
+# A developer's tools (contract section 9): the file tools, an exact edit, and commands.
+DEVELOPER_TOOLS = (*WORKSPACE_TOOLS, "edit_file", "run_command")
 MAX_LISTED = 500
 MAX_READ_BYTES = 256 * 1024
 MAX_WRITE_BYTES = 1024 * 1024
@@ -205,6 +209,48 @@ class WriteFile(Tool):
             raise ToolError(f"cannot write {rel!r}: {e.strerror}") from None
         self.context.changed.add(rel)
         return self.result(f"wrote {len(data)} bytes to {rel}", path=rel, bytes=len(data))
+
+
+@register
+class EditFile(Tool):
+    name = "edit_file"
+    description = (
+        "Replace an exact text in a UTF-8 file of the workspace: `old` must occur exactly "
+        "once in the file (include enough lines around it to make it unique); it is "
+        "replaced by `new`. Refused, with the reason, when `old` is not found or is found "
+        "more than once. Use write_file to create a file."
+    )
+
+    class Input(_Args):
+        path: str = Field(description="File to edit, relative to the workspace.")
+        old: str = Field(min_length=1, description="The exact text to replace (once).")
+        new: str = Field(max_length=MAX_WRITE_BYTES, description="The text to put instead.")
+
+    def run(self, args: Input) -> ToolResult:
+        workspace = self.context.workspace
+        reader = ReadFile(self.context).invoke({"path": args.path})
+        if not reader.ok:
+            raise ToolError(reader.error or f"cannot read {args.path!r}")
+        text = reader.output
+        found = text.count(args.old)
+        rel = str(reader.data.get("path", args.path))
+        if found == 0:
+            raise ToolError(
+                f"`old` was not found in {rel!r}: it must match the file's text exactly "
+                "(spaces, indentation and line ends included); read_file shows the text"
+            )
+        if found > 1:
+            raise ToolError(
+                f"`old` occurs {found} times in {rel!r}: include more of the lines around "
+                "it so that it occurs exactly once"
+            )
+        content = text.replace(args.old, args.new, 1)
+        workspace.check_writable(workspace.resolve(args.path))
+        writer = WriteFile(self.context).invoke({"path": args.path, "content": content})
+        if not writer.ok:
+            raise ToolError(writer.error or f"cannot write {rel!r}")
+        line = text[: text.index(args.old)].count("\n") + 1
+        return self.result(f"edited {rel} at line {line}", path=rel, line=line)
 
 
 def _write_atomically(workspace: Workspace, target: Path, parent: int, data: bytes) -> None:

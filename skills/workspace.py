@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["Workspace", "ToolError", "CONTROL_FOLDERS"]
+__all__ = ["Workspace", "ToolError", "CONTROL_FOLDERS", "HOOK_FOLDERS"]
 
 # Version-control folders: what is written there runs as the user (git hooks, a
 # `core.fsmonitor` command at the next `git status`, Mercurial hooks and extensions).
@@ -17,6 +17,9 @@ CONTROL_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", ".jj"})
 _IGNORED = dict.fromkeys(
     [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
 )
+# Folders of git hooks a repository can point git at (`core.hooksPath`) or a tool installs
+# (husky): a hook written there runs as the user at their next commit, outside any sandbox.
+HOOK_FOLDERS = (".githooks", ".husky")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -31,9 +34,12 @@ class ToolError(Exception):
 class Workspace:
     """A directory the tools may read and write; every path a model gives goes through `resolve`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, hooks: tuple[str, ...] = ()) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root.resolve(strict=True)
+        # Top-level folders whose files run as hooks (HOOK_FOLDERS and a repository's own
+        # core.hooksPath): never written by the tools.
+        self.hooks = frozenset(name.casefold() for name in (*HOOK_FOLDERS, *hooks))
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -68,8 +74,16 @@ class Workspace:
         return path.relative_to(self.root).as_posix() or "."
 
     def check_writable(self, real: Path) -> None:
-        """Refuse a write to `real` (from `resolve`) inside a version-control folder."""
-        for name in real.relative_to(self.root).parts:
+        """Refuse a write to `real` (from `resolve`) inside a version-control folder or a
+        folder of git hooks."""
+        parts = real.relative_to(self.root).parts
+        if parts and parts[0].casefold().rstrip(". ") in self.hooks:
+            raise ToolError(
+                f"{self.relative(real)!r} is in {parts[0]!r}, a folder of git hooks: a hook "
+                "written there runs on the user's machine at their next commit, so tools "
+                "never write there; ask the user to change hooks themselves"
+            )
+        for name in parts:
             if _control_name(name):
                 raise ToolError(
                     f"{self.relative(real)!r} is in {name!r}, a version-control folder: what "

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import SystemMessage, ToolMessage
 from orchestrator.agents.llm import LLMBackend
+from orchestrator.skills import DEVELOPER_TOOLS
 
 from orchestrator.domain.gate import FALLBACK_MESSAGE
 from orchestrator.domain.question import UserReply
@@ -64,7 +65,7 @@ def test_pm_asks_gets_the_answer_plans_and_a_developer_writes_a_file(
     ]  # fmt: skip
     assert (tmp_path / "ws" / "hello.txt").read_text() == "Ahoj!\n"
     # the tools the developer was offered, and the answer the PM was given
-    assert set(dev.bound) == {"list_files", "read_file", "write_file", "submit_reply"}
+    assert set(dev.bound) == {*DEVELOPER_TOOLS, "submit_reply"}
     second = pm.seen[1]
     assert "The user answered: Czech" in second[-1].content or "Answer: Czech" in second[-1].content
     # the review sees which files each developer changed

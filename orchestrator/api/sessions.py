@@ -153,7 +153,7 @@ class Sessions:
         elif models is not None:
             raise ConfigError("give either models or a backend, not both")
         assert isinstance(chosen, Settings)
-        return self._started(task, backend, chosen.model_dump())
+        return self._started(task, backend, chosen.model_dump(), workdir=workdir)
 
     def start_scenario(
         self,
@@ -162,12 +162,15 @@ class Sessions:
         task: str | None = None,
         settings: Mapping[str, Any] | None = None,
         source: str | None = None,
+        workdir: Path | None = None,
     ) -> SessionDoc:
         """Start a scripted session (contract section 4) and run it until it ends or pauses.
 
         `scenario`: a loaded Scenario, a file path, or the YAML/JSON text itself (a string of
         one line is a path). `settings`
-        override the scenario's own (None values are ignored); `source` names the file."""
+        override the scenario's own (None values are ignored); `source` names the file (a
+        `repo:` folder is relative to it); `workdir`, a folder in a git repository, gives
+        the developers worktrees of that repository (contract section 9)."""
         from orchestrator.agents.scripted import ScriptedBackend
         from orchestrator.scenario import Scenario, load_scenario, parse_scenario
 
@@ -181,12 +184,27 @@ class Sessions:
         assert isinstance(scenario, Scenario)
         stored = scenario.session_settings(source=source, **dict(settings or {}))
         backend = ScriptedBackend(scenario.agents, replies_so_far={})
-        return self._started(task or scenario.task, backend, stored)
+        fixture = None
+        if scenario.repo is not None:  # relative to the scenario file
+            fixture = Path(source).parent / scenario.repo if source else Path(scenario.repo)
+        return self._started(
+            task or scenario.task, backend, stored, workdir=workdir, fixture=fixture
+        )
 
-    def _started(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> SessionDoc:
+    def _started(
+        self,
+        task: str,
+        backend: AgentBackend,
+        settings: Mapping[str, Any],
+        *,
+        workdir: Path | None = None,
+        fixture: Path | None = None,
+    ) -> SessionDoc:
         engine = self._engine()
         try:  # once the session exists, a fault names it and `resume`, never "try again"
-            return self.status(engine.start(task, backend, settings))
+            return self.status(
+                engine.start(task, backend, settings, workdir=workdir, fixture=fixture)
+            )
         except Exception as exc:
             if engine.started is None:
                 raise
@@ -270,6 +288,41 @@ class Sessions:
                 "database works again",
                 session_id=session_id,
             ) from exc
+
+    def clean(self, session_id: str, *, branches: bool = False) -> dict[str, Any]:
+        """Remove what an ended session left in its repository: its worktrees, and with
+        `branches` its branches (the session branch `orchestrator/ID`, the result, too).
+        A session that has not ended is refused (SessionBusy, nothing removed); so is a
+        session without a repository (ConfigError)."""
+        from orchestrator.errors import SessionBusy
+        from orchestrator.runtime.worktrees import Workbench
+
+        doc = self.status(session_id)
+        settings = self._opened.session(session_id).settings or {}
+        stored = settings.get("workbench")
+        if not stored:
+            raise ConfigError(
+                f"session {session_id} worked in no git repository: it has no worktrees or "
+                "branches to clean"
+            )
+        if doc["status"] not in ("completed", "failed", "cancelled"):
+            raise SessionBusy(
+                f"session {session_id} is {doc['status']}: its worktrees are in use. Let it "
+                f"finish, or stop it first (`orchestrator cancel {session_id}`)"
+            )
+        bench = Workbench.from_settings(session_id, stored)
+        gone = bench.reachable()
+        if gone is not None:
+            raise ConfigError(f"{gone}: clean it on the machine that has it")
+        removed = bench.remove_worktrees()
+        deleted = bench.delete_branches() if branches else []
+        return {
+            "session_id": session_id,
+            "repository": str(bench.repository),
+            "worktrees_removed": removed,
+            "branches_deleted": deleted,
+            "branches_kept": [] if branches else bench.branches(),
+        }
 
     # -- reading --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from orchestrator.cli.output import emit, user_errors
 from orchestrator.cli.runs import sessions_for
 from orchestrator.present.render import session_text
 
-__all__ = ["cancel"]
+__all__ = ["cancel", "clean"]
 
 
 def cancel(
@@ -29,3 +29,32 @@ def cancel(
     if view.get("cancel_requested"):
         text += "\n  the session stops before its next agent call"
     emit(as_json, view, text)
+
+
+def clean(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to clean up.")],
+    branches: Annotated[
+        bool,
+        typer.Option(
+            "--branches",
+            help="Delete its branches too: each task's and the session branch "
+            "orchestrator/ID (the result). Without it they stay.",
+        ),
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove what an ended session left in its git repository: its worktrees (and, with
+    --branches, its branches). A session that has not ended is refused (exit 2)."""
+    with user_errors(as_json, session_id):
+        done = sessions_for(db, session_id=session_id).clean(session_id, branches=branches)
+    lines = [f"session {session_id}: cleaned in {done['repository']}"]
+    lines += [f"  removed worktree {path}" for path in done["worktrees_removed"]]
+    lines += [f"  deleted branch {name}" for name in done["branches_deleted"]]
+    if done["branches_kept"]:
+        lines.append(
+            "  kept the branches (--branches deletes them): " + ", ".join(done["branches_kept"])
+        )
+    if len(lines) == 1:
+        lines.append("  nothing was left to remove")
+    emit(as_json, done, "\n".join(lines))

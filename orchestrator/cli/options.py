@@ -34,6 +34,11 @@ DEFAULTS = {
     "timeout": 300.0,
     "on_timeout": "wait",
     "on_late_answer": "reconcile",
+    "sandbox": "auto",
+    "allow_network": False,
+    "command_timeout": 120.0,
+    "checks": [],
+    "max_check_attempts": 2,
 }
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "Ui",
     "OnTimeout",
     "OnLateAnswer",
+    "Sandbox",
     "Status",
     "sessions_for",
     "read_sessions",
@@ -35,6 +36,12 @@ class Ui(StrEnum):
 class OnLateAnswer(StrEnum):
     reconcile = "reconcile"
     record = "record"
+
+
+class Sandbox(StrEnum):
+    auto = "auto"
+    bwrap = "bwrap"
+    none = "none"
 
 
 class OnTimeout(StrEnum):

@@ -24,6 +24,7 @@ from orchestrator.cli.runs import (
     NO_AGENTS,
     OnLateAnswer,
     OnTimeout,
+    Sandbox,
     Ui,
     collect_from_here_on,
     question_shown,
@@ -32,6 +33,7 @@ from orchestrator.cli.runs import (
 from orchestrator.model_options import ENV_BASE_URL, ModelOptions
 
 MODELS = "Chat models"
+DEVELOPERS = "Developers that run code"
 
 
 def model_default(name: str) -> str:
@@ -82,7 +84,9 @@ def run(
         typer.Option(
             "--workdir",
             metavar="DIR",
-            help="The developers' workspace. Default: "
+            help="The developers' folder. In a git repository, each developer works in a "
+            "worktree of its own on a branch from HEAD, and can run commands (see "
+            "docs/sandbox.md); elsewhere they share the folder. Default: "
             "workspaces/<session id> in the user data directory.",
         ),
     ] = None,
@@ -237,6 +241,56 @@ def run(
             "the agent proceeds with its default." + shown_default("uncertainty_threshold"),
         ),
     ] = None,
+    sandbox: Annotated[
+        Sandbox | None,
+        typer.Option(
+            "--sandbox",
+            help="Where developers' commands and checks run: auto (bubblewrap where it "
+            "runs, else commands are refused saying why), bwrap, none (unconfined; shown "
+            "as a warning)." + shown_default("sandbox"),
+            rich_help_panel=DEVELOPERS,
+        ),
+    ] = None,
+    allow_network: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-network/--no-network",
+            help="Let commands and checks reach the network. \\[default: no network]",
+            show_default=False,
+            rich_help_panel=DEVELOPERS,
+        ),
+    ] = None,
+    command_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--command-timeout",
+            metavar="SECONDS",
+            help="Seconds one command or check may run before its process group is killed."
+            + shown_default("command_timeout"),
+            rich_help_panel=DEVELOPERS,
+        ),
+    ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--check",
+            metavar="CMD",
+            help="A shell command that decides when a developer is done (repeatable): run "
+            "in the sandbox after each DONE; failing, it goes back to the developer. Needs "
+            "--workdir in a git repository (or a scenario's repo:).",
+            rich_help_panel=DEVELOPERS,
+        ),
+    ] = None,
+    max_check_attempts: Annotated[
+        int | None,
+        typer.Option(
+            "--max-check-attempts",
+            metavar="1-10",
+            help="Times a developer's work is checked before a still-failing task is "
+            "BLOCKED." + shown_default("max_check_attempts"),
+            rich_help_panel=DEVELOPERS,
+        ),
+    ] = None,
     ui: UiOption = None,
     no_browser: NoBrowserOption = False,
     notify: NotifyOption = None,
@@ -258,6 +312,11 @@ def run(
                 "on_late_answer": on_late_answer.value if on_late_answer else None,
                 "max_question_parts": max_question_parts,
                 "uncertainty_threshold": uncertainty_threshold,
+                "sandbox": sandbox.value if sandbox else None,
+                "allow_network": allow_network,
+                "command_timeout": command_timeout,
+                "checks": list(check) if check else None,
+                "max_check_attempts": max_check_attempts,
             }
         )
         check_length("the TASK", task, MAX_TASK_CHARS)
@@ -289,7 +348,9 @@ def run(
                     f"give either a TASK or --script, not both: the scenario {script} "
                     "has its own task"
                 )
-            view = _run_script(script, limits, ui, db, asking(no_browser, notify, public_url))
+            view = _run_script(
+                script, limits, ui, db, asking(no_browser, notify, public_url), workdir
+            )
         else:
             from orchestrator.agents.models import resolve_models
 
@@ -361,6 +422,7 @@ def _run_script(
     ui: Ui | None,
     db: str | None,
     how: dict[str, Any],
+    workdir: Path | None = None,
 ) -> dict[str, object]:
     from orchestrator.scenario import load_scenario
 
@@ -373,4 +435,6 @@ def _run_script(
     sessions = sessions_for(
         db, progress=True, ui=ui, scripted=bool(scenario.answers), create=True, **how
     )
-    return dict(sessions.start_scenario(scenario, settings=limits, source=str(script)))
+    return dict(
+        sessions.start_scenario(scenario, settings=limits, source=str(script), workdir=workdir)
+    )

@@ -20,7 +20,15 @@ __all__ = ["ENDED", "LOG_KEYS", "check_expect", "unmet_lines"]
 ENDED = ("completed", "failed")
 
 # Keys answered from the session's log rather than its session object.
-LOG_KEYS = ("asked_by", "question_kind", "question_parts", "delivered", "events", "no_events")
+LOG_KEYS = (
+    "asked_by",
+    "question_kind",
+    "question_parts",
+    "delivered",
+    "events",
+    "no_events",
+    "merges",
+)
 
 Events = Sequence[Mapping[str, Any]]
 Log = Events | Callable[[], Events] | None
@@ -120,9 +128,26 @@ def _tasks(wanted: Any, actual: list[Mapping[str, Any]], miss: Miss) -> None:
                 miss(f"tasks[{index}].{key}", repr(value), repr(task.get(key)))
 
 
+def _merges(wanted: list[Mapping[str, Any]], events: list[Mapping[str, Any]], miss: Miss) -> None:
+    """The merges in the log, in order, against the expected ones (task and outcome, and
+    the conflicted files where given)."""
+    merges = [e for e in events if e.get("kind") == "merge"]
+    got = [f"task {m.get('task')} {m.get('outcome')}" for m in merges]
+    expected = [f"task {w['task']} {w['outcome']}" for w in wanted]
+    if got != expected:
+        miss("merges", expected, got)
+        return
+    for index, (want, merge) in enumerate(zip(wanted, merges, strict=True)):
+        files = want.get("files")
+        if files is not None and sorted(files) != sorted(merge.get("files") or []):
+            miss(f"merges[{index}].files", sorted(files), sorted(merge.get("files") or []))
+
+
 def _from_log(
     expect: Mapping[str, Any], doc: Mapping[str, Any], events: list[Mapping[str, Any]], miss: Miss
 ) -> None:
+    if expect.get("merges") is not None:
+        _merges(expect["merges"], events, miss)
     surfaced = next((e for e in events if e.get("kind") == "question_surfaced"), None)
     pending = doc.get("pending_question") or {}
     wanted = expect.get("asked_by")

@@ -49,6 +49,9 @@ Assumptions = list[str | Assumption]
 class TaskSpec(StrictModel):
     title: Annotated[str, Field(min_length=1)]
     description: str | None = None
+    # The files (paths or globs) the task expects to change: tasks whose lists overlap
+    # run one after another (orchestrator.domain.scopes), the others in parallel.
+    files: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = None
 
 
 class NeedsClarification(QuestionFields):

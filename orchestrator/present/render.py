@@ -174,7 +174,9 @@ def run_here_hint(session_id: str, db: str | None) -> str:
 def event_line(event: Mapping[str, Any]) -> str:
     kind, agent = event["kind"], event.get("agent")
     if kind == "session_started":
-        return f"session started: {clip(event['task'])}"
+        return f"session started: {clip(event['task'])}" + _workbench_lines(
+            event.get("settings") or {}
+        )
     if kind == "agent_reply":
         return _reply_line(event) + _turn_detail(event)
     if kind == "question_surfaced":
@@ -221,10 +223,79 @@ def event_line(event: Mapping[str, Any]) -> str:
         return f"late answer reconciled by {event.get('by')}: {event['outcome']}" + (
             f" ({tasks})" if tasks else ""
         )
+    if kind == "command":
+        return f"{agent}$ {clip(event['command'], 200)}  ->  " + _ran(event)
+    if kind == "merge":
+        task = f"task {event.get('task')} ({agent})"
+        outcome = event.get("outcome")
+        if outcome == "clean":
+            return f"MERGE {task} into the session branch: clean, {str(event['commit'])[:12]}"
+        if outcome == "conflict":
+            files = ", ".join(clip(f, 200) for f in event.get("files") or [])
+            return f"MERGE {task}: conflict in {files}; back to its developer"
+        return f"MERGE {task}: the checks fail on the merged tree; back to its developer"
+    if kind == "check":
+        verdict = "passed" if event.get("passed") else "FAILED"
+        return f"check {verdict} for {agent}: {clip(event['command'], 200)} ({_ran(event)})"
     if kind == "status":
         extra = event.get("summary") or event.get("error") or event.get("note") or ""
         return f"session {event['status']}" + (f": {clip(extra, 1000)}" if extra else "")
     return f"{kind} {agent or ''}".strip()
+
+
+def _workbench_text(view: Mapping[str, Any]) -> list[str]:
+    """Where a session's developers work: the repository, its base, each task's worktree."""
+    bench = view.get("workbench")
+    if not bench:
+        return []
+    ended = view["status"] in ("completed", "cancelled")
+    lines = [
+        f"  repository: {bench['repository']} (base {str(bench['base'])[:12]})",
+        f"  sandbox: {bench['sandbox']}"
+        + (", network allowed" if bench.get("allow_network") else ", no network")
+        + (" (WARNING: commands run unconfined)" if bench["sandbox"] == "none" else ""),
+    ]
+    where = " (removed when the session ended; the branches stay)" if ended else ""
+    lines.append(f"  worktrees: {bench['worktrees']}{where}")
+    lines += [
+        f"    task {t['number']}: branch {t['branch']}"
+        + ("" if ended else f", worktree {t['worktree']}")
+        for t in bench.get("tasks") or []
+    ]
+    if bench.get("branch"):
+        lines.append(f"  the result: the branch {bench['branch']} (every task's work, merged)")
+        if view["status"] == "completed":
+            lines += [f"    see it:  {bench['see']}", f"    take it: {bench['take']}"]
+    return lines
+
+
+def _workbench_lines(settings: Mapping[str, Any]) -> str:
+    """Where the developers work, from a session's settings (nothing without a repository)."""
+    bench = settings.get("workbench")
+    if not bench:
+        return ""
+    lines = (
+        f"\n  developers work in git worktrees of {bench['repository']}, from "
+        f"{str(bench['base'])[:12]} (HEAD)"
+    )
+    if bench.get("dirty"):
+        lines += "; its uncommitted changes are not part of it"
+    if settings.get("sandbox") == "none":
+        lines += (
+            "\n  WARNING: --sandbox none: commands and checks run unconfined, with your permissions"
+        )
+    return lines
+
+
+def _ran(event: Mapping[str, Any]) -> str:
+    """How a command or check ended, how long it took, and the sandbox that ran it."""
+    if event.get("timed_out"):
+        ended = "timed out"
+    elif event.get("exit_code") is None:
+        ended = "not run"
+    else:
+        ended = f"exit {event['exit_code']}"
+    return f"{ended}, {float(event.get('duration_s') or 0):.2f} s, sandbox {event.get('sandbox')}"
 
 
 def _reply_line(event: Mapping[str, Any]) -> str:
@@ -283,6 +354,10 @@ def session_text(view: Mapping[str, Any], db: str | None = None) -> str:
         lines.append(
             f"  task {task['number']} [{task['status']}] {clip(task['title'], 200)}{clip(files)}"
         )
+        for check in task.get("checks") or []:
+            verdict = "passed" if check.get("passed") else "FAILED"
+            lines.append(f"    check {verdict}: {clip(check['command'], 200)}")
+    lines += _workbench_text(view)
     if view.get("summary"):
         lines.append(f"  summary: {clip(view['summary'], 1000)}")
     if view.get("assumptions"):

@@ -41,21 +41,25 @@ class AgentRequest:
     tasks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     history: tuple[Any, ...] = field(default_factory=tuple)
     tokens_used: int = 0  # by the session's recorded turns so far (for a token budget)
+    # A developer's desk (orchestrator.skills.Desk): its worktree and how its commands
+    # run. None: the backend's own workspace, and commands refused.
+    desk: Any = None
 
 
 @dataclass(frozen=True)
 class AgentTurn:
     """What one call produced: the reply, the messages it added to the agent's
-    conversation (LangChain messages; none for scripted agents) and the workspace files
-    it wrote (relative paths); for chat models, the tokens the turn used (input_tokens,
-    output_tokens, total_tokens, model_calls) and notes on how the reply was read (fields
-    ignored, shapes normalised)."""
+    conversation (LangChain messages; none for scripted agents), the workspace files it
+    wrote (relative paths) and the commands it ran; for chat models, the tokens the turn
+    used (input_tokens, output_tokens, total_tokens, model_calls) and notes on how the
+    reply was read (fields ignored, shapes normalised)."""
 
     reply: AgentReply
     messages: tuple[Any, ...] = ()
     files: tuple[str, ...] = ()
     usage: dict[str, int] | None = None
     notes: tuple[str, ...] = ()
+    commands: tuple[dict[str, Any], ...] = ()  # the commands run, as `command` events keep them
 
 
 class AgentBackend(Protocol):

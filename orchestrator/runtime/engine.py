@@ -14,6 +14,7 @@ called no agent and written nothing after the loss.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from orchestrator.documents import FINAL_STATUSES
@@ -23,6 +24,7 @@ from orchestrator.errors import (
     AgentCallError,
     CancelRequested,
     ClaimLost,
+    RepositoryElsewhere,
     RunError,
     SessionBusy,
     SessionNotWaiting,
@@ -71,14 +73,35 @@ class Engine:
 
     # -- entry points -------------------------------------------------------------------
 
-    def start(self, task: str, backend: AgentBackend, settings: Mapping[str, Any]) -> str:
-        """Create a session and run it until it ends or pauses; return its id."""
+    def start(
+        self,
+        task: str,
+        backend: AgentBackend,
+        settings: Mapping[str, Any],
+        *,
+        workdir: Path | None = None,
+        fixture: Path | None = None,
+    ) -> str:
+        """Create a session and run it until it ends or pauses; return its id.
+
+        `workdir` in a git repository (or `fixture`, a scenario's `repo:` folder) gives
+        the developers worktrees of it (orchestrator.runtime.developers)."""
         from orchestrator.runtime.checkpoints import set_up
+        from orchestrator.runtime.developers import prepare
+        from orchestrator.store.lifecycle import new_session_id
 
         stored = {**Settings().model_dump(), **settings}  # every limit stored
         set_up(self.url)  # before the session exists: a set-up that fails leaves none
+        session_id = new_session_id()
+        bench = prepare(session_id, stored, workdir=workdir, fixture=fixture)
+        if bench is not None:
+            stored["workbench"] = bench
         claim, row = self.store.create(
-            task, agents=backend.describe(), settings=stored, owner=self.owner
+            task,
+            agents=backend.describe(),
+            settings=stored,
+            owner=self.owner,
+            session_id=session_id,
         )
         self.started = claim.session_id  # created: a later fault must name it
         crash_point("session_created")
@@ -94,6 +117,7 @@ class Engine:
         returned), answered or stalled (claimed and driven), or held by a live process
         (SessionBusy).
         """
+        self._here_or_refuse(session_id, reply)
         expired = self.store.expire(session_id, owner=self.owner)
         if expired is not None and expired.cancel:
             return self.store.view(session_id)  # the deadline passed; the policy cancels
@@ -137,6 +161,31 @@ class Engine:
         self._drive(claim, backend, fresh=False, row=row)
         self._scripted_late_at_end(session_id, row.settings or {})
         return self.store.view(session_id)
+
+    def _here_or_refuse(self, session_id: str, reply: UserReply | None) -> None:
+        """A session whose repository this machine cannot see is not run here: refused
+        before anything is written (an answer is taken with `--no-run`, for a driver on
+        the machine that has the repository)."""
+        from orchestrator.runtime.worktrees import Workbench
+
+        row = self.store.session(session_id)
+        stored = (row.settings or {}).get("workbench")
+        if not stored or (row.status == "running" and row.owner == self.owner.id):
+            # (A worker claimed it first: its drive records why it leaves it alone, and
+            # drops the claim; the queue offers it again only much later.)
+            return
+        gone = Workbench.from_settings(session_id, stored).reachable()
+        if gone is not None:
+            hint = (
+                f"; to record the answer here, add --no-run: `orchestrator resume {session_id} "
+                "... --no-run`, and run it on from that machine"
+                if reply is not None
+                else ""
+            )
+            raise RepositoryElsewhere(
+                f"session {session_id} is not run here: {gone}; run it on from the machine "
+                f"that has it{hint}"
+            )
 
     def reconcile(self, session_id: str, *, hand_off: bool = False) -> dict[str, Any]:
         """Run the reconciliation round of an ended session whose late answer needs
@@ -196,6 +245,7 @@ class Engine:
             not_at_the_end,
             unwritten,
         )
+        from orchestrator.runtime.developers import Workroom
         from orchestrator.runtime.graph import RunContext, compiled, initial_state
         from orchestrator.runtime.graph_state import reconciling_state
 
@@ -214,6 +264,13 @@ class Engine:
             # time, in task order, so a scenario gives the same result on every run.
             config["max_concurrency"] = 1
         try:
+            try:
+                workroom = Workroom.of(session_id, settings)
+            except RepositoryElsewhere as exc:
+                # Its repository is not on this machine: left alone, and its document
+                # says why (`last_error`: which host and path it needs); the claim goes.
+                self.store.record_failure(claim, None, exc.message)
+                raise
             # The heartbeat covers the whole drive, the user's time at a prompt included.
             with held(self.store, claim) as lease:
 
@@ -252,10 +309,14 @@ class Engine:
                         before_call=before_call,
                         activity=self.activity,
                         recorded={} if fresh else self.store.recorded_turns(session_id),
+                        merges={}
+                        if fresh or workroom is None
+                        else self.store.recorded_merges(session_id),
                         fresh=fresh,
                         scripted_late=dict(scripted_late)
                         if scripted_late.get("when") == "running"
                         else None,
+                        workroom=workroom,
                     )
                     graph = compiled(saver)
 
@@ -265,6 +326,11 @@ class Engine:
                         self._finish(claim, values, checkpoints=shares)
                         if not shares:
                             saver.delete_thread(session_id)
+                        if workroom is not None and self.store.view(session_id)["status"] in (
+                            "completed",
+                            "cancelled",
+                        ):
+                            workroom.bench.remove_worktrees()  # the branches stay
 
                     payload: Any = initial_state()
                     # A fresh session has no checkpoint to look at; one without a

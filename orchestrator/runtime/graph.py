@@ -1,4 +1,5 @@
-"""The LangGraph graph: pm -> (gate <-> asker) -> developers (parallel, via Send) -> pm review.
+"""The LangGraph graph: pm -> (gate <-> asker) -> developers (parallel, via Send, in waves of
+non-overlapping file scopes) -> merge (into the session branch) -> pm review.
 
 Building (`build_graph`) and running (`orchestrator.runtime.engine`) are kept apart. Graph state is
 plain JSON (checkpoints stay free of pydantic); replies are rebuilt at the node edges.
@@ -27,7 +28,14 @@ from orchestrator.domain.replies import (
     NeedsClarification,
     Planned,
 )
+from orchestrator.domain.scopes import next_wave
 from orchestrator.faults import crash_point
+from orchestrator.runtime.developers import (
+    check_summary,
+    checks_failed,
+    checks_passed,
+    merge_failed,
+)
 from orchestrator.runtime.graph_state import (
     DeveloperInput,
     GraphState,
@@ -55,7 +63,7 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     call = state.get("calls", {}).get("pm", 0) + 1
     round_ = state.get("round", 0) + 1  # if this reply plans
 
-    def mirror(reply: AgentReply, files: list[str]) -> dict[str, Any]:
+    def mirror(reply: AgentReply, record: dict[str, Any]) -> dict[str, Any]:
         planned = isinstance(reply, Planned) and round_ <= ctx.max_rounds
         return {"plan": (round_, _plan(reply))} if planned else {}
 
@@ -64,7 +72,7 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if late is not None:
         instruction = late if instruction is None else f"{instruction}\n\n{late}"
     told = late is not None and f"pm#{call}" not in ctx.recorded  # a re-run: told next turn
-    key, reply, messages, _ = ctx.call(
+    key, reply, messages, _, _ = ctx.call(
         "pm",
         call,
         state,
@@ -93,22 +101,43 @@ def pm(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """One developer's turn; where the session has checks, a DONE whose checks fail goes
+    back to the same developer with their output (a call of its own, keyed as any), at
+    most `max_check_attempts` times in all, then the task is BLOCKED with that output."""
     ctx = runtime.context
     arg = state
     task, round_, call = arg["task"], arg["round"], arg["call"]
     agent = f"developer-{task['number']}"
-    key, reply, messages, files = ctx.call(
-        agent,
-        call,
-        {"round": round_, "tasks": arg["plan"], "clarification": arg["clarification"]},
-        mirror=lambda reply, files: {
-            "task": (round_, task["number"], _result(reply, files, arg["files"]))
-        },
-        instruction=arg["instruction"],
-        assignment=task,
-        history=tuple(arg["history"]),
-    )
-    result = _result(reply, files, arg["files"])
+    attempts = ctx.workroom.max_check_attempts if ctx.workroom is not None else 1
+    instruction, history = arg["instruction"], list(arg["history"])
+    added: list[Any] = []
+    attempt = 0
+    while True:
+        attempt += 1
+        final = attempt >= attempts
+        last = attempt if final else None
+
+        def mirror(reply: AgentReply, record: dict[str, Any], last: int | None = last) -> Any:
+            return {"task": (round_, task["number"], _result(reply, record, arg["files"], last))}
+
+        key, reply, messages, _, turn = ctx.call(
+            agent,
+            call,
+            {"round": round_, "tasks": arg["plan"], "clarification": arg["clarification"]},
+            mirror=mirror,
+            instruction=instruction,
+            assignment=task,
+            history=tuple(history),
+        )
+        history += messages
+        added += messages
+        checks = turn.get("checks")
+        if isinstance(reply, Done) and checks and not checks_passed(checks) and not final:
+            instruction = checks_failed(checks, attempt, attempts)
+            call += 1
+            continue
+        break
+    result = _result(reply, turn, arg["files"], last)
     asks: dict[str, Any] = {agent: None}
     if isinstance(reply, NeedsClarification):
         asks = {agent: _ask(agent, key, reply)}
@@ -118,8 +147,8 @@ def developer(state: DeveloperInput, runtime: Runtime[RunContext]) -> dict[str, 
         "asks": asks,
         "instructions": {agent: None},
     }
-    if messages:
-        update["histories"] = {agent: messages}
+    if added:
+        update["histories"] = {agent: added}
     return update
 
 
@@ -129,25 +158,106 @@ def _plan(reply: AgentReply) -> list[dict[str, Any]]:
     return [
         {"number": n, "title": spec.title, "status": "pending"}
         | ({"description": spec.description} if spec.description else {})
+        | ({"scope": list(spec.files)} if spec.files else {})
         for n, spec in enumerate(reply.tasks, start=1)
     ]
 
 
-def _result(reply: AgentReply, files: list[str], earlier: list[str]) -> dict[str, Any]:
-    """A developer's task result: status, summary or reason, and every file it changed."""
+def _result(
+    reply: AgentReply, turn: dict[str, Any], earlier: list[str], last: int | None = 1
+) -> dict[str, Any]:
+    """A developer's task result: status, summary or reason, every file it changed, and
+    where the session has a repository its branch, last commit and check results. A DONE
+    whose checks fail is still being worked on, or BLOCKED with their output when it was
+    the last attempt (`last`: its number; None while attempts are left)."""
     result: dict[str, Any]
-    if isinstance(reply, Done):
+    checks = turn.get("checks")
+    if isinstance(reply, Done) and checks and not checks_passed(checks):
+        if last is not None:
+            result = {"status": "blocked", "reason": checks_failed(checks, last, last)}
+        else:
+            result = {"status": "pending", "summary": reply.summary}
+    elif isinstance(reply, Done):
         result = {"status": "done", "summary": reply.summary}
     elif isinstance(reply, Blocked):
         result = {"status": "blocked", "reason": reply.reason}
     else:
         result = {"status": "needs_clarification"}
-    changed = sorted({*earlier, *files})
-    return result | ({"files": changed} if changed else {})
+    files = turn.get("files", [])
+    changed = sorted(files) if "commit" in turn else sorted({*earlier, *files})
+    result |= {"files": changed} if changed else {}
+    if "commit" in turn:
+        result |= {"branch": turn["branch"], "commit": turn["commit"]}
+    if checks:
+        result["checks"] = check_summary(checks)
+    return result
 
 
 def join(state: GraphState) -> dict[str, Any]:
     return {}
+
+
+def merge(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The orchestrator merges, never an agent (contract section 9): the round's tasks
+    that are done are merged into the session branch one at a time, in task order. A
+    conflict, or checks that fail on the merged tree, send the task back to its developer
+    (on the session branch's head) with what went wrong, at most `max_check_attempts`
+    times in all; then the task is BLOCKED and the PM decides. Without a repository there
+    is nothing to merge."""
+    ctx = runtime.context
+    if ctx.workroom is None:
+        return {}
+    round_ = state.get("round", 0)
+    attempts = ctx.workroom.max_check_attempts
+    results: dict[str, Any] = {}
+    instructions: dict[str, Any] = {}
+    for task in task_board(state):
+        if task.get("status") != "done" or task.get("merged"):
+            continue
+        number = task["number"]
+        agent = f"developer-{number}"
+        key = f"{round_}:{number}"
+        before = state.get("results", {}).get(key, {})
+        failed_before = sum(
+            1
+            for m in ctx.merges.values()
+            if m.get("round") == round_ and m.get("task") == number and m["outcome"] != "clean"
+        )
+
+        def shown(
+            merge: dict[str, Any], before: dict[str, Any] = before, failed: int = failed_before
+        ) -> Any:
+            return _merged_result(before, merge, failed + (merge["outcome"] != "clean"), attempts)
+
+        merge_ = ctx.merge_task(number, round_, state["calls"][agent], task["title"], shown)
+        failed = failed_before + (merge_["outcome"] != "clean")
+        results[key] = _merged_result(before, merge_, failed, attempts)
+        if merge_["outcome"] != "clean" and failed < attempts:
+            instructions[agent] = merge_failed(merge_, failed, attempts, merge_.get("change", ""))
+    update: dict[str, Any] = {}
+    if results:
+        update["results"] = results
+    if instructions:
+        update["instructions"] = instructions
+    return update
+
+
+def _merged_result(
+    before: dict[str, Any], merge: dict[str, Any], failed: int, attempts: int
+) -> dict[str, Any]:
+    """A task's result once the merge queue has tried it."""
+    shown = {"outcome": merge["outcome"]}
+    if merge["outcome"] == "clean":
+        shown["commit"] = merge["commit"]
+        return {**before, "merged": True, "merge": shown}
+    if merge.get("files"):
+        shown["files"] = merge["files"]
+    if merge.get("checks"):
+        shown["checks"] = check_summary(merge["checks"])
+    if failed >= attempts:
+        reason = merge_failed(merge, failed, attempts, "")
+        return {**before, "status": "blocked", "reason": reason, "merge": shown}
+    return {**before, "status": "pending", "merge": shown}
 
 
 def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -229,11 +339,35 @@ def after_pm(state: GraphState) -> Any:
         return END
     if "pm" in state.get("asks", {}):
         return "gate"
-    return _developers(state, [t["number"] for t in state.get("tasks", [])])
+    return _developers(state, _wave(state))
 
 
 def after_join(state: GraphState) -> str:
-    return "gate" if state.get("asks") else "pm"
+    return "gate" if state.get("asks") else "merge"
+
+
+def after_merge(state: GraphState) -> Any:
+    """Tasks the merge sent back go to their developers again; then the round's next
+    wave (tasks whose file scopes overlap run one after another); then the PM reviews."""
+    back = sorted(
+        int(agent.rpartition("-")[2])
+        for agent in state.get("instructions", {})
+        if agent.startswith("developer-")
+    )
+    if back:
+        return _developers(state, back)
+    wave = _wave(state)
+    return _developers(state, wave) if wave else "pm"
+
+
+def _wave(state: GraphState) -> list[int]:
+    """The round's tasks to run next (orchestrator.domain.scopes): every task without a
+    result yet whose file scope overlaps no earlier task still to run."""
+    round_ = state.get("round", 0)
+    results = state.get("results", {})
+    tasks = [{"number": t["number"], "files": t.get("scope")} for t in state.get("tasks", [])]
+    done = {t["number"] for t in tasks if f"{round_}:{t['number']}" in results}
+    return next_wave(tasks, done)
 
 
 def after_gate(state: GraphState) -> Any:
@@ -277,10 +411,12 @@ def build_graph() -> StateGraph[GraphState, RunContext, GraphState, GraphState]:
     graph.add_node("developer", developer, input_schema=DeveloperInput)
     graph.add_node("join", join)
     graph.add_node("gate", gate_node)
+    graph.add_node("merge", merge)
     graph.add_edge(START, "pm")
     graph.add_conditional_edges("pm", after_pm, ["gate", "developer", END])
     graph.add_edge("developer", "join")
-    graph.add_conditional_edges("join", after_join, ["gate", "pm"])
+    graph.add_conditional_edges("join", after_join, ["gate", "merge"])
+    graph.add_conditional_edges("merge", after_merge, ["pm", "developer"])
     graph.add_conditional_edges("gate", after_gate, ["pm", "developer", END])
     return graph
 

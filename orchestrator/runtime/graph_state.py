@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Annotated, Any, NamedTuple, TypedDict
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
@@ -21,6 +21,9 @@ from orchestrator.faults import crash_point
 from orchestrator.runtime.agent import AgentBackend, AgentRequest, Clarification
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.store import Claim, Store
+
+if TYPE_CHECKING:
+    from orchestrator.runtime.developers import Workroom
 
 __all__ = [
     "GraphState",
@@ -108,12 +111,14 @@ def reconciling_state(reopened: dict[str, Any], late: dict[str, Any]) -> GraphSt
 
 
 class Call(NamedTuple):
-    """One agent call as the graph sees it (rebuilt from the store on a re-run)."""
+    """One agent call as the graph sees it (rebuilt from the store on a re-run): `turn` is
+    the record as stored (its commit and check results among it)."""
 
     key: str
     reply: AgentReply
     messages: list[Any]
     files: list[str]
+    turn: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,12 @@ class RunContext:
     # has asked nothing, so it has no late answer to read.
     fresh: bool = False
     gate_reached: threading.Event = field(default_factory=threading.Event)
+    # Developers in worktrees of the session's repository (runtime.developers); None: the
+    # shared workspace, and no commands.
+    workroom: Workroom | None = None
+    # Merges recorded so far (the merge queue's state), by key, in order; loaded once per
+    # drive and kept up to date, as `recorded` is.
+    merges: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def session_id(self) -> str:
@@ -184,13 +195,15 @@ class RunContext:
         call: int,
         state: GraphState,
         *,
-        mirror: Callable[[AgentReply, list[str]], dict[str, Any]] | None = None,
+        mirror: Callable[[AgentReply, dict[str, Any]], dict[str, Any]] | None = None,
         **extra: Any,
     ) -> Call:
         """Call `agent` once per (agent, call): a re-run gets the recorded turn back.
 
-        `mirror` turns the reply into what the session row shows (the plan, a task's
-        result); it is written in the same transaction as the reply.
+        `mirror` turns the reply and its record (files, checks) into what the session row
+        shows (the plan, a task's result); it is written in the same transaction as the
+        reply. A developer of a session with a repository works in its worktree: reset to
+        the turn's first commit before the call, committed after it, checked when DONE.
         """
         key = f"{agent}#{call}"
         stored = self.recorded.get(key)
@@ -198,8 +211,7 @@ class RunContext:
         if stored is None and (found := kept.get(key)) is not None:
             # Finished by an earlier driver while the database was away: recorded now
             # (fenced by our claim), never called again.
-            files = list(found.get("files", []))
-            shown = mirror(parse_reply(agent, found["reply"]), files) if mirror else {}
+            shown = mirror(parse_reply(agent, found["reply"]), found) if mirror else {}
             stored = self._record(kept, key, agent, found, shown)
         if stored is None:
             known = state.get("clarification")
@@ -217,6 +229,9 @@ class RunContext:
             )
             if self.before_call is not None:
                 self.before_call()
+            work = self._desk(agent, request)
+            if work is not None:
+                request = replace(request, desk=work[1])
             if self.activity is not None:
                 self.activity.start(agent)
             try:
@@ -238,7 +253,11 @@ class RunContext:
                 record["usage"] = dict(turn.usage)
             if turn.notes:
                 record["notes"] = list(turn.notes)
-            shown = mirror(turn.reply, list(turn.files)) if mirror else {}
+            if turn.commands:
+                record["commands"] = list(turn.commands)
+            if work is not None:
+                record.update(self._finish_turn(agent, request, turn.reply, work[0]))
+            shown = mirror(turn.reply, record) if mirror else {}
             crash_point(f"reply_received:{key}")
             stored = self._record(kept, key, agent, record, shown)
             crash_point(f"reply_recorded:{key}")
@@ -247,7 +266,77 @@ class RunContext:
             parse_reply(agent, stored["reply"]),
             messages_from_dict(stored.get("messages", [])),
             list(stored.get("files", [])),
+            stored,
         )
+
+    def _desk(self, agent: str, request: AgentRequest) -> tuple[tuple[str, str], Any] | None:
+        """A developer's desk for this turn, its worktree reset to the turn's first commit
+        (and that commit); None without a repository."""
+        if self.workroom is None or not agent.startswith("developer-"):
+            return None
+        number = int(agent.rpartition("-")[2])
+        start, work_base = self.workroom.start_of(agent, request.round, self.recorded, self.merges)
+        return (start, work_base), self.workroom.desk(number, start)
+
+    def merge_task(
+        self,
+        number: int,
+        round_: int,
+        call: int,
+        title: str,
+        mirror: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Merge task `number`'s work of `call` into the session branch once: a re-run
+        gets the recorded outcome back (and a merge whose branch moved but whose record
+        was lost is found and recorded, not made again). `mirror` turns the outcome into
+        the task's result on the session row, written with it."""
+        assert self.workroom is not None
+        key = f"merge:{round_}:{number}:{call}"
+        if key in self.merges:
+            return self.merges[key]
+        theirs = self.recorded[f"developer-{number}#{call}"]["commit"]
+        onto = self.workroom.session_head(self.merges)
+        if self.before_call is not None:
+            self.before_call()  # still ours (and not cancelled) before git is touched
+        outcome = self.workroom.merge(self.session_id, number, title, onto, theirs)
+        merge = {"round": round_, "task": number, "call": call, **outcome}
+        if merge["outcome"] != "clean":
+            merge["change"] = self.workroom.change_of(onto, theirs)
+        stored = self.store.record_merge(
+            self.claim,
+            key,
+            f"developer-{number}",
+            merge,
+            task=(round_, number, mirror(merge)),
+        )
+        crash_point(f"merge_recorded:{number}")
+        self.merges[key] = stored
+        return stored
+
+    def _finish_turn(
+        self, agent: str, request: AgentRequest, reply: AgentReply, starts: tuple[str, str]
+    ) -> dict[str, Any]:
+        """The turn committed on its branch (and checked, when DONE): what its record adds."""
+        from orchestrator.domain.replies import Done
+
+        assert self.workroom is not None
+        number = int(agent.rpartition("-")[2])
+        title = str((request.assignment or {}).get("title") or agent)
+        crash_point(f"turn_ended:{agent}#{request.call}")  # files written, not committed
+        commit = self.workroom.commit(number, title, reply)
+        crash_point(f"turn_committed:{agent}#{request.call}")
+        start, work_base = starts
+        added: dict[str, Any] = {
+            "round": request.round,
+            "start": start,
+            "work_base": work_base,
+            "commit": commit,
+            "branch": self.workroom.bench.branch(number),
+            "files": self.workroom.bench.changed_files(work_base, commit),
+        }
+        if isinstance(reply, Done) and self.workroom.checks:
+            added["checks"] = self.workroom.run_checks(number)
+        return added
 
     def _record(
         self,

@@ -27,6 +27,7 @@ from typing import Any
 from orchestrator.errors import (
     AgentCallError,
     DatabaseUnavailable,
+    RepositoryElsewhere,
     SessionBusy,
     SessionNotFound,
     SessionNotWaiting,
@@ -216,6 +217,10 @@ class _Worker:
             # Taken over, cancelled or deleted meanwhile (ClaimLost is a SessionBusy).
             self.stats.count("interrupted")
             log.info("session %s: %s", session_id, exc.message)
+            return
+        except RepositoryElsewhere as exc:
+            self.stats.count("interrupted")
+            log.warning("session %s left alone: %s", session_id, exc.message)
             return
         except AgentCallError as exc:
             self.stats.count("interrupted")

@@ -50,6 +50,7 @@ __all__ = [
     "TaskExpect",
     "EventExpect",
     "load_scenario",
+    "without_tools",
     "parse_scenario",
     "format_validation_error",
 ]
@@ -102,6 +103,46 @@ class LateAnswer(_Model):
         return self
 
 
+def without_tools(reply: dict[str, Any]) -> dict[str, Any]:
+    """A scripted reply as the reply contract sees it (its `tools:` played before it)."""
+    return {k: v for k, v in reply.items() if k != "tools"} if "tools" in reply else reply
+
+
+def _check_tools(name: str, index: int, tools: Any) -> None:
+    """A developer reply's `tools:` (contract section 9): a list of one-key mappings, each a
+    developer tool's name with its arguments, checked as a model's call would be."""
+    from orchestrator.skills import DEVELOPER_TOOLS, registry
+
+    where = f"agents.{name}[{index}].tools"
+    if name == "pm":
+        raise ScenarioError(f"{where}: the PM has no tools; only developers run tools")
+    if not isinstance(tools, list):
+        raise ScenarioError(
+            f"{where}: expected a list of tool calls, e.g. - run_command: {{command: make test}}"
+        )
+    known = registry()
+    for position, call in enumerate(tools):
+        if not isinstance(call, dict) or len(call) != 1:
+            raise ScenarioError(
+                f"{where}[{position}]: expected one tool name with its arguments, e.g. "
+                "write_file: {path: a.py, content: ...}"
+            )
+        ((tool, args),) = call.items()
+        if tool not in DEVELOPER_TOOLS:
+            raise ScenarioError(
+                f"{where}[{position}]: unknown tool {tool!r}; expected one of "
+                f"{', '.join(DEVELOPER_TOOLS)}"
+            )
+        try:
+            known[tool].Input.model_validate(args)
+        except ValidationError as exc:
+            raise ScenarioError(
+                format_validation_error(
+                    exc, prefix=("agents", name, index, "tools", position, tool)
+                )
+            ) from None
+
+
 class Scenario(_Model):
     task: Annotated[str, Field(min_length=1)]
 
@@ -116,6 +157,11 @@ class Scenario(_Model):
         return task
 
     agents: dict[str, list[dict[str, Any]]]
+    # A folder (relative to the scenario file) copied into a new git repository for the
+    # session: developers work in worktrees of it and run commands (contract section 9).
+    repo: Annotated[str, Field(min_length=1)] | None = None
+    # Shell commands that decide "done" (as --check); the same as `settings: {checks: ...}`.
+    checks: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     answers: list[ScriptedAnswer] = Field(default_factory=list)
     late_answer: LateAnswer | None = None
     expect: Expect | None = None
@@ -135,8 +181,10 @@ class Scenario(_Model):
                 )
             adapter = PM_REPLY if name == "pm" else DEVELOPER_REPLY
             for index, reply in enumerate(replies):
+                if isinstance(reply, dict) and "tools" in reply:
+                    _check_tools(name, index, reply["tools"])
                 try:
-                    adapter.validate_python(reply)
+                    adapter.validate_python(without_tools(reply))
                 except ValidationError as exc:
                     raise ScenarioError(
                         format_validation_error(exc, prefix=("agents", name, index))
@@ -150,6 +198,8 @@ class Scenario(_Model):
         **overrides: Any,
     ) -> dict[str, Any]:
         """What the store keeps for a scripted session (options given on the CLI win)."""
+        if self.checks and overrides.get("checks") is None:
+            overrides = {**overrides, "checks": list(self.checks)}
         settings: dict[str, Any] = self.settings.merged(**overrides).model_dump()
         settings["answers"] = [a if isinstance(a, str) else a.model_dump() for a in self.answers]
         if self.late_answer is not None:
@@ -166,7 +216,7 @@ class Scenario(_Model):
         for name, replies in self.agents.items():
             adapter = PM_REPLY if name == "pm" else DEVELOPER_REPLY
             for reply in replies:
-                parsed = adapter.validate_python(reply)
+                parsed = adapter.validate_python(without_tools(reply))
                 if isinstance(parsed, NeedsClarification):
                     found.append(repair(parsed, name)[0])
         return found

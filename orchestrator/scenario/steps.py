@@ -19,6 +19,7 @@ __all__ = [
     "Expect",
     "TaskExpect",
     "EventExpect",
+    "MergeExpect",
     "Step",
     "TextAnswer",
     "ChoicesAnswer",
@@ -71,6 +72,15 @@ class EventExpect(_Model):
 EventMatch = Annotated[str, Field(min_length=1)] | EventExpect
 
 
+class MergeExpect(_Model):
+    """One merge of a task into the session branch (contract section 9), in the order
+    they happened: the task, the outcome, and (optional) files a conflict named."""
+
+    task: Annotated[int, Field(ge=1)]
+    outcome: Literal["clean", "conflict", "checks_failed"]
+    files: list[str] | None = None
+
+
 class Expect(_Model):
     """How the session should stand (at the end, or after a step). Unset keys are not
     checked; texts (`question`, `error`, `assumptions`, events' `text`) must appear."""
@@ -103,6 +113,8 @@ class Expect(_Model):
     # question without parts, 0 for none); a text each named asker's delivered answer holds.
     question_parts: Annotated[int, Field(ge=0)] | None = None
     delivered: dict[Annotated[str, Field(pattern=AGENT_KEY.pattern)], str] | None = None
+    # The merges of task branches into the session branch, in order (docs/sandbox.md).
+    merges: list[MergeExpect] | None = None
 
 
 STEP_ACTIONS = ("answer", "choices", "parts", "action")

@@ -145,11 +145,19 @@ class Store:
     # -- lifecycle ----------------------------------------------------------------------
 
     def create(
-        self, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
+        self,
+        task: str,
+        *,
+        agents: dict[str, Any],
+        settings: dict[str, Any],
+        owner: Owner,
+        session_id: str | None = None,
     ) -> tuple[Claim, Row]:
         """Create a session, claimed by `owner`: the claim and the row as written."""
         with self.writing() as tx:
-            return lifecycle.create(tx, task, agents=agents, settings=settings, owner=owner)
+            return lifecycle.create(
+                tx, task, agents=agents, settings=settings, owner=owner, session_id=session_id
+            )
 
     def claim(self, session_id: str, owner: Owner) -> Claim:
         """Take a paused session, or one whose owner is gone, for `owner` (raises
@@ -373,6 +381,26 @@ class Store:
 
     # -- recorded turns -----------------------------------------------------------------
 
+    def recorded_merges(self, session_id: str) -> dict[str, dict[str, Any]]:
+        """The session's merges (the merge queue's durable state), by key, in order."""
+        with self.reading() as tx:
+            return turns.recorded_merges(tx, session_id)
+
+    def record_merge(
+        self,
+        claim: Claim,
+        key: str,
+        agent: str,
+        merge: dict[str, Any],
+        *,
+        task: tuple[int, int, dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Store a merge's outcome under `key` with the task's result (fenced); a merge
+        stored already is returned as stored."""
+        with self.writing() as tx:
+            row = fence(tx, claim)
+            return turns.record_merge(tx, row, key, agent, merge, task)
+
     def record_reply(
         self,
         claim: Claim,
@@ -389,6 +417,8 @@ class Store:
             and task is None
             and not turn["reply"].get("assumptions")
             and "usage" not in turn
+            and not turn.get("commands")
+            and not turn.get("checks")
         )
         if alone:
             # The turn alone: the fence and the insert in one statement, atomic on its own

@@ -55,11 +55,22 @@ def _insert_sql(table: str, columns: list[str]) -> str:
     )
 
 
+def new_session_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
 def create(
-    tx: Tx, task: str, *, agents: dict[str, Any], settings: dict[str, Any], owner: Owner
+    tx: Tx,
+    task: str,
+    *,
+    agents: dict[str, Any],
+    settings: dict[str, Any],
+    owner: Owner,
+    session_id: str | None = None,
 ) -> tuple[Claim, Row]:
-    """A new session claimed by `owner`: its claim, and its row as written."""
-    session_id = uuid.uuid4().hex[:12]
+    """A new session claimed by `owner` (with `session_id` when the caller chose it, e.g.
+    to name folders after it first): its claim, and its row as written."""
+    session_id = session_id or new_session_id()
     now = utcnow()
     row = Row(
         id=session_id,

@@ -12,7 +12,14 @@ from typing import Any
 from orchestrator.store._tx import add_assumption, add_event, update_sql, utcnow
 from orchestrator.store.sql import Row, Tx
 
-__all__ = ["recorded_turns", "reply_counts", "record_reply", "add_usage"]
+__all__ = [
+    "recorded_turns",
+    "reply_counts",
+    "record_reply",
+    "add_usage",
+    "recorded_merges",
+    "record_merge",
+]
 
 
 def recorded_turns(tx: Tx, session_id: str) -> dict[str, dict[str, Any]]:
@@ -57,8 +64,15 @@ def record_reply(
     `plan`, or one `task`'s result. If a turn is stored under `key` already, return that
     one and change nothing."""
     session_id = row.id
+    # What the turn ran, each an event of its own in the session's log (contract section
+    # 9), in the order it happened: its commands, its reply, the checks run on it. They
+    # are written with the turn (a key stored already inserts nothing).
+    for index, command in enumerate(turn.get("commands", [])):
+        add_event(tx, session_id, "command", agent=agent, key=f"{key}:command:{index}", **command)
     if not add_event(tx, session_id, "agent_reply", agent=agent, key=key, **turn):
         return stored_turn(tx, session_id, key)
+    for index, check in enumerate(turn.get("checks", [])):
+        add_event(tx, session_id, "check", agent=agent, key=f"{key}:check:{index}", **check)
     for index, item in enumerate(turn["reply"].get("assumptions", [])):
         given = item if isinstance(item, dict) else {"text": item}
         add_assumption(
@@ -87,6 +101,42 @@ def record_reply(
         values["updated_at"] = utcnow()
         tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
     return turn
+
+
+def recorded_merges(tx: Tx, session_id: str) -> dict[str, dict[str, Any]]:
+    """Every merge of a task branch into the session branch recorded for the session, by
+    key (`merge:<round>:<task>:<call>`), in the order they were recorded."""
+    rows = tx.rows(
+        "SELECT \"key\", payload FROM events WHERE session_id = :sid AND kind = 'merge'"
+        " ORDER BY id",
+        {"sid": session_id},
+    )
+    return {row.key: dict(row.payload) for row in rows}
+
+
+def record_merge(
+    tx: Tx,
+    row: Row,
+    key: str,
+    agent: str,
+    merge: dict[str, Any],
+    task: tuple[int, int, dict[str, Any]],
+) -> dict[str, Any]:
+    """Store one merge's outcome under `key` (the durable state of the merge queue: the
+    session branch's head is the last clean merge's commit), with the task's new result
+    on the session row. A merge stored under `key` already is returned unchanged."""
+    session_id = row.id
+    if not add_event(tx, session_id, "merge", agent=agent, key=key, **merge):
+        return stored_turn(tx, session_id, key)
+    round_, number, fields = task
+    if row.round == round_:
+        merged = _merge_task(tx, session_id, number, fields, {})
+        if merged is not None:
+            tx.run(
+                update_sql("sessions", ["tasks", "updated_at"], "id = :sid"),
+                {"tasks": merged, "updated_at": utcnow(), "sid": session_id},
+            )
+    return merge
 
 
 # Task `number` is at index number - 1 of the board (the plan numbers its tasks from 1);

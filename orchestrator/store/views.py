@@ -6,6 +6,7 @@ the answer, never half of each). Plain dicts: no pydantic on this path."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -263,6 +264,7 @@ def session_view(
         "late_question": late_question(session, state),
         "late_answer": (late := (state.question_object or {}).get("late")),
         "needs_review": needs_review(session, late),
+        "workbench": workbench_view(session),
     } | (
         {}  # `list` leaves the ledger out; `status` has it
         if assumptions is None
@@ -273,6 +275,40 @@ def session_view(
             ]
         }
     )
+
+
+def workbench_view(session: Any) -> dict[str, Any] | None:
+    """Where the developers work (contract section 9): the repository, the base, the
+    sandbox, and each task's branch and worktree. None: a session without a repository."""
+    settings = getattr(session, "settings", None) or {}
+    bench = settings.get("workbench")
+    if not bench:
+        return None
+    root = str(bench["worktrees"]).rstrip("/")
+    numbers = sorted({int(t["number"]) for t in getattr(session, "tasks", None) or []})
+    branch = f"orchestrator/{session.id}"
+    where = shlex.quote(str(bench["repository"]))
+    return {
+        "repository": bench["repository"],
+        "base": bench["base"],
+        "branch": branch,
+        # How to look at the result and take it (contract section 9, "The result").
+        "see": f"git -C {where} diff {str(bench['base'])[:12]}..{branch} --stat",
+        "take": f"git -C {where} merge {branch}",
+        "host": bench.get("host"),
+        "sandbox": settings.get("sandbox", "auto"),
+        "allow_network": bool(settings.get("allow_network")),
+        "checks": list(settings.get("checks") or []),
+        "worktrees": root,
+        "tasks": [
+            {
+                "number": n,
+                "branch": f"orchestrator/{session.id}/task-{n}",
+                "worktree": f"{root}/task-{n}",
+            }
+            for n in numbers
+        ],
+    }
 
 
 USAGE_COUNTS = ("input_tokens", "output_tokens", "total_tokens", "model_calls")
