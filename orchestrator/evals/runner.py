@@ -190,7 +190,13 @@ def run_eval(
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(one, item) for item in work]
-            wait(futures)
+            try:
+                wait(futures)
+            except KeyboardInterrupt:  # Ctrl+C: the sessions running finish, none starts
+                runs.stopping.set()
+                for future in futures:
+                    future.cancel()
+                raise
         failures = [exc for f in futures if (exc := f.exception()) is not None]
         if failures:
             raise _stopped(failures, runs, db, ledger.run if ledger is not None else None)

@@ -77,9 +77,10 @@ def _ensure_reserve(root: Path) -> None:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             try:
-                os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks, not a sparse file
-            except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                # Real blocks, not a sparse file (posix_fallocate is not on macOS).
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            except (AttributeError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise
                 os.write(fd, b"\0" * RESERVE_BYTES)
             os.fsync(fd)
