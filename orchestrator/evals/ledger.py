@@ -91,8 +91,12 @@ class Ledger:
                 log.warning("cannot record eval run %s in %s: %s", self.run, self.path, exc)
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        missing = [p for p in (self.path.parent, *self.path.parent.parents) if not p.exists()]
+        for folder in reversed(missing):
+            folder.mkdir(mode=0o700, exist_ok=True)  # the owner's alone, as the database's
         temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         record = {"run": self.run, "database": _database(self.url), "sessions": self.sessions}
-        temporary.write_text(json.dumps(record, indent=1))
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(record, indent=1))
         os.replace(temporary, self.path)  # whole or absent

@@ -59,6 +59,14 @@ def _folder(url: str, session_id: str) -> Path:
     return _root() / database / session_id
 
 
+def _private_folder(folder: Path) -> None:
+    """`folder` and the folders it needs, readable by their owner only (0700, whatever the
+    umask): a kept turn holds what the agent wrote."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    for made in reversed(missing):
+        made.mkdir(mode=0o700, exist_ok=True)
+
+
 def _ensure_reserve(root: Path) -> None:
     """Make the reserve if it is missing (checked at most once a minute per process);
     a disk already too full for it is left alone: the memory fallback still holds."""
@@ -73,7 +81,7 @@ def _ensure_reserve(root: Path) -> None:
         return
     temporary = root / f"reserve.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        _private_folder(root)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             try:
@@ -135,8 +143,9 @@ class KeptTurns:
         path = self._file(key)
         temporary = path.with_suffix(".tmp")
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with open(temporary, "w", encoding="utf-8") as out:
+            _private_folder(self.folder)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(fd, "w", encoding="utf-8") as out:
                 out.write(json.dumps(record))
                 out.flush()
                 os.fsync(out.fileno())  # the record that prevents paying twice
