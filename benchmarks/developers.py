@@ -9,6 +9,8 @@ Rows (medians of interleaved runs; nothing is asserted):
 - worktree: laying out a task's worktree (`Workbench.prepare`: worktree add, checkout,
   reset, clean) in repositories of 1,000 and 10,000 files, against `git worktree add`
   alone;
+- merge: the merge path per task (without checks) against `git merge --no-ff` of the same
+  branches, one after another, in a worktree;
 - turn: a one-task scripted session whose developer writes a file, with a repository
   (worktree reset, commit, the commit's diff, events) against the same session in the
   shared workspace, in one process.
@@ -115,6 +117,37 @@ def worktree_row(tmp: Path, files: int, runs: int) -> None:
     _row(f"task worktree, {files:,} files", mine, bare, "`git worktree add` alone")
 
 
+def merge_row(tmp: Path, tasks: int) -> None:
+    """The merge path per task (merge-tree, commit-tree, the compare-and-swap, and the
+    changed files), against `git merge --no-ff` of the same branches in a worktree."""
+    from orchestrator.runtime.developers import Workroom
+    from orchestrator.runtime.worktrees import Workbench, discover, git
+
+    repo = _repo(tmp / "merge-repo", 1_000)
+    found = discover(repo)
+    assert found is not None
+    bench = Workbench.create("m", found, tmp / "merge-wt")
+    room = Workroom.of("m", {"workbench": bench.describe(), "sandbox": "none"})
+    assert room is not None
+    tips = {}
+    for n in range(1, tasks + 1):
+        (bench.prepare(n, found.head) / f"pkg{n % 50}" / f"m{n}.py").write_text(f"X = -{n}\n")
+        tips[n] = bench.commit(n, f"task {n}")
+    onto = found.head
+    started = time.perf_counter()
+    for n in range(1, tasks + 1):
+        onto = room.merge("m", n, f"task {n}", onto, tips[n])["commit"]
+    ours = (time.perf_counter() - started) / tasks
+    plain = tmp / "merge-plain"
+    git("worktree", "add", "-q", "--detach", str(plain), found.head, cwd=repo)
+    started = time.perf_counter()
+    for n in range(1, tasks + 1):
+        git("-c", "user.name=b", "-c", "user.email=b@b", "merge", "-q", "--no-ff",
+            "--no-edit", tips[n], cwd=plain)  # fmt: skip
+    base = (time.perf_counter() - started) / tasks
+    _row(f"merge a task ({tasks} tasks, 1,000 files)", [ours], [base], "`git merge --no-ff`")
+
+
 def turn_row(tmp: Path, runs: int) -> None:
     import yaml
 
@@ -159,6 +192,7 @@ def main(argv: list[str]) -> int:
         sandbox_row(tmp, runs)
         for files in (1_000, 10_000):
             worktree_row(tmp, files, max(3, runs // 5))
+        merge_row(tmp, 5 if quick else 20)
         turn_row(tmp, max(3, runs // 3))
     return 0
 

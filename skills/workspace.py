@@ -37,9 +37,11 @@ class Workspace:
     def __init__(self, root: Path, *, hooks: tuple[str, ...] = ()) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root.resolve(strict=True)
-        # Top-level folders whose files run as hooks (HOOK_FOLDERS and a repository's own
-        # core.hooksPath): never written by the tools.
-        self.hooks = frozenset(name.casefold() for name in (*HOOK_FOLDERS, *hooks))
+        # Folders (relative paths) whose files run as hooks (HOOK_FOLDERS and a
+        # repository's own core.hooksPath): never written by the tools.
+        self.hooks = frozenset(
+            tuple(part.casefold() for part in Path(name).parts) for name in (*HOOK_FOLDERS, *hooks)
+        )
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -77,9 +79,11 @@ class Workspace:
         """Refuse a write to `real` (from `resolve`) inside a version-control folder or a
         folder of git hooks."""
         parts = real.relative_to(self.root).parts
-        if parts and parts[0].casefold().rstrip(". ") in self.hooks:
+        folded = tuple(part.casefold().rstrip(". ") for part in parts)
+        hooks = next((h for h in self.hooks if folded[: len(h)] == h), None)
+        if hooks is not None:
             raise ToolError(
-                f"{self.relative(real)!r} is in {parts[0]!r}, a folder of git hooks: a hook "
+                f"{self.relative(real)!r} is in {'/'.join(hooks)!r}, a folder of git hooks: a hook "
                 "written there runs on the user's machine at their next commit, so tools "
                 "never write there; ask the user to change hooks themselves"
             )

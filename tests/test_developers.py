@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from conftest import EXAMPLES, cli, invoke
 from dbcheck import query
+from repos import make_repo, scenario
 
 from orchestrator import Sessions
 from orchestrator.errors import ConfigError
@@ -24,21 +24,6 @@ pytestmark = pytest.mark.backends()
 EXAMPLE = EXAMPLES / "developers-run-code.yaml"
 
 
-def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
-    """A git repository with one commit of `files`."""
-    path.mkdir(parents=True)
-    for name, text in (files or {"README.md": "a project\n"}).items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first"],
-    ):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    return path
-
-
 def tree_state(repo: Path) -> tuple[str, str, str, bytes]:
     """The user's side of a repository: branch, HEAD, status and index, byte for byte."""
     return (
@@ -47,12 +32,6 @@ def tree_state(repo: Path) -> tuple[str, str, str, bytes]:
         git("status", "--porcelain", "--untracked-files=all", cwd=repo),
         (repo / ".git" / "index").read_bytes(),
     )
-
-
-def scenario(tmp_path: Path, body: dict[str, Any]) -> Path:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(body, sort_keys=False))
-    return path
 
 
 def events_of(sessions: Sessions, session_id: str, kind: str) -> list[dict[str, Any]]:

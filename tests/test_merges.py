@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from conftest import EXAMPLES, cli, invoke
 from dbcheck import query
+from repos import make_repo, scenario
 
 from orchestrator import Sessions
 from orchestrator.domain.replies import parse_reply
@@ -30,25 +30,6 @@ pytestmark = pytest.mark.backends()
 
 MERGES = EXAMPLES / "merges.yaml"
 COMPLETE = {"status": "COMPLETE", "summary": "all merged"}
-
-
-def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
-    path.mkdir(parents=True)
-    for name, text in (files or {"README.md": "a project\n"}).items():
-        (path / name).write_text(text)
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first"],
-    ):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    return path
-
-
-def scenario(tmp_path: Path, body: dict[str, Any]) -> Path:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(body, sort_keys=False))
-    return path
 
 
 def write(path: str, content: str, summary: str = "done") -> dict[str, Any]:

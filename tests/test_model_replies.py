@@ -21,6 +21,7 @@ from typing import Any
 import forkserver
 import pytest
 from orchestrator.agents.replies import feedback, read_arguments, read_text
+from orchestrator.skills import DEVELOPER_TOOLS
 
 from orchestrator import Sessions
 from orchestrator.domain.question import UserReply
@@ -386,11 +387,7 @@ def test_json_schema_mode_asks_for_structured_output(
     ]
     assert "tools" not in pm  # the PM has no tools; developers keep their workspace tools
     developer = stub.requests[2]
-    assert {t["function"]["name"] for t in developer["tools"]} == {
-        "list_files",
-        "read_file",
-        "write_file",
-    }
+    assert {t["function"]["name"] for t in developer["tools"]} == set(DEVELOPER_TOOLS)
 
 
 def test_text_mode_binds_no_submit_tool_and_says_what_to_send(

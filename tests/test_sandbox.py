@@ -7,10 +7,10 @@ succeed, so none of them passes for a reason other than bubblewrap.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -20,28 +20,17 @@ from typing import Any
 import pytest
 from orchestrator.skills import Confinement, Limits, Sandbox, Tool
 from orchestrator.skills.sandbox import scrubbed_environment
+from repos import commit_all, make_repo
 
 from orchestrator.runtime.developers import Workroom
 from orchestrator.runtime.worktrees import Workbench, discover, git
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    (path / "app.py").write_text("print('hi')\n")
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first"],
-    ):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    return path
 
 
 class Room:
     """A session's workroom with two tasks' worktrees, and their run_command tools."""
 
     def __init__(self, tmp_path: Path, sandbox: str = "auto", **settings: Any) -> None:
-        self.repo = make_repo(tmp_path / "repo")
+        self.repo = make_repo(tmp_path / "repo", {"app.py": "print('hi')\n"})
         repo = discover(self.repo)
         assert repo is not None
         bench = Workbench.create("s1", repo, tmp_path / "data" / "worktrees" / "s1")
@@ -291,3 +280,103 @@ def test_the_attacks_need_the_sandbox(tmp_path: Path, listener: int) -> None:
     secret.unlink()
     secret.parent.rmdir()
     assert room.run("ls")["output"].count("app.py") == 1
+
+
+def test_a_configured_hooks_path_is_guarded_too(tmp_path: Path) -> None:
+    """`core.hooksPath=tools/hooks`: the file tools refuse it and commands see it read-only."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "tools" / "hooks").mkdir(parents=True)
+    (repo / "tools" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    commit_all(repo, "hooks")
+    git("config", "core.hooksPath", "tools/hooks", cwd=repo)
+    found = discover(repo)
+    assert found is not None
+    bench = Workbench.create("s2", found, tmp_path / "wt")
+    room = Workroom.of("s2", {"workbench": bench.describe(), "sandbox": "auto"})
+    assert room is not None
+    tools, _ = room.desk(1, found.head).tools("developer-1")
+    by_name = {t.name: t for t in tools}
+    write = by_name["write_file"].invoke({"path": "tools/hooks/pre-commit", "content": "evil"})
+    assert not write.ok and "hooks" in str(write.error)
+    assert by_name["write_file"].invoke({"path": "tools/build.sh", "content": "ok"}).ok
+    ran = by_name["run_command"].invoke({"command": "echo evil >> tools/hooks/pre-commit"})
+    assert ran.data["exit_code"] != 0 and "Read-only" in ran.output
+    assert (bench.worktree(1) / "tools" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\n"
+
+
+# -- where bubblewrap cannot run ---------------------------------------------------------
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A bwrap that cannot run here (as in a container without user namespaces)."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr("orchestrator.skills.sandbox.find_bwrap", lambda: str(fake))
+
+
+def test_where_bubblewrap_cannot_run_commands_are_refused_saying_why(
+    tmp_path: Path, no_bwrap: None
+) -> None:
+    room = Room(tmp_path)
+    result = room.tool().invoke({"command": "echo hi"})
+    assert not result.ok
+    assert "cannot run here: bwrap: No permissions to create new namespace" in str(result.error)
+    assert "--sandbox none" in str(result.error)
+
+
+def test_checks_without_a_sandbox_refuse_the_session_before_it_starts(
+    tmp_path: Path, no_bwrap: None
+) -> None:
+    from conftest import invoke
+    from repos import scenario
+
+    repo = make_repo(tmp_path / "repo")
+    path = scenario(
+        tmp_path,
+        {
+            "task": "t",
+            "checks": ["true"],
+            "agents": {"pm": [{"status": "COMPLETE", "summary": "s"}]},
+        },
+    )
+    done = invoke(
+        "run", "--script", str(path), "--workdir", str(repo), "--db", str(tmp_path / "o.db")
+    )
+    assert done.returncode == 2 and "cannot run" in done.stderr and "--sandbox none" in done.stderr
+    assert json.loads(invoke("list", "--json", "--db", str(tmp_path / "o.db")).stdout) == []
+
+
+def test_sandbox_none_is_shown_as_a_warning(tmp_path: Path) -> None:
+    from conftest import invoke
+    from repos import scenario
+
+    repo = make_repo(tmp_path / "repo")
+    path = scenario(
+        tmp_path,
+        {
+            "task": "t",
+            "agents": {
+                "pm": [
+                    {"status": "PLANNED", "tasks": [{"title": "a"}]},
+                    {"status": "COMPLETE", "summary": "s"},
+                ],
+                "developer": [
+                    {
+                        "tools": [{"run_command": {"command": "true"}}],
+                        "status": "DONE",
+                        "summary": "s",
+                    }
+                ],
+            },
+        },
+    )
+    db = str(tmp_path / "o.db")
+    done = invoke(
+        "run", "--script", str(path), "--workdir", str(repo), "--sandbox", "none", "--db", db
+    )
+    assert done.returncode == 0, done.stderr
+    assert "WARNING: --sandbox none: commands and checks run unconfined" in done.stderr
+    assert "sandbox none" in done.stderr  # the command's line names the sandbox that ran it
+    assert "WARNING: commands run unconfined" in done.stdout

@@ -428,7 +428,9 @@ def test_make_tools_shares_the_context_and_refuses_unknown_names(
     made = make_tools(["echo", "read_file"], context)
     assert [tool.name for tool in made] == ["echo", "read_file"]
     assert all(tool.context is context for tool in made)
-    with pytest.raises(KeyError, match="unknown tool 'grep'; known tools: echo, list_files"):
+    with pytest.raises(
+        KeyError, match="unknown tool 'grep'; known tools: echo, edit_file, list_files"
+    ):
         make_tools(["read_file", "grep"], context)
     with pytest.raises(ValueError, match="listed twice"):
         make_tools(["echo", "echo"], context)

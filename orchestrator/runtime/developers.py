@@ -177,7 +177,7 @@ class Workroom:
     def desk(self, number: int, start: str) -> Desk:
         """Task `number`'s desk for a turn from `start`: its worktree reset to `start`."""
         path = self.bench.prepare(number, start)
-        return Desk(path, self._commands(number), hooks=())
+        return Desk(path, self._commands(number), hooks=self.bench.hook_folders())
 
     def _commands(self, number: int) -> Commands:
         return self._commands_in(

@@ -247,12 +247,23 @@ class Workbench:
         out = git("diff", "--name-only", "-z", start, end, cwd=self.git_dir)
         return sorted(name for name in out.split("\0") if name)
 
+    def hook_folders(self) -> tuple[str, ...]:
+        """Folders of the tree (relative paths) whose files run as git hooks:
+        HOOK_FOLDERS, and the repository's own `core.hooksPath` when it points inside."""
+        configured = git("config", "--get", "core.hooksPath", cwd=self.git_dir, check=False)
+        extra = []
+        if configured and not os.path.isabs(configured):
+            inside = os.path.normpath(configured)
+            if inside not in (".", "..") and not inside.startswith("../"):
+                extra.append(Path(inside).as_posix())
+        return tuple(dict.fromkeys([*HOOK_FOLDERS, *extra]))
+
     def read_only(self, number: int) -> tuple[Path, ...]:
         """What commands may not write: the repository's git folder, the worktree's `.git`
         file, and the hooks folders a repository can point git at."""
         path = self.worktree(number)
         guarded = [self.git_dir, path / ".git"]
-        guarded += [path / name for name in HOOK_FOLDERS]
+        guarded += [path / name for name in self.hook_folders()]
         return tuple(guarded)
 
     def _git_of(self, path: Path) -> Sequence[str]:
