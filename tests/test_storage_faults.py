@@ -861,12 +861,14 @@ def test_serve_runs_on_a_session_whose_run_an_outage_cut_off(
             pg_cluster.stop_server()
             try:
                 os.kill(proc.pid, signal.SIGCONT)
-                _wait_for_log_line(proc, "not run on")  # the run on met the outage
+                lines: list[str] = []
+                met = _logged(proc, lines, session_id, ("not run on",))  # met the outage
             finally:
                 pg_cluster.start_server()
+            assert met, "".join(lines)
             deadline = time.monotonic() + 60
             while _status(db, session_id)["status"] != "completed":
-                assert time.monotonic() < deadline, _status(db, session_id)
+                assert time.monotonic() < deadline, (_status(db, session_id), "".join(lines))
                 time.sleep(0.2)
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
@@ -885,36 +887,51 @@ def test_a_worker_counts_a_drive_that_ended_just_before_an_outage(
         handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
         assert handed.returncode == 0, handed.stderr
         process = _stop_at("after_finish", "worker", "--json", db=db)
+        lines: list[str] = []
         try:
             pg_cluster.stop_server()
             try:
                 os.kill(process.pid, signal.SIGCONT)
-                assert process.stderr is not None
-                for line in process.stderr:  # the read after the end meets the outage
-                    if session_id in line and ("read back" in line or "interrupted" in line):
-                        break
+                # The read after the end meets the outage (the worker logs it), or not in a
+                # minute: the server comes back either way.
+                met = _logged(process, lines, session_id, ("read back", "interrupted"))
             finally:
                 pg_cluster.start_server()
             process.send_signal(signal.SIGTERM)
-            out, err = process.communicate(timeout=120)
+            process.wait(timeout=120)
+            assert process.stdout is not None
+            out = process.stdout.read()  # one small document: the pipe held it
         finally:
             if process.poll() is None:
                 process.kill()
-                process.communicate()
+                process.wait()
+        err = "".join(lines)
+        assert met, err
         assert process.returncode == 0, err
         assert json.loads(out)["ended"] == {"completed": 1}, err
         assert _status(db, session_id)["status"] == "completed"
 
 
-def _wait_for_log_line(proc: subprocess.Popen[str], words: str) -> str:
-    """Read the server's stderr until a line with `words` (the server keeps running)."""
-    assert proc.stderr is not None
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if words in line:
-            return line
-    raise AssertionError(f"the server ended without logging {words!r}: {''.join(seen)}")
+def _logged(
+    process: subprocess.Popen[str], lines: list[str], session_id: str, words: tuple[str, ...]
+) -> bool:
+    """Wait (a minute at most) for a line of the process's stderr about `session_id` with
+    one of `words`; every line read goes to `lines`, and a thread goes on reading the rest
+    (wait for the process, never `communicate`: its stderr is this thread's)."""
+    import threading
+
+    seen = threading.Event()
+    assert process.stderr is not None
+    stream = process.stderr
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if session_id in line and any(word in line for word in words):
+                seen.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    return seen.wait(60)
 
 
 def test_a_lock_held_too_long_is_a_clear_message_and_the_answer_is_not_lost(
