@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/workers.py
 	$(BIN)/python benchmarks/suite.py
 	$(BIN)/python benchmarks/web.py
+	$(BIN)/python benchmarks/slow_bodies.py
 	$(BIN)/python benchmarks/developers.py
 
 # Regenerate requirements.lock after changing dependencies in pyproject.toml.

@@ -31,6 +31,7 @@ from orchestrator.errors import (
 )
 from orchestrator.limits import clip
 from orchestrator.model_options import ModelOptions
+from orchestrator.redact import mask_secrets
 from orchestrator.runtime.agent import AgentRequest, AgentTurn
 
 from . import models as _models
@@ -285,7 +286,7 @@ class LLMBackend:
             if not isinstance(exc, TimeoutError) and "Timeout" not in type(exc).__name__:
                 raise AgentCallError(
                     f"the model call for {agent} failed: {type(exc).__name__}: "
-                    + clip(str(exc), _ERROR_CHARS)
+                    + clip(mask_secrets(str(exc)), _ERROR_CHARS)  # kept and shown
                 ) from exc  # the provider's errors: network, auth, rate limits
             raise BudgetExceeded(
                 f"the model call for {agent} took longer than {seconds:.0f} s "

@@ -31,6 +31,7 @@ __all__ = [
     "BUDGET_PREFIX",
     "TokenBudgetExceeded",
     "CancelRequested",
+    "WorkerFailed",
     "validation_text",
 ]
 
@@ -172,6 +173,11 @@ class AgentCallError(OrchestratorError):
     agent: str | None = None  # which agent's call failed, once the engine knows
     session_id: str | None = None  # the session left stalled, once the engine knows
     usage: dict[str, dict[str, int]] | None = None  # the failed turn's tokens, by agent
+
+
+class WorkerFailed(OrchestratorError):
+    """A worker thread died of a bug outside any one session: the worker stops (exit 1)
+    rather than serve on with fewer threads than asked, or none."""
 
 
 class BudgetExceeded(AgentCallError):

@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.errors import ConfigError
+from orchestrator.redact import mask_url
 
 __all__ = ["ModelOptions", "ENV_BASE_URL", "ReplyMode", "ToolChoice"]
 
@@ -99,6 +102,12 @@ class ModelOptions(BaseModel):
                 "the URL must not carry a user or password (it is kept with the session); "
                 "give the key in the provider's environment variable, e.g. OPENAI_API_KEY"
             )
+        if parts.query or parts.fragment:
+            raise ValueError(
+                "the URL must not carry a query string (?…) or fragment (#…): it is kept "
+                "with the session and shown, and a key there would be too; give the key in "
+                "the provider's environment variable, e.g. OPENAI_API_KEY"
+            )
         return value.strip()
 
     @classmethod
@@ -113,6 +122,27 @@ class ModelOptions(BaseModel):
         return cls.model_validate(values)
 
     @classmethod
+    def checked(cls, given: ModelOptions | Mapping[str, Any] | None) -> ModelOptions:
+        """`of(given)`, a bad option a ConfigError naming it (the base URL as
+        $ORCHESTRATOR_BASE_URL when it came from there) and what it takes, a URL's
+        password masked: never pydantic's own text, which dumps the input."""
+        values = given.model_dump() if isinstance(given, ModelOptions) else dict(given or {})
+        from_env = values.get("base_url") is None and bool(os.environ.get(ENV_BASE_URL))
+        try:
+            return cls.of(values)
+        except ValidationError as exc:
+
+            def named(loc: tuple[Any, ...]) -> str:
+                name = ".".join(str(p) for p in loc) or "model options"
+                return f"${ENV_BASE_URL}" if name == "base_url" and from_env else name
+
+            problems = "; ".join(
+                f"{named(e['loc'])}: " + str(e["msg"]).removeprefix("Value error, ")
+                for e in exc.errors(include_url=False)
+            )
+            raise ConfigError(mask_url(f"model options: {problems}")) from None
+
+    @classmethod
     def from_description(cls, description: Mapping[str, Any]) -> ModelOptions:
         """The options kept in a session's agents description (older sessions kept only
         `max_retries`, and `max_steps`, now `max_model_calls`)."""
@@ -120,3 +150,21 @@ class ModelOptions(BaseModel):
         if "max_steps" in description and "max_model_calls" not in values:
             values["max_model_calls"] = description["max_steps"]
         return cls.model_validate(values)
+
+
+def options_error(
+    exc: ValidationError, values: Mapping[str, Any], *, from_env: bool = False
+) -> str:
+    """The first problem of invalid model options, naming the option (or the environment
+    variable the base URL came from) and what it takes; a URL's password masked, never
+    pydantic's `input_value=` dump."""
+    error = exc.errors(include_url=False)[0]
+    field = str(error["loc"][0]) if error["loc"] else "?"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    source = (
+        f"${ENV_BASE_URL}" if from_env and field == "base_url" else "--" + field.replace("_", "-")
+    )
+    value = values.get(field)
+    if field == "base_url" and isinstance(value, str) and ("?" in value or "#" in value):
+        value = value.split("?", 1)[0].split("#", 1)[0] + "?…"  # a key may be in there
+    return mask_url(f"{source} {value!r}: {message}")

@@ -1,11 +1,14 @@
 """Secrets out of what is shown: a database URL's password (in its user part or its query)
-is masked wherever a URL appears in a message, a hint, a log line or a notification."""
+is masked wherever a URL appears in a message, a hint, a log line or a notification; and
+a provider's error that quotes an API key (or a token) shows it masked before it is
+stored or printed (`mask_secrets`)."""
 
 from __future__ import annotations
 
+import os
 import re
 
-__all__ = ["mask_url", "MASK"]
+__all__ = ["mask_url", "mask_secrets", "MASK"]
 
 MASK = "***"
 
@@ -32,3 +35,24 @@ def mask_url(text: str) -> str:
     text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
     text = _LOOSE.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
     return _QUERY.sub(lambda m: f"{m.group('key')}={MASK}", text)
+
+
+# Environment variables whose values are secrets (OPENAI_API_KEY, ANTHROPIC_API_KEY,
+# ORCHESTRATOR_WEB_TOKEN, …), and key-shaped words in any text (sk-…, Bearer …).
+_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|_KEY)$", re.IGNORECASE)
+_KEY_SHAPED = re.compile(
+    r"(?<![\w-])(?P<word>(?:sk|pk|rk|gsk|xai|hf)[-_][A-Za-z0-9_-]{12,}|AIza[0-9A-Za-z_-]{20,})"
+)
+_BEARER = re.compile(r"(?P<head>\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+
+
+def mask_secrets(text: str) -> str:
+    """`text` (a provider's error, say) with URL passwords, the values of this process's
+    secret environment variables (names ending in API_KEY, TOKEN, SECRET, PASSWORD, _KEY),
+    key-shaped words (`sk-…`, `AIza…`) and bearer tokens replaced by ***."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, MASK)
+    text = _KEY_SHAPED.sub(MASK, text)
+    text = _BEARER.sub(lambda m: f"{m.group('head')}{MASK}", text)
+    return mask_url(text)

@@ -1,8 +1,10 @@
 """What every tool shares: the one result shape, input validation, error wrapping, a registry.
 
 A tool's failures that the model can act on (a bad path, a missing file) are `ToolError`s
-and go back to the model as a `ToolResult` with `ok=False`; any other exception is a bug
-and keeps its traceback.
+and go back to the model as a `ToolResult` with `ok=False`, and so does any OSError a tool
+did not word itself (a path the file system refuses: a name too long, a permission): it
+says what the file system said, never crashes the run. Any other exception is a bug and
+keeps its traceback.
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ class Tool(ABC):
             return self.run(args)
         except ToolError as e:
             return self.failure(e.message)
+        except OSError as e:  # the file system's refusal, not a bug (module docstring)
+            why = e.strerror or type(e).__name__  # not str(e): it names host paths
+            return self.failure(f"{self.name} failed: {why}")
 
     def result(self, output: str, **data: Any) -> ToolResult:
         """A successful result of this tool."""

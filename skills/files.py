@@ -67,7 +67,7 @@ class ListFiles(Tool):
         workspace = self.context.workspace
         parts = parse_pattern(args.pattern)
         where = workspace.resolve(args.path)
-        if not where.is_dir():
+        if not workspace.is_dir(where):
             raise ToolError(f"no such directory: {args.path!r}")
         try:
             found, complete = globs.walk(workspace, where, parts)
@@ -102,7 +102,7 @@ class ReadFile(Tool):
         workspace = self.context.workspace
         target = workspace.resolve(args.path)
         rel = workspace.relative(target)
-        if target.is_dir():
+        if workspace.is_dir(target):
             raise ToolError(f"{rel!r} is a directory, not a file; use list_files")
         missing = ToolError(f"no such file: {args.path!r}")
         try:
@@ -187,7 +187,7 @@ class WriteFile(Tool):
         target = workspace.resolve(args.path)
         rel = workspace.relative(target)
         workspace.check_writable(target)
-        if target.is_dir():
+        if workspace.is_dir(target):
             raise ToolError(f"{rel!r} is a directory, not a file")
         data = args.content.encode("utf-8")  # pydantic already refused lone surrogates
         if len(data) > MAX_WRITE_BYTES:

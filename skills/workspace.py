@@ -56,6 +56,7 @@ class Workspace:
             raise ToolError("the path is empty; give a path relative to the workspace, e.g. '.'")
         if "\0" in path:
             raise ToolError(f"{path!r} contains a NUL character")
+        _check_lengths(path)
         outside = ToolError(
             f"{path!r} is outside the workspace: paths must be relative and stay inside it"
         )
@@ -70,6 +71,13 @@ class Workspace:
         if not real.is_relative_to(self.root):
             raise outside
         return real
+
+    def is_dir(self, real: Path) -> bool:
+        """Whether `real` (from `resolve`) is a directory; an OS error is a ToolError."""
+        try:
+            return real.is_dir()
+        except OSError as e:
+            raise ToolError(f"cannot look at {self.relative(real)!r}: {e.strerror}") from None
 
     def relative(self, path: Path) -> str:
         """`path` (inside the workspace) as the POSIX path the model uses; the root is '.'."""
@@ -128,6 +136,26 @@ class Workspace:
             f"{self.relative(real)!r} changed while it was being opened (a folder or file on "
             "the way is now a symlink); nothing was read or written, try again"
         )
+
+
+# What Linux (and macOS: 255 and 1024) allow; longer names fail with ENAMETOOLONG.
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def _check_lengths(path: str) -> None:
+    """Refuse a name longer than a file system takes (in bytes, as the kernel counts)."""
+    if len(path.encode("utf-8", "surrogateescape")) >= PATH_MAX:
+        raise ToolError(
+            f"the path is {len(path):,} characters long; a path has fewer than {PATH_MAX} bytes"
+        )
+    for part in path.split("/"):
+        size = len(part.encode("utf-8", "surrogateescape"))
+        if size > NAME_MAX:
+            raise ToolError(
+                f"the name {part[:40]!r}… in the path is {size} bytes long; a file or folder "
+                f"name has at most {NAME_MAX} bytes"
+            )
 
 
 def _control_name(name: str) -> bool:

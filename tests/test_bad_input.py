@@ -475,8 +475,51 @@ def test_serve_refuses_a_database_it_cannot_use_before_serving(url: str, fragmen
     """A server checks its database at the start: exit 2 with what to check, no traceback,
     and no inbox address printed for a server that never serves (it was a 156-line
     traceback and exit 3, "session paused", from a failed start-up)."""
-    served = invoke("serve", "--db", url, "--port", "0", "--token", "t0ken")
+    served = invoke("serve", "--db", url, "--port", "0", "--token", "t0ken-0123456789abc")
     assert served.code == 2, served.stderr
     assert fragment in served.stderr and "Traceback" not in served.stderr
-    assert "t0ken" not in served.stderr and "s3cret" not in served.stderr
+    assert "t0ken-" not in served.stderr and "s3cret" not in served.stderr
     assert "orchestrator inbox:" not in served.stderr
+
+
+@pytest.mark.parametrize("source", ["--db", "ORCHESTRATOR_DB"])
+@pytest.mark.parametrize(
+    "command", [["list"], ["status", "abc"], ["run", "--script", "examples/hard-cap.yaml"]]
+)
+def test_a_postgresql_password_with_a_space_is_bad_input_shown_masked(
+    source: str, command: list[str]
+) -> None:
+    """libpq refused it with a 90-line traceback ending in `unexpected spaces found in
+    "…password…"`. Now: exit 2 saying how to write it, the password masked."""
+    url = "postgresql+psycopg://alice:pa ss word@127.0.0.1:1/db"
+    if source == "--db":
+        done = invoke(*command, "--json", "--db", url)
+    else:
+        done = invoke(*command, "--json", env={"ORCHESTRATOR_DB": url})
+    assert done.code == 2, done.stderr
+    assert "pa ss" not in done.stdout + done.stderr and "Traceback" not in done.stderr
+    assert "percent-encode" in json.loads(done.stdout)["error"]
+
+
+@pytest.mark.parametrize(
+    ("how", "url"),
+    [
+        ("env", "http://alice:pw-secret@127.0.0.1:1/v1"),
+        ("option", "http://alice:pw-secret@127.0.0.1:1/v1"),
+        ("option", "http://127.0.0.1:1/v1?api_key=pw-secret"),
+        ("env", "http://127.0.0.1:1/v1?key=pw-secret"),
+    ],
+)
+def test_a_base_url_with_a_secret_is_refused_and_never_shown(how: str, url: str) -> None:
+    """`eval` with ORCHESTRATOR_BASE_URL='http://alice:pw@…' crashed printing pydantic's
+    `input_value='http://alice:pw@…'`; a query string in --base-url was stored and logged
+    in full. Both are bad input now, shown masked."""
+    cases = str(EXAMPLES / "eval" / "benign.yaml")
+    if how == "env":
+        done = invoke("eval", cases, "--model", "openai:x", env={"ORCHESTRATOR_BASE_URL": url})
+    else:
+        done = invoke("run", "a task", "--model", "openai:x", "--base-url", url, "--json")
+    assert done.code == 2, (done.code, done.stderr)
+    shown = done.stdout + done.stderr
+    assert "pw-secret" not in shown and "Traceback" not in shown and "input_value" not in shown
+    assert ("$ORCHESTRATOR_BASE_URL" if how == "env" else "--base-url") in shown

@@ -346,3 +346,35 @@ def test_an_eval_killed_mid_run_is_resumed_not_left_in_the_users_database(
     assert {s["status"] for s in listed} == {"completed"}, listed
     assert cut_off[0]["session_id"] in {s["session_id"] for s in listed}
     assert len(listed) == 2
+
+
+def test_junit_reports_stay_valid_xml_with_control_characters_in_case_files(
+    tmp_path: Path, db_url: str
+) -> None:
+    """A case's name and the failure text came raw from the file: `\\x1b` or `\\x07` in
+    them made the JUnit report invalid XML (an XML parser, and CI, refused it). Both
+    reports (eval's and test's) show them as visible escapes."""
+    import xml.etree.ElementTree as ET
+
+    from orchestrator.suite.junit import junit_xml
+    from orchestrator.suite.results import Malformed, Report, Result
+
+    evil = "bell\x07 esc\x1b[2J nul\x00 ffff\uffff"
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{**CONTROL, "name": evil, "outcome": [evil]}]})
+    )
+    junit = tmp_path / "junit.xml"
+    result = invoke(
+        "eval", str(tmp_path / "cases.yaml"), "--model", "eval:always-ask",
+        "--junit-xml", str(junit), db=db_url,
+    )  # fmt: skip
+    assert result.returncode in (0, 1), result.stderr
+    case = ET.parse(junit).getroot().find("testsuite/testcase")
+    assert case is not None and case.get("name") == "bell\\x07 esc\\x1b[2J nul\\x00 ffff\\uffff"
+
+    report = Report(
+        results=(Result(name=f"a/{evil}.yaml", path="p", outcome="failed", unmet=(evil,)),),
+        malformed=(Malformed(path="q", name="b.yaml", message=evil),),
+    )
+    root = ET.fromstring(junit_xml(report))
+    assert "esc\\x1b[2J" in ET.tostring(root, encoding="unicode")

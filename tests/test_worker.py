@@ -303,3 +303,47 @@ def test_a_session_stalled_by_a_budget_waits_for_resume_not_a_worker(db_url: str
         assert claim_ready(store, Owner(), busy={outage}, failed_before=time.time() + 1) is None
         assert sessions.status(budget)["last_error"].startswith("budget exceeded: pm made 12")
         assert sessions.run_on(budget)["status"] == "completed"  # `resume` runs it
+
+
+def test_a_session_whose_drive_raises_a_bug_does_not_stop_the_others(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`worker -c 2` lost both threads to one session (an uncaught OSError from a tool,
+    one thread after the other) and exited 0, leaving an answered session waiting. Now the
+    bad session is set aside, logged with its traceback, and the other one completes."""
+    from orchestrator.runtime.engine import Engine
+
+    bad, good = answered(db_url, 2)
+    original = Engine.resume
+    calls: list[str] = []
+
+    def resume(self: Engine, session_id: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(session_id)
+        if session_id == bad:
+            raise OSError(36, "File name too long")
+        return original(self, session_id, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Engine, "resume", resume)
+        stats = run_worker(db_url, 2, idle_exit=0.5, poll=0.05)
+    assert calls.count(bad) == 1  # set aside: not claimed again by this worker
+    assert stats.ended == {"completed": 1} and stats.interrupted == 1
+    assert_ran_once(db_url, good, THREE_AND_TWO)
+
+
+@pytest.mark.backends("sqlite")
+def test_a_worker_thread_that_dies_stops_the_worker_with_the_reason(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.errors import WorkerFailed
+    from orchestrator.runtime import worker_loop
+
+    def broken(self: Any) -> str | None:
+        raise RuntimeError("claiming is broken")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(worker_loop._Worker, "_claim", broken)
+        with pytest.raises(WorkerFailed) as raised:
+            run_worker(db_url, 2, poll=0.05)  # no idle_exit: only the failure stops it
+    assert "worker-" in raised.value.message
+    assert "died: RuntimeError: claiming is broken" in raised.value.message

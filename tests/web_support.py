@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-TOKEN = "test-token-123"
+TOKEN = "test-token-0123456789"
 BASE = "http://127.0.0.1:8765"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -410,28 +410,9 @@ def _model_options(
     given: ModelOptions | Mapping[str, Any] | None, max_retries: int | None
 ) -> ModelOptions:
     """The options, validated: a bad one is a ConfigError naming it and what it takes."""
-    import os
-
-    from pydantic import ValidationError
-
-    from orchestrator.model_options import ENV_BASE_URL, ModelOptions
+    from orchestrator.model_options import ModelOptions
 
     values = given.model_dump() if isinstance(given, ModelOptions) else dict(given or {})
     if max_retries is not None:
         values["max_retries"] = max_retries
-    from_env = values.get("base_url") is None and bool(os.environ.get(ENV_BASE_URL))
-    try:
-        return ModelOptions.of(values)
-    except ValidationError as exc:
-
-        def named(loc: tuple[Any, ...]) -> str:
-            name = ".".join(str(p) for p in loc) or "model options"
-            return f"${ENV_BASE_URL}" if name == "base_url" and from_env else name
-
-        problems = "; ".join(
-            f"{named(e['loc'])}: " + str(e["msg"]).removeprefix("Value error, ")
-            for e in exc.errors(include_url=False)
-        )
-        from orchestrator.redact import mask_url
-
-        raise ConfigError(mask_url(f"model options: {problems}")) from None
+    return ModelOptions.checked(values)

@@ -66,12 +66,12 @@ def _token(token_file: str | None) -> str:
     import secrets
 
     from orchestrator.cli.output import err
-    from orchestrator.web.security import read_token
+    from orchestrator.web.security import checked_token, read_token
 
     if token_file is not None:
         return read_token(token_file, "--token-file")
     if os.environ.get(ENV_MCP_TOKEN):
-        return os.environ[ENV_MCP_TOKEN]
+        return checked_token(os.environ[ENV_MCP_TOKEN], f"${ENV_MCP_TOKEN}")
     token = secrets.token_urlsafe(24)
     err(f"orchestrator mcp: clients send the header  Authorization: Bearer {token}")
     return token

@@ -24,7 +24,8 @@ def serve(
             "--token",
             metavar="TOKEN",
             help="Access token (seen by anyone who lists processes: prefer --token-file or "
-            "$ORCHESTRATOR_WEB_TOKEN). Default: $ORCHESTRATOR_WEB_TOKEN, else a new one (printed).",
+            "$ORCHESTRATOR_WEB_TOKEN); at least 16 characters. Default: $ORCHESTRATOR_WEB_TOKEN, "
+            "else a new one (printed once).",
         ),
     ] = None,
     token_file: Annotated[
@@ -77,13 +78,7 @@ def serve(
         from orchestrator.web import WebConfig, create_app
         from orchestrator.web.protocol import server_config
 
-        if token_file is not None:
-            from orchestrator.errors import ConfigError
-            from orchestrator.web.security import read_token
-
-            if token is not None:
-                raise ConfigError("give either --token or --token-file, not both")
-            token = read_token(token_file, "--token-file")
+        token = _given_token(token, token_file)
         tls = _check_tls(host, certfile, keyfile, insecure)
         locate(db, create=True)  # checked (and the default folder made) before serving
         config = WebConfig(
@@ -119,11 +114,37 @@ def serve(
 
         load_runtime()  # LangGraph's import-time objects: frozen with the rest
         collect_from_here_on()
-        err(f"orchestrator inbox: {config.start_url()}")
+        if config.token_generated:
+            err(f"orchestrator inbox: {config.start_url()}")
+        else:  # the user's own token is never printed (it may be in a shared terminal log)
+            err(
+                f"orchestrator inbox: {config.start_url()}  (open it once with your token "
+                "in place of YOUR_TOKEN; the browser keeps it in a cookie)"
+            )
         server.run(sockets=[sock])
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _given_token(token: str | None, token_file: str | None) -> str | None:
+    """The access token the user gave (--token, --token-file or the environment), held to
+    one rule whatever its source; None: generate one."""
+    import os
+
+    from orchestrator.errors import ConfigError
+    from orchestrator.web.config import ENV_TOKEN
+    from orchestrator.web.security import checked_token, read_token
+
+    if token_file is not None:
+        if token is not None:
+            raise ConfigError("give either --token or --token-file, not both")
+        return read_token(token_file, "--token-file")
+    if token is not None:
+        return checked_token(token, "--token")
+    if os.environ.get(ENV_TOKEN):
+        return checked_token(os.environ[ENV_TOKEN], f"${ENV_TOKEN}")
+    return None
 
 
 def _check_tls(host: str, certfile: str | None, keyfile: str | None, insecure: bool) -> bool:

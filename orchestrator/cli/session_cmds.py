@@ -403,16 +403,13 @@ def checked_model_options(given: Mapping[str, Any]) -> dict[str, Any]:
     from pydantic import ValidationError
 
     from orchestrator.errors import ConfigError
-    from orchestrator.model_options import ModelOptions
+    from orchestrator.model_options import ModelOptions, options_error
 
     chosen = {k: v for k, v in given.items() if v is not None}
     try:
         ModelOptions.model_validate(chosen)
     except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        field = str(error["loc"][0]) if error["loc"] else "?"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"--{field.replace('_', '-')} {chosen.get(field)!r}: {message}") from None
+        raise ConfigError(options_error(exc, chosen)) from None
     return dict(given)
 
 

@@ -80,6 +80,9 @@ def write_junit(report: EvalReport, path: Path) -> None:
             case = ET.SubElement(suite, "testcase", classname=part.config.label, name=result.case)
             if failed:
                 ET.SubElement(case, "failure", message="; ".join(failed))
+    from orchestrator.present.printable import xml_safe_tree
+
+    xml_safe_tree(root)  # a case's text with control characters: still valid XML
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 

@@ -310,7 +310,7 @@ def check_configs(
     from orchestrator.errors import ConfigError
     from orchestrator.model_options import ModelOptions
 
-    options = ModelOptions.of(model_options)
+    options = ModelOptions.checked(model_options)
     for config in configs:
         if config.reference:
             continue

@@ -34,7 +34,7 @@ from orchestrator.errors import InvalidAnswer
 from orchestrator.mcp_server.envelope import ToolFailure
 from orchestrator.mcp_server.inputs import AskUserInput, ProvideChoiceInput
 from orchestrator.mcp_server.rounds import Ended, Rounds
-from orchestrator.present.printable import printable
+from orchestrator.present.printable import printable, quoted
 from orchestrator.present.render import resume_hint
 
 __all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for", "terminal_hint"]
@@ -298,7 +298,7 @@ class Asker:
             if channel == "url":
                 elicitation_id = uuid.uuid4().hex
                 result = await ctx.session.elicit_url(
-                    f"{message}\n\nAnswer on this page: {page.url}",
+                    f"{quoted(message)}\n\nAnswer on this page: {page.url}",
                     page.url,
                     elicitation_id,
                     ctx.request_id,
@@ -309,7 +309,7 @@ class Asker:
                 await ctx.session.send_elicit_complete(elicitation_id, ctx.request_id)
                 return reply
             note = (
-                f"{message}\n\nAnswer on this page: {page.url}\n"
+                f"{quoted(message)}\n\nAnswer on this page: {page.url}\n"
                 f"or at a terminal: {self._resume_hint(asked)}"
             )
             log.warning("%s", printable(note))  # stderr: some clients show only the log

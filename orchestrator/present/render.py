@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrator.limits import clip
 from orchestrator.present.late_text import late_lines, late_tally
+from orchestrator.present.printable import continued
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -115,19 +116,23 @@ def question_text(question: Mapping[str, Any]) -> str:
     urgency = question.get("urgency", "medium")
     flag = f" [{urgency} urgency]" if urgency != "medium" else ""
     asker = question.get("asked_by", "an agent")
-    lines = [f"{asker} asks{flag}: {clip(question['question'], 1000)}"]
+
+    def agents(text: str, size: int = 300) -> str:  # the agent's words, set apart
+        return continued(clip(text, size), "    ")
+
+    lines = [f"{asker} asks{flag}: {agents(question['question'], 1000)}"]
     if question.get("reason"):
-        lines.append(f"  why: {clip(question['reason'])}")
+        lines.append(f"  why: {agents(question['reason'])}")
     if question.get("context"):
-        lines.append(f"  context: {clip(question['context'])}")
+        lines.append(f"  context: {agents(question['context'])}")
     for number, option in enumerate(question.get("options") or [], start=1):
-        described = f" - {clip(option['description'])}" if option.get("description") else ""
+        described = f" - {agents(option['description'])}" if option.get("description") else ""
         mark = " (recommended)" if option.get("recommended") else ""
-        lines.append(f"  {number}. {clip(option['label'], 200)}{mark}{described}")
+        lines.append(f"  {number}. {agents(option['label'], 200)}{mark}{described}")
     if question.get("allow_other"):
         lines.append("  (or an answer of your own)")
     if question.get("default"):
-        lines.append(f"  default if not answered: {clip(question['default'])}")
+        lines.append(f"  default if not answered: {agents(question['default'])}")
     if question.get("timed_out"):
         lines.append(
             f"  the deadline passed {relative(question.get('deadline'))} "
@@ -158,7 +163,12 @@ def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) ->
 
 def _answer_args(question: Mapping[str, Any]) -> list[str]:
     kind = question.get("kind", "free_text")
-    labels = [o["label"] for o in question.get("options") or []]
+    # An option's number where its label would break the command's line (or drive the
+    # terminal): a label is the agent's text, and the command line is ours.
+    labels = [
+        o["label"] if o["label"].isprintable() else str(number)
+        for number, o in enumerate(question.get("options") or [], start=1)
+    ]
     if kind == "free_text":
         return ["--answer", "YOUR ANSWER"]
     if kind == "single_select":

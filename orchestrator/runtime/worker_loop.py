@@ -11,6 +11,11 @@ sessions being driven are finished. Database outages: a claim that fails waits a
 again (backoff up to MAX_BACKOFF); a drive cut off by the outage leaves its session
 claimed by this worker, which takes it up again once the database answers. Nothing is
 lost: every write of a drive is keyed, so the rerun repeats none of them.
+
+Bugs: a drive that raises anything else is logged with its traceback and its session set
+aside (this process claims it no more: a rerun would raise the same), and the thread
+serves the others. A thread that dies all the same stops the worker, which raises
+WorkerFailed with the reason (exit 1) instead of serving on with fewer threads.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from orchestrator.errors import (
     SessionNotFound,
     SessionNotWaiting,
     StorageFailed,
+    WorkerFailed,
 )
 
 __all__ = ["run_worker", "WorkerStats", "POLL_SECONDS", "RETRY_FAILED_AFTER"]
@@ -113,7 +119,7 @@ def run_worker(
 
     worker = _Worker(url, store, Owner(), stop, stats, poll, idle_exit, on_session)
     threads = [
-        threading.Thread(target=worker.loop, name=f"worker-{n}", daemon=True)
+        threading.Thread(target=worker.guarded_loop, name=f"worker-{n}", daemon=True)
         for n in range(concurrency)
     ]
     for thread in threads:
@@ -121,6 +127,8 @@ def run_worker(
     for thread in threads:
         thread.join()
     store.close()
+    if worker.died is not None:
+        raise WorkerFailed(f"the worker stopped: {worker.died}")
     return stats
 
 
@@ -156,8 +164,21 @@ class _Worker:
         self.stop, self.stats, self.poll = stop, stats, poll
         self.idle_exit, self.on_session = idle_exit, on_session
         self.busy: set[str] = set()  # sessions our threads drive now
+        self.set_aside: set[str] = set()  # sessions whose drive raised a bug: not claimed again
+        self.died: str | None = None  # why a thread died, if one did
         self.lock = threading.Lock()
         self.idle_since = time.monotonic()
+
+    def guarded_loop(self) -> None:
+        """`loop`, and if it dies, the whole worker stops with the reason (not exit 0)."""
+        try:
+            self.loop()
+        except BaseException as exc:
+            name = threading.current_thread().name
+            log.critical("%s died; stopping the worker", name, exc_info=True)
+            with self.lock:
+                self.died = self.died or f"{name} died: {type(exc).__name__}: {_say(exc)}"
+            self.stop.set()
 
     def loop(self) -> None:
         import orchestrator.runtime.graph  # noqa: F401  (LangGraph once, before any thread drives)
@@ -197,7 +218,7 @@ class _Worker:
             claim = claim_ready(
                 self.store,
                 self.owner,
-                busy=self.busy,
+                busy=self.busy | self.set_aside,
                 failed_before=time.time() - RETRY_FAILED_AFTER,
             )
             if claim is None:
@@ -233,7 +254,20 @@ class _Worker:
             return
         except Exception as exc:
             if not _database_trouble(exc):
-                raise
+                # A bug in this session's drive: its traceback is logged, the session set
+                # aside (a rerun would raise the same), and this thread serves the others.
+                self.stats.count("interrupted")
+                with self.lock:
+                    self.set_aside.add(session_id)
+                log.error(
+                    "session %s: its drive failed (a bug; set aside until this worker "
+                    "restarts): %s: %s",
+                    session_id,
+                    type(exc).__name__,
+                    _say(exc),
+                    exc_info=True,
+                )
+                return
             if engine.ended is not None:
                 # The drive's release committed (it ended or paused the session); only the
                 # reads after it met the outage: an ended drive, not a cut-off one.

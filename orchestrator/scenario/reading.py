@@ -1,6 +1,13 @@
 """Reading a scenario's text safely: YAML with a key given twice refused (plain YAML keeps
-the last silently), JSON likewise, and nesting bounded before the C parser sees it (it
-recurses per level: 100,000 levels in 200 KB would crash the process)."""
+the last silently), JSON likewise, and nesting bounded by construction.
+
+libyaml's own composer (the C half of `CSafeLoader`) recurses in C once per level of
+nesting, where no recursion limit applies: `[` 100,000 times, or `["]",` repeated so that
+a text pre-scan miscounts, overflowed the stack and killed the process (exit 139). Here
+libyaml only tokenizes and parses (a state machine, no recursion); the nodes are built by
+PyYAML's Python composer, which counts the collections open as it descends (aliases count
+with the depth of what they name) and stops past the limit, long before Python's own
+recursion limit."""
 
 from __future__ import annotations
 
@@ -34,11 +41,9 @@ def parse_text(path: Path, text: str) -> Any:
             raise too_deep from None
     import yaml
 
-    if _yaml_depth_over(text, 2 * MAX_SCENARIO_DEPTH):
-        raise too_deep  # before the C parser, which recurses per level and can crash
     try:
-        return yaml.load(text, Loader=_unique_keys_loader())  # noqa: S506  (a safe loader)
-    except RecursionError:
+        return yaml.load(text, Loader=_bounded_loader())  # noqa: S506  (a safe loader)
+    except (_TooDeep, RecursionError):
         raise too_deep from None
     except _DuplicateKey as exc:
         raise ScenarioError(f"{path}: {exc}") from None
@@ -49,34 +54,8 @@ def parse_text(path: Path, text: str) -> Any:
         raise ScenarioError(f"{path}: {where}invalid YAML: {problem}") from None
 
 
-def _yaml_depth_over(text: str, limit: int) -> bool:
-    """Whether YAML `text` may nest deeper than `limit`, read without parsing it: the block
-    levels open on each line (by indentation, and each leading `- ` or `? `) plus the flow
-    brackets still open. Quotes and comments are not told apart, so it may count too much
-    (brackets inside a string), never too little; the exact depth is checked after parsing."""
-    flow = 0
-    indents: list[int] = []
-    for line in text.splitlines():
-        stripped = line.lstrip(" ")
-        if flow == 0 and stripped and not stripped.startswith("#"):
-            column = len(line) - len(stripped)
-            while indents and indents[-1] >= column:
-                indents.pop()
-            indents.append(column)
-            while stripped[:2] in ("- ", "? "):  # each a sequence (or key) one level deeper
-                column += 2
-                indents.append(column)
-                stripped = stripped[2:].lstrip(" ")
-        for char in line:
-            if char in "[{":
-                flow += 1
-                if flow + len(indents) > limit:
-                    return True
-            elif char in "]}":
-                flow = max(0, flow - 1)
-        if len(indents) + flow > limit:
-            return True
-    return False
+class _TooDeep(Exception):
+    """Collections nested deeper than MAX_SCENARIO_DEPTH (aliases included)."""
 
 
 class _DuplicateKey(Exception):
@@ -95,15 +74,74 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 @functools.cache
-def _unique_keys_loader() -> Any:
-    """A safe YAML loader (the C parser when PyYAML has it: the pure-Python one takes
-    minutes on large input) that refuses a key given twice in one mapping, with its line:
-    plain YAML lets the last one win silently. Merge keys (`<<`) may still be overridden."""
+def _bounded_loader() -> Any:
+    """A safe YAML loader whose nesting is bounded as it builds (see the module's note):
+    libyaml's parser when PyYAML has it (the pure-Python one takes minutes on large
+    input), PyYAML's Python composer counting depth, and a key given twice in one mapping
+    refused with its line (plain YAML lets the last one win silently; merge keys `<<` may
+    still be overridden)."""
     import yaml
+    from yaml.composer import Composer, ComposerError
+    from yaml.events import AliasEvent
 
-    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    events: Any = getattr(yaml.cyaml, "CParser", None) if yaml.__with_libyaml__ else None
 
-    class Loader(base):  # type: ignore[misc]
+    composer: Any = Composer  # mixed into a loader: its events come from the parser
+
+    class BoundedComposer(composer):  # type: ignore[misc]
+        """Composer that refuses more than MAX_SCENARIO_DEPTH collections nested, an alias
+        counting with the height of the node it names (so a chain of aliases cannot nest
+        deeper than the text does), and an alias inside the node it names."""
+
+        # CParser (after this class in the MRO) has C versions of these that compose the
+        # whole document recursively in C: the Python ones are the point.
+        check_node = Composer.check_node
+        get_node = Composer.get_node
+        get_single_node = Composer.get_single_node
+
+        def compose_document(self) -> Any:
+            self._open = 0
+            self._heights: dict[int, int] = {}  # id(collection node) -> its height, once built
+            return super().compose_document()
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(AliasEvent):
+                event = self.peek_event()
+                node = super().compose_node(parent, index)
+                if isinstance(node, yaml.CollectionNode):
+                    height = self._heights.get(id(node))
+                    if height is None:
+                        raise ComposerError(
+                            None,
+                            None,
+                            f"the alias *{event.anchor} is inside the node it names "
+                            "(a recursive structure)",
+                            event.start_mark,
+                        )
+                    if self._open + height > MAX_SCENARIO_DEPTH:
+                        raise _TooDeep
+                return node
+            opens = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+            if opens:
+                self._open += 1
+                if self._open > MAX_SCENARIO_DEPTH:
+                    raise _TooDeep
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                if opens:
+                    self._open -= 1
+            if opens:
+                if isinstance(node, yaml.MappingNode):
+                    children = [part for pair in node.value for part in pair]
+                else:
+                    children = node.value
+                self._heights[id(node)] = 1 + max(
+                    (self._heights.get(id(child), 0) for child in children), default=0
+                )
+            return node
+
+    class UniqueKeys(yaml.SafeLoader):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, yaml.MappingNode):
                 seen: dict[Any, int] = {}
@@ -125,4 +163,20 @@ def _unique_keys_loader() -> Any:
                     seen[key] = line
             return super().construct_mapping(node, deep=deep)
 
-    return Loader
+    if events is None:  # pure Python: SafeLoader's reader, scanner and parser
+
+        class PyLoader(BoundedComposer, UniqueKeys):
+            pass
+
+        return PyLoader
+
+    # The MRO puts BoundedComposer's node building before CParser's (C, recursive); CParser
+    # still supplies the events (check_event, peek_event, get_event).
+    class CLoader(BoundedComposer, events, UniqueKeys):  # type: ignore[misc]
+        def __init__(self, stream: Any) -> None:
+            events.__init__(self, stream)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            self.anchors = {}
+
+    return CLoader

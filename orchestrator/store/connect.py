@@ -115,7 +115,32 @@ def resolve_url(db: str | None) -> str:
             f"{origin} {mask_url(url)!r} is not a database URL ({mask_url(str(exc))}); "
             "expected e.g. sqlite:///path/to/file.db or postgresql+psycopg://user:password@host:5432/db"
         ) from None
+    _check_libpq_reads(url, origin)
     return url
+
+
+def _check_libpq_reads(url: str, origin: str) -> None:
+    """A PostgreSQL URL that libpq cannot parse (a space in the password, say) is a
+    ConfigError saying how to write it; psycopg's own error quoted the password, in a
+    90-line traceback. Parsing only: nothing is connected."""
+    if not url.startswith("postgresql+psycopg://"):
+        return  # another driver: opening it says what is wrong
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+    except ModuleNotFoundError:
+        return  # the install hint comes when the database is opened
+    try:
+        conninfo_to_dict(url.replace("postgresql+psycopg://", "postgresql://", 1))
+    except psycopg.ProgrammingError:
+        scheme, _, rest = url.partition("://")
+        userinfo, at, host = rest.rpartition("@")
+        shown = f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}" if at else mask_url(url)
+        raise ConfigError(
+            f"{origin} {shown!r}: libpq cannot read this URL; percent-encode the reserved "
+            "characters of a user name or password (a space is %20, @ is %40, : is %3A, "
+            "/ is %2F, # is %23)"
+        ) from None
 
 
 _DIALECTS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "oracle", "mssql")

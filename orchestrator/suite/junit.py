@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
+from orchestrator.present.printable import xml_safe_tree
 from orchestrator.suite.results import Report, Result
 
 __all__ = ["junit_xml", "write_junit"]
@@ -83,6 +84,7 @@ def junit_xml(report: Report) -> str:
             error.text = message
         elif result.outcome == "skipped":
             ET.SubElement(case, "skipped", message=result.message or "not run")
+    xml_safe_tree(root)  # a name or message with control characters: still valid XML
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -130,7 +130,15 @@ def create_app(config: WebConfig | None = None, *, sessions: Any = None) -> Fast
     app.state.csrf_key = csrf_key()
     # Last added runs first: the Host check, then the token and body guard, then routes.
     assert config.token is not None
-    app.add_middleware(RequestGuard, token=config.token)
+    from orchestrator.web.links import link_refusal
+    from orchestrator.web.pages import error_page
+
+    app.add_middleware(
+        RequestGuard,
+        token=config.token,
+        check_link=lambda token: link_refusal(web, token),
+        error_page=error_page,
+    )
     app.add_middleware(HostCheck, names=config.host_names())
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 

@@ -74,8 +74,12 @@ class WebConfig:
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def start_url(self) -> str:
-        """The URL printed at start: it carries the token once; the browser keeps a cookie."""
-        return f"{self.base_url()}/?token={self.token}"
+        """The URL printed at start. It carries a generated token (printed this once; the
+        browser keeps a cookie); one the user gave (--token, --token-file, the
+        environment) is theirs to add, and is never printed."""
+        if self.token_generated:
+            return f"{self.base_url()}/?token={self.token}"
+        return f"{self.base_url()}/?token=YOUR_TOKEN"
 
 
 def answer_url(base_url: str, token: str) -> str:

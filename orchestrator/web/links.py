@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from orchestrator.errors import OrchestratorError, StorageFailed
 from orchestrator.web.http_errors import ApiError, status_of
 
-__all__ = ["router"]
+__all__ = ["router", "link_refusal"]
 
 router = APIRouter(include_in_schema=False)
 log = logging.getLogger("orchestrator.web")
@@ -35,6 +35,22 @@ def _open_question(request: Request, token: str) -> tuple[str, dict[str, Any]]:
     if used or doc["pending_question"] is None:
         raise ApiError(410, "this question is no longer open: it was answered or its session ended")
     return session_id, doc
+
+
+def link_refusal(web: Any, token: str) -> tuple[int, str] | None:
+    """Why a form posted to this link is refused before its body is read ((status,
+    message): unknown, used, or the database unreachable), or None when the link is open.
+    The route checks again, with the session, once the body is in."""
+    try:
+        found = web.inbox.session_of_link(token)
+    except OrchestratorError as exc:
+        log.warning("POST /q/{token}: %s", exc.message)
+        return status_of(exc), exc.message
+    if found is None:
+        return 404, "this answer link is unknown"
+    if found[1]:
+        return 410, "this question is no longer open: it was answered or its session ended"
+    return None
 
 
 @router.get("/q/{token}")

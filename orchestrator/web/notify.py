@@ -32,13 +32,14 @@ def message_for(
     doc: dict[str, Any], about: str, *, answer_link: str | None, db: str | None
 ) -> tuple[str, str]:
     """(title, body) of the message about `doc`'s open question."""
+    from orchestrator.present.printable import continued
     from orchestrator.present.render import resume_hint
 
     question = doc["pending_question"] or {}
     asker = question.get("asked_by", "an agent")
     prefix = "Deadline near: " if about == "deadline" else ""
     parts = question.get("parts") or []
-    lines = [f"Session {doc['session_id']}: {doc['task']}", ""]
+    lines = [f"Session {doc['session_id']}: {continued(doc['task'])}", ""]
     if len(parts) > 1:
         title = f"{prefix}{len(parts)}-part question: {_short(question.get('question', ''), 70)}"
         lines.append(f"A question in {len(parts)} parts (answer each one):")
@@ -58,12 +59,18 @@ def message_for(
 
 
 def _question_lines(question: dict[str, Any]) -> list[str]:
-    lines = [question.get("question", "")]
+    """The agent's words, every line set apart (`quoted`, `continued`): a line in them
+    cannot pass for one of ours ("Answer here:", "Or:")."""
+    from orchestrator.present.printable import continued, quoted
+
+    lines = [quoted(question.get("question", ""))]
     for number, option in enumerate(question.get("options") or [], start=1):
-        described = f" - {option['description']}" if option.get("description") else ""
-        lines.append(f"  {number}. {option['label']}{described}")
+        described = (
+            f" - {continued(option['description'], '     ')}" if option.get("description") else ""
+        )
+        lines.append(f"  {number}. {continued(option['label'], '     ')}{described}")
     if question.get("reason"):
-        lines.append(f"Why: {question['reason']}")
+        lines.append(f"Why: {continued(question['reason'])}")
     return lines
 
 

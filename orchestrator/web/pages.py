@@ -7,6 +7,7 @@ works without JavaScript. Every form carries the CSRF value (double submit).
 from __future__ import annotations
 
 import math
+import re
 import time
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.documents import FINAL_STATUSES
@@ -78,7 +80,9 @@ def render(request: Request, name: str, status: int = 200, **context: Any) -> HT
         "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
     )
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    # Not no-referrer: under it a browser sends `Origin: null` with our own forms, which
+    # then could not be told from a sandboxed frame's (security.same_origin refuses null).
+    response.headers["Referrer-Policy"] = "same-origin"
     return response
 
 
@@ -171,14 +175,30 @@ class _Templates(Environment):
         return super().getattr(obj, attribute)
 
 
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(value: Any) -> Any:
+    """Every value a page shows: bidirectional controls (U+202E and the rest) as visible
+    escapes, as at the terminal: they reordered what the inbox showed (an option label
+    reading backwards, a file name's extension moved). Escaped for HTML after this. A
+    value already escaped (`|form_value`: an option's label posted back as it is) is
+    left alone."""
+    if isinstance(value, str) and not isinstance(value, Markup) and _BIDI.search(value):
+        return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    return value
+
+
 def page_templates() -> Environment:
     """The pages' templates (autoescaped), with their filters."""
     templates = _Templates(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         auto_reload=False,  # they ship with the package: no stat of each file per page
+        finalize=_shown,
     )
     templates.filters.update(FILTERS)
+    templates.filters["form_value"] = escape  # Markup: posted back exactly (see _shown)
     return templates
 
 
