@@ -36,6 +36,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/workers.py
+	$(BIN)/python benchmarks/latency.py
 	$(BIN)/python benchmarks/suite.py
 	$(BIN)/python benchmarks/web.py
 	$(BIN)/python benchmarks/slow_bodies.py

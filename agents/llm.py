@@ -17,6 +17,9 @@ session's token budget it fails (TokenBudgetExceeded).
 from __future__ import annotations
 
 import contextvars
+import logging
+import math
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -53,6 +56,9 @@ __all__ = ["LLMBackend", "PmSubmit", "DeveloperSubmit"]
 Mode = Literal["tool", "text"]
 # How long a provider error may be in a message (the resume hint after it is never cut).
 _ERROR_CHARS = 600
+# The longest wait between two calls refused for a rate limit without a Retry-After.
+MAX_BACKOFF = 30.0
+log = logging.getLogger("orchestrator.agents")
 # finish reasons that say the output was cut at the length limit (OpenAI, Anthropic, Ollama)
 _CUT = {"length", "max_tokens"}
 
@@ -81,6 +87,8 @@ class LLMBackend:
             )
         self.options = chosen
         self._chat: dict[str, Any] = {}
+        self._bound: dict[tuple[Any, ...], tuple[Any, Mode]] = {}  # see _bind
+        self._binding = threading.Lock()
         self._json_object = False  # the server refused a json_schema response format
 
     @property
@@ -160,7 +168,7 @@ class LLMBackend:
         while True:
             budget.before_model_call()
             try:
-                answer = self._invoke(chat, conversation, agent, budget.call_seconds())
+                answer = self._invoke(chat, conversation, agent, budget)
             except AgentCallError as exc:
                 if not self._refused_json_schema(exc):
                     raise
@@ -217,7 +225,21 @@ class LLMBackend:
                 return done(accepted)
 
     def _bind(self, role: str, agent: str, tools: list[Any]) -> tuple[Any, Mode]:
-        """The model with what it needs bound for the reply mode; the mode replies come in."""
+        """The model with what it needs bound for the reply mode; the mode replies come in.
+
+        Bound once per kind of turn and kept: turning tool schemas into the provider's
+        form costs milliseconds of CPU per call (pydantic's JSON schemas), which a
+        hundred developers starting at once would pay one after another under the GIL.
+        The binding holds only schemas; each turn's own tools run from `tools`."""
+        schemas = tuple((t.name, t.description, t.Input) for t in tools)
+        key = (role, submit_schema(agent), schemas, self.options.reply_mode, self._json_object)
+        with self._binding:  # the first of many developers binds, the others wait for it
+            found = self._bound.get(key)
+            if found is None:
+                found = self._bound[key] = self._bind_anew(role, agent, tools)
+        return found
+
+    def _bind_anew(self, role: str, agent: str, tools: list[Any]) -> tuple[Any, Mode]:
         model = self._model(role)
         workspace = [t.as_langchain() for t in tools]
         mode = self.options.reply_mode
@@ -279,19 +301,41 @@ class LLMBackend:
         return list(tools), context
 
     @staticmethod
-    def _invoke(chat: Any, conversation: list[Any], agent: str, seconds: float) -> Any:
-        try:
-            return _within(seconds, lambda: chat.invoke(conversation))
-        except Exception as exc:
-            if not isinstance(exc, TimeoutError) and "Timeout" not in type(exc).__name__:
+    def _invoke(chat: Any, conversation: list[Any], agent: str, budget: _TurnBudget) -> Any:
+        """One model call. A rate limit (HTTP 429) that outlasts the client's own retries
+        is waited out here, in this agent's thread only (Retry-After, else a growing
+        backoff with jitter), for as long as the turn has time left; the other agents'
+        calls go on meanwhile."""
+        refusals = 0
+        while True:
+            seconds = budget.call_seconds()
+            try:
+                return _within(seconds, lambda: chat.invoke(conversation))
+            except Exception as exc:
+                if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+                    raise BudgetExceeded(
+                        f"the model call for {agent} took longer than {seconds:.0f} s "
+                        "(call_timeout, or what was left of turn_timeout)"
+                    ) from None
+                wait = rate_limit_wait(exc, refusals)
+                if wait is not None and wait < budget.seconds_left():
+                    refusals += 1
+                    log.info(
+                        "%s: rate limited by the provider; trying again in %.1f s", agent, wait
+                    )
+                    time.sleep(wait)
+                    continue
+                said = ""
+                if wait is not None:
+                    said = (
+                        f" (rate limited after {refusals} waits; the next, {wait:.0f} s, would "
+                        "pass the turn's turn_timeout: lower --max-parallel)"
+                    )
                 raise AgentCallError(
                     f"the model call for {agent} failed: {type(exc).__name__}: "
                     + clip(mask_secrets(str(exc)), _ERROR_CHARS)  # kept and shown
+                    + said
                 ) from exc  # the provider's errors: network, auth, rate limits
-            raise BudgetExceeded(
-                f"the model call for {agent} took longer than {seconds:.0f} s "
-                "(call_timeout, or what was left of turn_timeout)"
-            ) from None
 
 
 class _TurnBudget:
@@ -327,6 +371,9 @@ class _TurnBudget:
                 f"max_session_tokens={options.max_session_tokens:,}"
             )
 
+    def seconds_left(self) -> float:
+        return self._left()
+
     def call_seconds(self) -> float:
         return max(0.001, min(self.options.call_timeout, self._left()))
 
@@ -360,6 +407,26 @@ class _TurnBudget:
 
     def usage(self) -> dict[str, int]:
         return {**self.tokens, "model_calls": self.model_calls}
+
+
+def rate_limit_wait(exc: BaseException, refusals: int) -> float | None:
+    """Seconds to wait before calling again after `exc`, if it is a rate limit (HTTP 429:
+    the openai, anthropic and ollama clients' errors carry `status_code`); None for any
+    other failure. The provider's Retry-After (seconds) when it gives one, else 1, 2, 4
+    ... up to MAX_BACKOFF seconds, each with jitter so that agents refused together do not
+    come back together."""
+    response = getattr(exc, "response", None)
+    status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
+    if status != 429:
+        return None
+    headers = getattr(response, "headers", None) or {}
+    try:
+        asked = float(headers.get("retry-after", ""))
+    except (TypeError, ValueError):
+        asked = 0.0  # absent, or an HTTP date: our own backoff
+    if math.isfinite(asked) and asked > 0:
+        return asked
+    return min(MAX_BACKOFF, 2.0**refusals) * random.uniform(0.5, 1.0)
 
 
 def _within(seconds: float, call: Callable[[], Any]) -> Any:

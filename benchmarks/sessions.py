@@ -23,6 +23,11 @@ TARGET_STATEMENTS = 70
 TARGET_BYTES = 8 * 1024
 TARGET_PG = 0.8  # issue 22: ours / bare + PostgresSaver sessions per second
 TARGET_POLICY = 0.8  # issue 22: ours / bare checkpointing at the question and the end
+# Issue 48 retired issue 22's in-process ratios as targets: printed, not judged.
+INFORMATION_PG = (
+    f"information (issue 22 asked >= {TARGET_PG}x by wall; since issue 48 the latency a "
+    "user waits is the target: benchmarks/latency.py)"
+)
 
 
 def _ours(db: Path | str) -> tuple[Callable[[], str], Any]:
@@ -79,11 +84,10 @@ def figure_inprocess(tmp: Path, sessions: int, warmup: int, batches: int) -> Row
             f"{wall['bare_x'] / wall['ours']:.2f}x by wall, {cpu['bare_x'] / cpu['ours']:.2f}x "
             f"by CPU (bare {ms(cpu['bare_x'] / n).strip()})",
         ],
-        f">= {TARGET_INPROC}x by CPU and by wall; >= {TARGET_POLICY}x by wall against bare "
-        "checkpointing at the question and the end (issue 22)",
-        by_wall >= TARGET_INPROC
-        and by_cpu >= TARGET_INPROC
-        and wall["bare_x"] / wall["ours"] >= TARGET_POLICY,
+        f">= {TARGET_INPROC}x by CPU and by wall (the {TARGET_POLICY}x against bare "
+        "checkpointing at the question and the end is information since issue 48: the "
+        "latency a user waits is the target, benchmarks/latency.py)",
+        by_wall >= TARGET_INPROC and by_cpu >= TARGET_INPROC,
         "benchmarks/run.py --only inprocess",
     )
 
@@ -121,7 +125,7 @@ def figure_inprocess_pg(sessions: int, warmup: int, batches: int) -> Row:
     bin_dir = pgcluster.find_bin()
     if bin_dir is None:
         skipped = ["skipped: no PostgreSQL server binaries"]
-        return Row(what, skipped, f">= {TARGET_PG}x by wall", None, reproduce)
+        return Row(what, skipped, INFORMATION_PG, None, reproduce)
     cluster = pgcluster.Cluster.start(bin_dir)
     try:
         ours, api = _ours(cluster.database("empty"))
@@ -155,8 +159,8 @@ def figure_inprocess_pg(sessions: int, warmup: int, batches: int) -> Row:
             f"{exit_wall:.2f}x by "
             f"wall, {exit_cpu:.2f}x by client CPU (bare {ms(cpu['bare_exit'] / n).strip()})",
         ],
-        f">= {TARGET_PG}x by wall",
-        by_wall >= TARGET_PG,
+        INFORMATION_PG,
+        None,
         reproduce,
     )
 

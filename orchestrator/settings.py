@@ -11,10 +11,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["Settings", "MAX_TIMEOUT_SECONDS", "default_of"]
+__all__ = ["Settings", "MAX_PARALLEL", "MAX_TIMEOUT_SECONDS", "default_of"]
 
 # A deadline further away than this is a mistake (1e12 s, inf), not a wish: refuse it.
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600.0
+# One thread per running agent: more than this many at once is a typo, not a plan.
+MAX_PARALLEL = 1000
 
 OnTimeout = Literal["wait", "proceed", "cancel"]
 OnLateAnswer = Literal["reconcile", "record"]
@@ -60,6 +62,17 @@ class Settings(BaseModel):
             "surfaced, the others get the fallback once it is resolved.",
         ),
     ] = 1
+    max_parallel: Annotated[
+        int,
+        Field(
+            strict=True,
+            ge=1,
+            le=MAX_PARALLEL,
+            description="Agents of one round that run at once (developers wait on their "
+            "models, so this is not limited by the machine's CPU count). Scripted agents "
+            "run one at a time whatever this says: their replies are in call order.",
+        ),
+    ] = 8
     timeout: Annotated[
         float | None,
         Field(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Stub", "Reply", "tool_call", "text", "error", "hang", "serve", "play_session"]
+__all__ = ["Stub", "Reply", "Team", "tool_call", "text", "error", "hang", "serve", "play_session"]
 
 _ids = itertools.count(1)
 USAGE = (120, 30)  # prompt, completion tokens of every reply unless told otherwise
@@ -103,10 +103,30 @@ class Stub:
         self.responder = responder or play_session
         self.url = ""  # the OpenAI-compatible base URL (…/v1)
         self.root = ""  # the server itself (Ollama's base URL)
+        self.in_flight = 0  # requests being answered now
+        self.peak = 0  # the most ever answered at once: the agents' parallelism
+        self.spans: list[tuple[float, float]] = []  # (arrived, answered), time.monotonic()
+        self.changed = threading.Condition(self._lock)  # notified when in_flight moves
 
     def queue(self, *replies: Reply) -> None:
         with self._lock:
             self._queue.extend(replies)
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Count one request in flight for as long as the block runs."""
+        arrived = time.monotonic()
+        with self.changed:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            self.changed.notify_all()
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.in_flight -= 1
+                self.spans.append((arrived, time.monotonic()))
+                self.changed.notify_all()
 
     def next_reply(self, request: dict[str, Any]) -> Reply:
         with self._lock:
@@ -124,6 +144,10 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            with stub.answering():
+                self._answer()
+
+        def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             request = json.loads(self.rfile.read(length) or b"{}")
             if self.path == "/api/chat":  # Ollama's own API (langchain-ollama)
@@ -241,3 +265,47 @@ def play_session(request: dict[str, Any]) -> Reply:
     if "The user answered" in _said(request) or "The user declined" in _said(request):
         return tool_call({"status": "PLANNED", "tasks": [{"title": "Write the export"}]})
     return tool_call(QUESTION)
+
+
+class Team:
+    """A responder for a team of `tasks` developers: the PM plans `tasks` tasks (after
+    asking QUESTION first, with `ask`), developers report DONE, the PM completes once
+    they are done. Every reply comes `latency` seconds after its request (a model's
+    time), and with `together` a developer's reply waits until that many requests were
+    in flight at once (or `patience` seconds passed: a guard, never a measure), so a test
+    sees the parallelism without timing anything. `stub.peak` counts it."""
+
+    def __init__(
+        self,
+        stub: Stub,
+        tasks: int,
+        *,
+        latency: float = 0.0,
+        together: int = 0,
+        ask: bool = False,
+        patience: float = 60.0,
+    ) -> None:
+        self.stub, self.tasks, self.latency = stub, tasks, latency
+        self.together, self.ask, self.patience = together, ask, patience
+        stub.responder = self
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        messages = request.get("messages", [])
+        system = str(messages[0].get("content") or "") if messages else ""
+        last = str(messages[-1].get("content") or "") if messages else ""
+        if "project manager" not in system:
+            if self.together:
+                with self.stub.changed:
+                    self.stub.changed.wait_for(
+                        lambda: self.stub.peak >= self.together, timeout=self.patience
+                    )
+            reply = tool_call({"status": "DONE", "summary": "done"})
+        elif "[done]" in last:
+            reply = tool_call({"status": "COMPLETE", "summary": "all done"})
+        elif self.ask and "The user answered" not in _said(request):
+            reply = tool_call(QUESTION)
+        else:
+            tasks = [{"title": f"Task {n}"} for n in range(1, self.tasks + 1)]
+            reply = tool_call({"status": "PLANNED", "tasks": tasks})
+        reply.delay = self.latency
+        return reply

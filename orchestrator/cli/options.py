@@ -31,6 +31,7 @@ DEFAULTS = {
     "max_fallbacks": 2,
     "uncertainty_threshold": 70,
     "max_question_parts": 1,
+    "max_parallel": 8,
     "timeout": 300.0,
     "on_timeout": "wait",
     "on_late_answer": "reconcile",

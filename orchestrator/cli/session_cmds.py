@@ -291,6 +291,17 @@ def run(
             rich_help_panel=DEVELOPERS,
         ),
     ] = None,
+    max_parallel: Annotated[
+        int | None,
+        typer.Option(
+            "--max-parallel",
+            metavar="1-1000",
+            help="Agents of one round that run at once; not limited by the CPU count "
+            "(agents wait on their models). Lower it when a provider rate-limits you."
+            + shown_default("max_parallel"),
+            rich_help_panel=DEVELOPERS,
+        ),
+    ] = None,
     ui: UiOption = None,
     no_browser: NoBrowserOption = False,
     notify: NotifyOption = None,
@@ -317,6 +328,7 @@ def run(
                 "command_timeout": command_timeout,
                 "checks": list(check) if check else None,
                 "max_check_attempts": max_check_attempts,
+                "max_parallel": max_parallel,
             }
         )
         check_length("the TASK", task, MAX_TASK_CHARS)

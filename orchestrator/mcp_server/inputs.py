@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from orchestrator.api.part_answers import AnswerFields
 from orchestrator.documents import StatusFilter
 from orchestrator.limits import MAX_ANSWER_CHARS, MAX_LABEL_CHARS, MAX_OPTIONS, MAX_TASK_CHARS
+from orchestrator.settings import MAX_PARALLEL, default_of
 
 __all__ = [
     "ERROR_CODES",
@@ -124,6 +125,14 @@ class StartSessionInput(_Input):
         None,
         description="A scenario's YAML (or JSON) text: scripted agents and answers, no model "
         "is called. `task`, if given too, replaces the scenario's task.",
+    )
+    max_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PARALLEL,
+        strict=True,
+        description=f"Agents of one round that run at once (default {default_of('max_parallel')}"
+        "; a scenario's scripted agents run one at a time).",
     )
 
     @model_validator(mode="after")

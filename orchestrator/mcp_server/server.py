@@ -194,10 +194,16 @@ class Tools:
         return await self.asker.ask_user(ctx, args, call)
 
     async def start_session(self, ctx: Any, args: StartSessionInput, call: Any) -> Any:
+        settings = {"max_parallel": args.max_parallel}  # None: the scenario's, or the default
         if args.scenario is not None:
             text = args.scenario
-            return await self._in_thread(lambda s: s.start_scenario(text, task=args.task), ctx)
-        return await self._in_thread(lambda s: s.start(args.task, models=args.model), ctx)
+            return await self._in_thread(
+                lambda s: s.start_scenario(text, task=args.task, settings=settings), ctx
+            )
+        chosen = {k: v for k, v in settings.items() if v is not None}
+        return await self._in_thread(
+            lambda s: s.start(args.task, models=args.model, settings=chosen), ctx
+        )
 
     async def session_status(self, ctx: Any, args: SessionIdInput, call: Any) -> Any:
         return await self._in_thread(lambda s: s.status(args.session_id))

@@ -40,7 +40,7 @@ from orchestrator.settings import Settings
 from orchestrator.store import Claim, Owner, Store, late_tx
 from orchestrator.store.lifecycle import ASK_ONLY, held_by_asker
 
-__all__ = ["Engine", "AskUser"]
+__all__ = ["Engine", "AskUser", "max_parallel"]
 
 # Given the pending question (contract section 2 + asked_by), return the user's reply, or
 # None to leave the session paused (`--ui none`).
@@ -258,11 +258,8 @@ class Engine:
         config: Any = {
             "configurable": {"thread_id": session_id},
             "recursion_limit": RECURSION_LIMIT,
+            "max_concurrency": max_parallel(settings, backend),
         }
-        if getattr(backend, "sequential", False):
-            # Scripted developers share one reply list "in call order": run them one at a
-            # time, in task order, so a scenario gives the same result on every run.
-            config["max_concurrency"] = 1
         try:
             try:
                 workroom = Workroom.of(session_id, settings)
@@ -465,3 +462,18 @@ def question_parts(settings: Mapping[str, Any]) -> int:
     """The session's max_question_parts (a session stored before it existed: the default)."""
     found = settings.get("max_question_parts")
     return int(found if found is not None else Settings.model_fields["max_question_parts"].default)
+
+
+def max_parallel(settings: Mapping[str, Any], backend: AgentBackend) -> int:
+    """How many of a round's agents run at once: the session's max_parallel.
+
+    It is LangGraph's `max_concurrency`, which sizes the thread pool a step's tasks run
+    in (langchain_core's get_executor_for_config). Left unset, that pool is a
+    ThreadPoolExecutor's default, min(32, CPU count + 4): six agents at a time on two
+    cores, however long each waits on its model. Scripted developers share one reply list
+    "in call order": they run one at a time, in task order, so a scenario gives the same
+    result on every run."""
+    if getattr(backend, "sequential", False):
+        return 1
+    found = settings.get("max_parallel")  # a session stored before it existed: the default
+    return int(found if found is not None else Settings.model_fields["max_parallel"].default)

@@ -1,0 +1,285 @@
+"""Latency-bound sessions (issue 48): what a user waits for, against the agents' own time.
+
+    .venv/bin/python benchmarks/latency.py            # every row (make bench)
+    .venv/bin/python benchmarks/latency.py --quick    # 0.3 s rows and the smaller workers
+    .venv/bin/python benchmarks/latency.py --only sessions | workers
+
+The agents are an OpenAI-compatible stub (tests/openai_stub.py) that answers valid
+replies after a fixed latency, reached through `--model openai:stub --base-url URL`:
+langchain-openai's and the openai package's real HTTP client, as with llama.cpp or vLLM.
+
+Sessions: `orchestrator run` as a whole process on SQLite, a PM that plans N tasks, N
+developers, the PM's review. The critical path is PM + slowest developer + PM (3 ×
+latency); the ideal for the session's --max-parallel is PM + ceil(N / max-parallel) ×
+latency + PM. The session's wall is from its first agent call's arrival at the stub to the
+process's exit (the interpreter's start and imports, about a second, are printed beside
+it as the process's wall). Peak = the most agent calls the stub answered at once.
+Target (issue 48): wall <= 1.15x the ideal for 8 tasks at the default and 100 tasks at
+--max-parallel 100, at 1 s per call, with peak = min(tasks, max-parallel).
+
+Workers: sessions answered and handed to `orchestrator worker` on PostgreSQL (a
+throwaway server from tests/pgcluster.py), each with three agent calls of 0.5 s left
+(the PM plans one task, its developer, the PM's review): 1, 2 and 4 worker processes
+(--concurrency 1), and one process at --concurrency 1, 4 and 16. Sessions per minute
+between the end of the first wave and the end of the fifth (start-up left out).
+Target (issue 48): --concurrency 16 >= 8x --concurrency 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import openai_stub  # noqa: E402
+
+SESSION_ROWS = [  # (tasks, seconds per call, --max-parallel or None for the default)
+    (1, 0.3, None),
+    (3, 0.3, None),
+    (8, 0.3, None),
+    (100, 0.3, None),
+    (100, 0.3, 100),
+    (1, 1.0, None),
+    (3, 1.0, None),
+    (8, 1.0, None),
+    (100, 1.0, None),
+    (100, 1.0, 100),
+]
+TARGETS = {(8, 1.0, None), (100, 1.0, 100)}  # the rows issue 48 judges
+DEFAULT_PARALLEL = 8
+WAVES = 5  # worker runs: the rate from the end of the first wave to the end of the last
+WORKER_LATENCY = 0.5
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"),
+           "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}  # fmt: skip
+    for name in ("ORCHESTRATOR_DB", "PYTHONDONTWRITEBYTECODE", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    return env
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+def one_session(
+    stub: openai_stub.Stub, tmp: Path, env: dict[str, str], tasks: int, latency: float,
+    parallel: int | None,
+) -> dict[str, float]:  # fmt: skip
+    openai_stub.Team(stub, tasks, latency=latency)
+    stub.peak, stub.spans = 0, []
+    db = tmp / f"s{time.monotonic_ns()}.db"
+    command = [sys.executable, "-m", "orchestrator", "run", "Build the reports page",
+               "--model", "openai:stub", "--base-url", stub.url, "--workdir", str(tmp / "ws"),
+               "--ui", "none", "--json", "--db", f"sqlite:///{db}"]  # fmt: skip
+    if parallel is not None:
+        command += ["--max-parallel", str(parallel)]
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    ended = time.monotonic()
+    if done.returncode != 0:
+        raise RuntimeError(f"run exited {done.returncode}: {done.stderr[-2000:]}")
+    if len(stub.spans) != tasks + 2:
+        raise RuntimeError(f"{len(stub.spans)} agent calls, expected {tasks + 2}")
+    first = min(a for a, _ in stub.spans)
+    chosen = parallel or DEFAULT_PARALLEL
+    return {
+        "process": ended - started,
+        "wall": ended - first,
+        "critical": 3 * latency,
+        "ideal": (2 + math.ceil(tasks / chosen)) * latency,
+        "peak": stub.peak,
+        "expected_peak": min(tasks, chosen),
+    }
+
+
+def session_rows(stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool) -> None:
+    rows = [r for r in SESSION_ROWS if not quick or r[1] < 1.0]
+    one_session(stub, tmp, env, 1, 0.0, None)  # a warm-up: the bytecode cache, not counted
+    print("\n== sessions: `orchestrator run` on SQLite, one process per row; agents at a "
+          "fixed latency")  # fmt: skip
+    heads = ["tasks", "s/call", "max-par", "wall", "critical", "wall/crit", "ideal",
+             "wall/ideal", "peak", "process"]  # fmt: skip
+    print(" ".join(f"{h:>10}" for h in heads) + "  target")
+    for tasks, latency, parallel in rows:
+        got = one_session(stub, tmp, env, tasks, latency, parallel)
+        verdict = ""
+        if (tasks, latency, parallel) in TARGETS:
+            met = got["wall"] <= 1.15 * got["ideal"] and got["peak"] == got["expected_peak"]
+            verdict = f"<= 1.15x ideal, peak {got['expected_peak']:.0f}: " + (
+                "met" if met else "NOT met"
+            )
+        elif got["peak"] != got["expected_peak"]:
+            # The first developers' replies came before the last developers' calls started.
+            verdict = f"(at most {got['expected_peak']:.0f} allowed; calls overlapped less)"
+        cells = [
+            str(tasks),
+            f"{latency:.1f}",
+            str(parallel) if parallel else f"({DEFAULT_PARALLEL})",
+            f"{got['wall']:.2f}s",
+            f"{got['critical']:.1f}s",
+            f"{got['wall'] / got['critical']:.2f}x",
+            f"{got['ideal']:.1f}s",
+            f"{got['wall'] / got['ideal']:.2f}x",
+            f"{got['peak']:.0f}",
+            f"{got['process']:.2f}s",
+        ]
+        print(" ".join(f"{c:>10}" for c in cells) + "  " + verdict)
+    print("(wall: the first agent call's arrival to the process's exit; process: the whole "
+          "command, its start-up included; critical: PM + slowest developer + PM; ideal: "
+          "PM + ceil(tasks / max-parallel) x latency + PM)")  # fmt: skip
+
+
+# -- workers ------------------------------------------------------------------------------
+
+
+def prepare(url: str, stub: openai_stub.Stub, sessions: int, tmp: Path) -> None:
+    """`sessions` sessions paused on the PM's question, answered, handed to the workers."""
+    from orchestrator import Reply, Sessions
+    from orchestrator.store.queue import hand_off
+
+    openai_stub.Team(stub, 1, ask=True, latency=0.0)  # no latency while preparing
+    with Sessions(url) as api:
+        for _ in range(sessions):
+            doc = api.start(
+                "Build the reports page",
+                models="openai:stub",
+                workdir=tmp / "ws",
+                model_options={"base_url": stub.url},
+            )
+            assert doc["status"] == "paused", doc
+            api.answer(doc["session_id"], Reply(choices=("CSV file",)))
+            hand_off(api._opened, doc["session_id"], api.owner)
+
+
+def one_worker_run(
+    url: str, env: dict[str, str], processes: int, concurrency: int
+) -> dict[str, float]:
+    import workers
+
+    parallel = processes * concurrency
+    first, last = parallel, parallel * WAVES
+    command = [sys.executable, "-m", "orchestrator", "worker", "--concurrency",
+               str(concurrency), "--db", url]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            command,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(processes)
+    ]
+    marks: dict[int, tuple[float, int, float]] = {}
+    try:
+        while True:
+            done = workers.completed(url)
+            for mark in (first, last):
+                if done >= mark and mark not in marks:
+                    marks[mark] = (time.monotonic(), done, workers._cpu_of(p.pid for p in procs))
+            if last in marks:
+                break
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError("a worker exited early")
+            time.sleep(0.02)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    (t0, d0, c0), (t1, d1, c1) = marks[first], marks[last]
+    return {"rate": (d1 - d0) / (t1 - t0) * 60, "cpu": (c1 - c0) / (d1 - d0)}
+
+
+def worker_rows(stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool) -> None:
+    import pgcluster
+    import workers
+
+    print(f"\n== workers: sessions per minute on PostgreSQL, agents at {WORKER_LATENCY} s a call "
+          "(three calls left per session)")  # fmt: skip
+    bin_dir = pgcluster.find_bin()
+    if bin_dir is None:
+        print("skipped: no PostgreSQL server binaries (apt-get install postgresql-15)")
+        return
+    runs = [(1, 1), (2, 1), (4, 1), (1, 4), (1, 16)]
+    if quick:
+        runs = [(1, 1), (1, 4)]
+    most = max(p * c for p, c in runs) * WAVES
+    cluster = pgcluster.Cluster.start(bin_dir)
+    try:
+        template = cluster.database("empty")
+        prepare(template, stub, most, tmp)
+        workers._dispose()
+        name = template.rsplit("/", 1)[1]
+        openai_stub.Team(stub, 1, ask=True, latency=WORKER_LATENCY)
+        results: dict[tuple[int, int], dict[str, float]] = {}
+        for n, (processes, concurrency) in enumerate(runs):
+            workers._dispose()
+            copy = f"latency_{n}"
+            cluster.admin(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
+            results[processes, concurrency] = one_worker_run(
+                str(cluster.url(copy)), env, processes, concurrency
+            )
+        base = results[1, 1]["rate"]
+        heads = ["processes", "--concurrency", "sessions/min", "vs 1", "CPU/session", "ideal"]
+        print(" ".join(f"{h:>13}" for h in heads))
+        for (processes, concurrency), got in results.items():
+            ideal = processes * concurrency * 60 / (3 * WORKER_LATENCY)
+            cells = [
+                str(processes),
+                str(concurrency),
+                f"{got['rate']:.1f}",
+                f"{got['rate'] / base:.2f}x",
+                f"{got['cpu'] * 1000:.1f}ms",
+                f"{ideal:.0f}",
+            ]
+            print(" ".join(f"{c:>13}" for c in cells))
+        if (1, 16) in results:
+            ratio = results[1, 16]["rate"] / base
+            print(f"target: --concurrency 16 >= 8x --concurrency 1: {ratio:.2f}x, "
+                  + ("met" if ratio >= 8 else "NOT met"))  # fmt: skip
+        print(f"(rate from the end of the first wave to the end of the {WAVES}th; CPU: the "
+              "workers' processes per session, the server's not counted; ideal: every "
+              "session's three calls back to back, nothing else)")  # fmt: skip
+    finally:
+        workers._dispose()
+        cluster.close()
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the 0.3 s rows, smaller workers")
+    parser.add_argument("--only", choices=["sessions", "workers"])
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="orch-bench-latency-") as tmp_name:
+        tmp = Path(tmp_name)
+        env = _env(tmp)
+        os.environ["HOME"] = env["HOME"]
+        os.environ.pop("OPENAI_API_KEY", None)
+        print(f"load average at start: {os.getloadavg()}")
+        with openai_stub.serve() as stub:
+            if args.only in (None, "sessions"):
+                session_rows(stub, tmp, env, args.quick)
+            if args.only in (None, "workers"):
+                worker_rows(stub, tmp, env, args.quick)
+        print(f"load average at end: {os.getloadavg()}")
+    shutil.rmtree(tmp_name, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
