@@ -15,6 +15,7 @@ __all__ = [
     "STATUS_FILTERS",
     "filtered_status",
     "FINAL_STATUSES",
+    "TO_MCP_CLIENT",
     "OptionDoc",
     "PendingQuestionDoc",
     "OrchestratorStateDoc",
@@ -25,16 +26,24 @@ __all__ = [
 
 SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = get_args(SessionStatus)
-# What a list takes as its status filter, on every door: a status, or "waiting", a synonym
-# for paused (waiting for an answer).
+# What a list takes as its status filter, on every door: a status, or "waiting": a question
+# is open (a paused session, or a running one whose question is being asked right now, as
+# an MCP client's provide_choice or ask_user while its tool call waits).
 StatusFilter = Literal[SessionStatus, "waiting"]
 STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
 
 
 def filtered_status(status: str | None) -> str | None:
-    """The session status a list's filter means ("waiting" is paused)."""
-    return "paused" if status == "waiting" else status
+    """What the store's listing filters on for a list's filter: a session status, or
+    "waiting", which the store reads as "a question is open" (store.listing.WAITING_SQL,
+    the one definition on every door; tests/test_open_question.py holds it to
+    `GateState.waiting`)."""
+    return status
 
+
+# A `resume` document's mark: the answer it committed goes to the MCP client whose tool call
+# waits on the question (that client's server ends the session); `resume` says so, exit 0.
+TO_MCP_CLIENT = "answer_to_mcp_client"
 
 # Ended: nothing drives the session again (a reconciliation round may reopen one that
 # completed or failed, on purpose).

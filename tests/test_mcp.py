@@ -15,16 +15,18 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrator.api import Reply, Sessions
 from orchestrator.domain.question import UserReply
 from orchestrator.mcp_server import build_server
 from orchestrator.mcp_server.inputs import (
-    RESULT_SCHEMA,
+    DATA_SCHEMAS,
     AnswerSessionInput,
     AskUserInput,
     ListSessionsInput,
     ProvideChoiceInput,
     SessionIdInput,
     StartSessionInput,
+    output_schema,
 )
 from tests.conftest import EXAMPLES, cli
 from tests.mcp_client import TOOLS, FakePage, Person, call, in_memory, shaped, snapshot
@@ -94,8 +96,31 @@ def test_tool_list_and_schemas(db: Path) -> None:
     }
     for name, model in models.items():
         assert tools[name].input_schema == model.model_json_schema()
-        assert tools[name].output_schema == RESULT_SCHEMA
+        assert tools[name].output_schema == output_schema(name)
         assert tools[name].description
+        hints = tools[name].annotations
+        assert hints is not None
+        # Every hint said (the spec's defaults would call a question destructive).
+        assert None not in (
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        ), (name, hints)
+    hinted = {
+        name: (hint.read_only_hint, hint.destructive_hint, hint.open_world_hint)
+        for name, t in tools.items()
+        if (hint := t.annotations) is not None
+    }
+    assert hinted["provide_choice"] == hinted["ask_user"] == (False, False, False)
+    assert hinted["start_session"] == (False, False, True)  # it calls a model
+    assert hinted["answer_session"] == (False, True, True)  # action cancel ends a session
+    assert hinted["session_status"] == hinted["list_sessions"] == (True, False, False)
+    for name in TOOLS:  # the result shape, with each tool's own data, and no root oneOf
+        schema = tools[name].output_schema
+        assert schema is not None and "oneOf" not in schema and schema["type"] == "object"
+        assert schema["properties"]["data"] == DATA_SCHEMAS[name]
+    assert "60 s" in (tools["provide_choice"].description or "")  # how not to time out
     choice = tools["provide_choice"].input_schema
     assert set(choice["required"]) == {"title", "prompt", "type", "options"}
     assert choice["properties"]["type"]["enum"] == ["single_select", "multi_select"]
@@ -284,7 +309,9 @@ def test_no_elicitation_sends_the_page_url_in_a_progress_notification(db: Path) 
 
 def test_no_elicitation_and_a_silent_page_times_out(db: Path) -> None:
     page = FakePage(None)
-    (doc,) = run(db, None, ("ask_user", {**ASK, "timeout_seconds": 0.3}), page=page)
+    (doc,) = run(
+        db, None, ("ask_user", {**ASK, "timeout_seconds": 0.3, "wait_for_answer": True}), page=page
+    )
     assert doc["data"]["action_status"] == "timeout"
     assert page.closed == 1
 
@@ -342,8 +369,26 @@ MALFORMED = [
     ("answer_session", {"session_id": "abc", "action": "answer"}, "action"),
     ("answer_session", {"session_id": "abc", "choices": []}, "choices"),
     ("session_log", {}, "session_id"),
-    ("no_such_tool", {}, "no tool"),
 ]
+
+
+def test_an_unknown_tool_is_a_json_rpc_invalid_params_error(db: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    run(db, None, ("list_sessions", {}))
+    before = snapshot(db)
+
+    async def main() -> MCPError:
+        async with in_memory(build_server(str(db))) as session:
+            with pytest.raises(MCPError) as raised:
+                await session.call_tool("no_such_tool", {})
+            return raised.value
+
+    error = anyio.run(main)
+    assert error.code == INVALID_PARAMS  # -32602, as the spec says for an unknown tool
+    assert "no_such_tool" in error.message and "provide_choice" in error.message
+    assert snapshot(db) == before
 
 
 def test_every_malformed_input_is_invalid_input_and_changes_nothing(db: Path) -> None:
@@ -494,19 +539,25 @@ def test_session_runs_report_their_events_as_progress(db: Path) -> None:
     assert len(messages) == len(run(db, None, ("session_log", {"session_id": sid}))[0]["data"])
 
 
-def test_a_call_the_client_withdraws_leaves_its_question_cancelled(db: Path) -> None:
+def test_a_call_the_client_withdraws_leaves_its_question_open_for_every_door(db: Path) -> None:
+    """A client whose request timed out (60 s in most) withdraws the call: the question
+    stays open, `paused`, and an answer given later at any door is recorded, not lost."""
+
     async def main() -> None:
         async with in_memory(build_server(str(db)), Person([("silent",)])) as session:
             with pytest.raises(Exception, match="timed out"):
                 await session.call_tool("ask_user", ASK, read_timeout_seconds=0.5)
-            with anyio.fail_after(10):  # the server records the cancel as the call unwinds
-                while only_session_status(db) != "cancelled":
+            with anyio.fail_after(10):  # the server lets the question go as the call unwinds
+                while only_session_status(db) != "paused":
                     await anyio.sleep(0.05)
 
     anyio.run(main)
     session = only_session(db)
-    assert session["orchestrator_state"]["answer_note"] == "call cancelled"
-    assert "cancel" in log_kinds(db, session["session_id"])
+    assert session["pending_question"]["question"] == ASK["question"]
+    assert "cancel" not in log_kinds(db, session["session_id"])
+    with Sessions(str(db)) as sessions:
+        later = sessions.resume(session["session_id"], Reply(text="release-2.4"))
+    assert later["status"] == "completed" and later["summary"] == "answered: release-2.4"
 
 
 def only_session_status(db: Path) -> str | None:
@@ -623,18 +674,29 @@ def test_a_bug_is_internal_with_its_traceback_on_the_log_only(
 # -- the web answer page (orchestrator.web.oneshot) behind the fallback ---------------------
 
 
-def test_the_page_factory_adapts_serve_question(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The glue to `orchestrator.web.oneshot.serve_question`, with a stand-in for it."""
+def test_the_page_factory_adapts_open_page(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The glue to `orchestrator.web.oneshot.open_page`, with a stand-in for it: the page
+    is closed once the call has its answer."""
     import types as pytypes
 
     calls: list[dict[str, Any]] = []
+    closed: list[bool] = []
 
-    def serve_question(question: Any, deadline: Any, **options: Any) -> Any:
+    class Page:
+        url = "http://127.0.0.1:9/choice/abc"
+
+        def wait(self) -> UserReply:
+            return UserReply(choices=("JSON",), note="n")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    def open_page(question: Any, deadline: Any, **options: Any) -> Any:
         calls.append({"question": question, "deadline": deadline, **options})
-        return "http://127.0.0.1:9/choice/abc", lambda: UserReply(choices=("JSON",), note="n")
+        return Page()
 
     fake = pytypes.ModuleType("orchestrator.web.oneshot")
-    fake.serve_question = serve_question  # type: ignore[attr-defined]
+    fake.open_page = open_page  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "orchestrator.web.oneshot", fake)
     from orchestrator.mcp_server.webpage import page_factory
 
@@ -651,6 +713,7 @@ def test_the_page_factory_adapts_serve_question(db: Path, monkeypatch: pytest.Mo
     assert call_["allow_cancel"] is True and call_["title"] == "Export format"
     assert call_["question"]["kind"] == "single_select"
     assert call_["deadline"] > time.time()
+    assert closed == [True]
 
 
 @pytest.mark.parametrize("modes", [(), ("url",)], ids=["progress", "url-elicitation"])

@@ -290,6 +290,7 @@ def test_streamable_http_needs_the_bearer_token(tmp_path: Path) -> None:
         env=env,
     )
     statuses = []
+    challenges: list[str | None] = []
     try:
         _wait_for(server, port)
         listing = (
@@ -305,6 +306,7 @@ def test_streamable_http_needs_the_bearer_token(tmp_path: Path) -> None:
                 headers={"Content-Type": "application/json", **headers},
             )
             response = conn.getresponse()
+            challenges.append(response.getheader("WWW-Authenticate"))
             statuses.append((response.status, response.read()))
             conn.close()
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
@@ -318,6 +320,7 @@ def test_streamable_http_needs_the_bearer_token(tmp_path: Path) -> None:
         _, stderr = server.communicate(timeout=30)
     assert [status for status, _ in statuses] == [401, 401, 401]
     assert all(b"Bearer" in body for _, body in statuses[:2])
+    assert challenges == ['Bearer realm="orchestrator"'] * 2  # how to authenticate (RFC 6750)
     printed = [line for line in stderr.splitlines() if "Authorization: Bearer" in line]
     assert len(printed) == 1 and len(printed[0].split()[-1]) >= 24
 

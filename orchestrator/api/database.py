@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from orchestrator.store.connect import HEAD_REVISION
 
-__all__ = ["Database", "locate", "upgrade", "HEAD_REVISION"]
+__all__ = ["Database", "locate", "is_default", "upgrade", "HEAD_REVISION"]
 
 
 class Database(NamedTuple):
@@ -31,6 +31,19 @@ def locate(db: str | None, *, create: bool = False) -> Database:
 
     url, origin = resolve_url(db), db_origin(db)
     return Database(url, origin, check_sqlite_file(url, create=create, origin=origin))
+
+
+def is_default(url: str | None) -> bool:
+    """Is `url` the database a command opens without `--db` ($ORCHESTRATOR_DB, else the
+    default file)? Resolved only: the file is not looked at (a process that has it open must
+    not read it by other means, see store.sql.open_in_this_process)."""
+    from orchestrator.errors import ConfigError
+    from orchestrator.store.connect import resolve_url
+
+    try:
+        return url == resolve_url(None)
+    except ConfigError:  # an $ORCHESTRATOR_DB that names no usable database
+        return False
 
 
 def upgrade(db: str | None) -> Database:

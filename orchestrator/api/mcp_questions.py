@@ -15,7 +15,9 @@ Written only through the store's public methods, in this order:
     resolve          the answer, decline or cancel (`answer` / `decline` / `cancel` event)
     expire           or, at the deadline, the timeout (`timeout` event; on_timeout=proceed)
     release          the final status: completed (answered, declined, timed out), failed
-                     (the client answered something unusable); a cancel ends it `cancelled`
+                     (the client answered something unusable); a cancel ends it `cancelled`;
+                     the tool call ended first (the client withdrew it, or went away):
+                     `paused`, held by no one, open for every door (`left_open`)
     claim, release   at the next start, a question whose server died unanswered: failed
 
 The session is `running` and claimed by the MCP server while the person answers, like a
@@ -37,11 +39,14 @@ from orchestrator.errors import CancelRequested, SessionNotWaiting, UserError
 from orchestrator.store import Owner, Store, resolve_url
 from orchestrator.store.owner import Claim, lease_seconds
 
-__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN", "summary_of"]
+__all__ = ["Asked", "QuestionLog", "ASKED_BY", "STOPPED", "WITHDRAWN", "CALL_ENDED", "summary_of"]
 
 ASKED_BY = "mcp-client"
 STOPPED = "the MCP server stopped before the person answered"
 WITHDRAWN = "cancel requested while the person was asked"
+CALL_ENDED = (
+    "the MCP client's tool call ended before the answer; the question stays open for every door"
+)
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,17 @@ class QuestionLog:
         if reply.action != "cancel":  # a cancel has ended the session already
             self.store.release(asked.claim, "completed", summary=summary)
         return reply
+
+    def left_open(self, asked: Asked) -> UserReply | None:
+        """The tool call ended before the person answered (the client withdrew it, or the
+        server stops): leave the question open for every door, `paused` and held by no one
+        (`resume`, a worker or `serve` end it once it is answered). Returns the reply
+        another door committed meanwhile instead, if any (the caller records it)."""
+        first = self.keep(asked)
+        if first is not None:
+            return first
+        self.store.release(asked.claim, "paused", summary=CALL_ENDED)
+        return None
 
     def timed_out(self, asked: Asked) -> None:
         # The deadline was stored by gate_ask a moment before our wait began, so it has

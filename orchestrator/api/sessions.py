@@ -343,13 +343,14 @@ class Sessions:
         self, status: str | None = None, *, limit: int | None = None, after: str | None = None
     ) -> builtins.list[SessionDoc]:
         """Sessions, newest first (optionally only those with `status`, one of
-        `STATUS_FILTERS`: "waiting" is paused): at most `limit` (None: all), starting after
-        the session with id `after` (the last of the previous page; an unknown id raises
-        SessionNotFound). Another status raises ConfigError."""
+        `STATUS_FILTERS`: "waiting" is every session with an open question): at most
+        `limit` (None: all), starting after the session with id `after` (the last of the
+        previous page; an unknown id raises SessionNotFound). Another status raises
+        ConfigError."""
         if status is not None and status not in STATUS_FILTERS:
             raise ConfigError(
                 f"status: {str(status)[:40]!r} is not a session status; use one of "
-                f"{', '.join(STATUS_FILTERS)} ('waiting' = paused)"
+                f"{', '.join(STATUS_FILTERS)} ('waiting' = a question is open)"
             )
         return self._opened.list_views(filtered_status(status), limit=limit, after=after)  # type: ignore[return-value]
 

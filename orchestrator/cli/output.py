@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TextIO
 import typer
 
 from orchestrator import limits
+from orchestrator.documents import TO_MCP_CLIENT
 from orchestrator.errors import OrchestratorError, UserError
 from orchestrator.limits import clip_message
 from orchestrator.present.printable import printable, printable_json
@@ -163,6 +164,13 @@ def finish(
 
     `question_shown`: the progress lines already printed the question in full, so the
     closing lines only point at it and give the command that answers it."""
+    if view.get(TO_MCP_CLIENT):
+        # Committed for a question an MCP client's tool call waits on: its server returns
+        # the answer to that call and ends the session (at once when it is `completed`).
+        err("answered; the MCP client that asked receives it")
+        if view["status"] == "running":
+            emit(as_json, view, session_text(view, db))
+            raise typer.Exit(0)
     if view["status"] == "running" and not view.get("stalled"):
         # Another live process took the session on meanwhile (it was answered elsewhere):
         # nothing of ours ran, as when the claim is refused.

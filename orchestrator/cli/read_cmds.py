@@ -35,7 +35,9 @@ def status(
 def list_(
     status_: Annotated[
         Status | None,
-        typer.Option("--status", help="Only sessions with this status ('waiting' = paused)."),
+        typer.Option(
+            "--status", help="Only sessions with this status ('waiting': a question is open)."
+        ),
     ] = None,
     limit: Annotated[
         int | None,
@@ -55,7 +57,7 @@ def list_(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, newest first, a page at a time."""
-    wanted = None if status_ is None else status_.value  # ("waiting": Sessions.list says paused)
+    wanted = None if status_ is None else status_.value  # ("waiting": a question is open)
     with user_errors(as_json):
         from orchestrator.errors import ConfigError, SessionNotFound
 

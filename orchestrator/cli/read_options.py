@@ -12,7 +12,7 @@ from orchestrator import documents
 
 __all__ = ["ReadOptions", "READ_COMMANDS", "STATUSES"]
 
-# --status values: the session statuses, and "waiting", a synonym for paused.
+# --status values: the session statuses, and "waiting" (a question is open).
 STATUSES = documents.STATUS_FILTERS
 
 

@@ -16,13 +16,16 @@ The deadline (`timeout_seconds`) bounds the whole wait; no answer by then is `ti
 from __future__ import annotations
 
 import logging
+import os
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 from mcp.server.context import ServerRequestContext
 from mcp_types import CallToolRequestParams, ElicitResult, InputRequiredResult
@@ -37,11 +40,21 @@ from orchestrator.mcp_server.rounds import Ended, Rounds
 from orchestrator.present.printable import printable, quoted
 from orchestrator.present.render import resume_hint
 
-__all__ = ["Asker", "AnswerPage", "PageFactory", "Outcome", "channel_for", "terminal_hint"]
+__all__ = [
+    "Asker",
+    "AnswerPage",
+    "PageFactory",
+    "Outcome",
+    "channel_for",
+    "terminal_hint",
+    "keepalive_seconds",
+    "KEEPALIVE_ENV",
+]
 
 log = logging.getLogger("orchestrator.mcp")
 
 Channel = Literal["form", "rounds", "url", "progress"]
+T = TypeVar("T")
 KEEP_SECONDS = 0.5  # how soon an answer given at another door reaches the waiting call
 NOTE_FIELD = "annotation"
 
@@ -68,6 +81,7 @@ class Outcome:
     question: dict[str, Any]
     reply: UserReply | None
     pending: InputRequiredResult | None = None
+    handed: dict[str, str] | None = None  # returned before the answer: where to answer
 
 
 def channel_for(ctx: ServerRequestContext[Any], page: PageFactory | None) -> Channel | None:
@@ -94,6 +108,9 @@ class Asker:
         self.questions = questions
         self.page = page
         self.rounds = Rounds(questions)
+        # The server's own task group (its lifespan), for questions kept open after their
+        # call returned; None outside a running server (such calls then wait).
+        self.background: anyio.abc.TaskGroup | None = None
 
     async def provide_choice(
         self, ctx: ServerRequestContext[Any], args: ProvideChoiceInput, call: CallToolRequestParams
@@ -120,9 +137,13 @@ class Asker:
             message,
             choice_schema(args),
             args.timeout_seconds,
+            args.wait_for_answer,
         )
         if outcome.pending is not None:
             return outcome.pending
+        if outcome.handed is not None:
+            return {"action_status": "pending", "selected": [], "selected_indices": [],
+                    "annotation": None, **outcome.handed}  # fmt: skip
         labels = [option["label"] for option in outcome.question["options"]]
         reply = outcome.reply
         if reply is None:
@@ -161,10 +182,20 @@ class Asker:
             "required": ["answer"],
         }
         outcome = await self._ask(
-            ctx, call, "ask_user", args.question, question, message, schema, args.timeout_seconds
+            ctx,
+            call,
+            "ask_user",
+            args.question,
+            question,
+            message,
+            schema,
+            args.timeout_seconds,
+            args.wait_for_answer,
         )
         if outcome.pending is not None:
             return outcome.pending
+        if outcome.handed is not None:
+            return {"action_status": "pending", "answer": None, **outcome.handed}
         reply = outcome.reply
         if reply is None:
             return {"action_status": "timeout", "answer": None}
@@ -183,6 +214,7 @@ class Asker:
         message: str,
         schema: dict[str, Any],
         timeout: float,
+        wait: bool | None = None,
     ) -> Outcome:
         if call.request_state is not None:
             return await self._second_round(call.request_state, call.input_responses)
@@ -197,15 +229,25 @@ class Asker:
         log.info("%s: asking through %s (session %s)", tool, channel, asked.session_id)
         if channel == "rounds":
             return Outcome(question, None, self.rounds.ask(asked, message, schema, timeout))
+        if channel == "progress" and not _waits(ctx, wait) and self.background is not None:
+            return Outcome(question, None, handed=await self._hand_over(asked, timeout))
         try:
-            reply = await self._held(asked, timeout, ctx, channel, question, message, schema)
+            reply = await self._held(
+                asked,
+                timeout,
+                lambda: self._through(asked, ctx, channel, question, message, schema),
+            )
         except ToolFailure as exc:
             await anyio.to_thread.run_sync(self.questions.failed, asked, exc.message)
             raise
         except anyio.get_cancelled_exc_class():
-            # The client withdrew the call: the question is cancelled, not left hanging.
+            # The client withdrew the call (its request timed out, mostly) or went away: the
+            # question stays open for every door, and an answer given later is recorded
+            # (session_status shows it), unless one came in just now: that one ends it.
             with anyio.CancelScope(shield=True):
-                await self._finish(asked, UserReply(action="cancel", note="call cancelled"))
+                first = await anyio.to_thread.run_sync(self.questions.left_open, asked)
+                if first is not None:
+                    await self._finish(asked, first)
             raise
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
@@ -243,7 +285,61 @@ class Asker:
         )
         return counted
 
-    async def _held(self, asked: Asked, timeout: float, *how: Any) -> UserReply | None:
+    async def _hand_over(self, asked: Asked, timeout: float) -> dict[str, str]:
+        """Keep the question open on its page after the call returns (in the server's
+        background task group): the page, the other doors, a cancel or the deadline end
+        it as they end a waiting call's. Returns where to answer and how to collect it."""
+        assert self.background is not None and self.page is not None
+        opened: list[str] = []
+        ready = anyio.Event()
+        self.background.start_soon(self._kept_open, asked, timeout, opened, ready)
+        await ready.wait()
+        if not opened:
+            raise ToolFailure("internal", "the answer page did not open; see the server log")
+        sid = asked.session_id
+        hint = self._resume_hint(asked)
+        log.warning("%s: answer on %s or at a terminal: %s", sid, opened[0], printable(hint))
+        return {
+            "session_id": sid,
+            "answer_url": opened[0],
+            "resume_command": hint,
+            "collect": (
+                f"The person answers on answer_url, at a terminal (resume_command) or at any "
+                f"other door, until the deadline. Call session_status with session_id {sid} "
+                "to collect the answer: once answered its status is completed and "
+                "orchestrator_state.user_clarification_response holds it (summary "
+                "'answered: ...'); while it is waiting, pending_question is set."
+            ),
+        }
+
+    async def _kept_open(
+        self, asked: Asked, timeout: float, opened: list[str], ready: anyio.Event
+    ) -> None:
+        assert self.page is not None
+        try:
+            async with self.page(asked.page_question(), asked.deadline) as page:
+                opened.append(page.url)
+                ready.set()
+                reply = await self._held(asked, timeout, page.wait)
+            await self._finish(asked, reply)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # the server stops: as a withdrawn call
+                first = await anyio.to_thread.run_sync(self.questions.left_open, asked)
+                if first is not None:
+                    await self._finish(asked, first)
+            raise
+        except Exception as exc:  # no call to report it to: the log, and the session
+            log.error("session %s: the question's page failed", asked.session_id, exc_info=exc)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(
+                    self.questions.failed, asked, f"{type(exc).__name__}: {exc}"
+                )
+        finally:
+            ready.set()
+
+    async def _held(
+        self, asked: Asked, timeout: float, wait: Callable[[], Awaitable[UserReply | None]]
+    ) -> UserReply | None:
         """Wait for the reply until the deadline (None), renewing the claim meanwhile; a
         cancel requested meanwhile withdraws the question (a cancel reply)."""
         reply: UserReply | None = None
@@ -270,7 +366,7 @@ class Asker:
             beats.start_soon(keep)
             try:
                 with waiting, anyio.move_on_after(timeout):
-                    reply = _checked(asked.question, await self._through(asked, *how))
+                    reply = _checked(asked.question, await wait())
             except Exception as exc:  # re-raised below, outside the task group's wrapping
                 failed.append(exc)
             beats.cancel_scope.cancel()
@@ -291,7 +387,12 @@ class Asker:
         schema: dict[str, Any],
     ) -> UserReply | None:
         if channel == "form":
-            result = await ctx.session.elicit_form(message, schema, ctx.request_id)
+            result = await _kept_alive(
+                ctx,
+                asked,
+                "waiting for the person's answer in the client's form",
+                lambda: ctx.session.elicit_form(message, schema, ctx.request_id),
+            )
             return _from_result(question, result)
         assert self.page is not None
         async with self.page(asked.page_question(), asked.deadline) as page:
@@ -305,7 +406,8 @@ class Asker:
                 )
                 if result.action != "accept":
                     return UserReply(action=result.action)
-                reply = await page.wait()
+                note = f"waiting for the person's answer on {page.url}"
+                reply = await _kept_alive(ctx, asked, note, page.wait)
                 await ctx.session.send_elicit_complete(elicitation_id, ctx.request_id)
                 return reply
             note = (
@@ -313,16 +415,87 @@ class Asker:
                 f"or at a terminal: {self._resume_hint(asked)}"
             )
             log.warning("%s", printable(note))  # stderr: some clients show only the log
-            await ctx.session.report_progress(0, None, note)
-            return await page.wait()
+            return await _kept_alive(ctx, asked, note, page.wait)
+
+
+KEEPALIVE_ENV = "ORCHESTRATOR_MCP_KEEPALIVE_SECONDS"
+DEFAULT_KEEPALIVE_SECONDS = 20.0  # under every common client's 60 s request timeout
+
+
+def keepalive_seconds() -> float:
+    """How often a waiting call sends a progress notification: 20 s, or
+    $ORCHESTRATOR_MCP_KEEPALIVE_SECONDS (more than 0, at most 30; anything else is ignored)."""
+    try:
+        seconds = float(os.environ.get(KEEPALIVE_ENV, ""))
+    except ValueError:
+        return DEFAULT_KEEPALIVE_SECONDS
+    return seconds if 0 < seconds <= 30 else DEFAULT_KEEPALIVE_SECONDS
+
+
+async def _kept_alive(
+    ctx: ServerRequestContext[Any], asked: Asked, note: str, wait: Callable[[], Awaitable[T]]
+) -> T:
+    """`wait()`'s result; meanwhile, for a client that sent a progress token, a progress
+    notification at once and then every `keepalive_seconds()`, with `note` and the time
+    left: clients that reset their request timeout on progress keep waiting, and one that
+    shows only the latest message still shows where to answer."""
+    every = keepalive_seconds()
+    started = time.monotonic()
+    got: list[T] = []
+    failed: list[BaseException] = []
+
+    async def report() -> None:
+        left = max(0.0, asked.deadline - time.time())
+        elapsed = round(time.monotonic() - started, 3)  # increases, as the spec asks
+        text = f"{note}\n\n{_duration(left)} left to answer"
+        try:
+            await ctx.session.report_progress(elapsed, round(elapsed + left, 3), text)
+        except Exception:  # a client that went away never ends the wait by itself
+            log.debug("progress not delivered", exc_info=True)
+
+    async def beat() -> None:
+        while True:
+            await anyio.sleep(every)
+            await report()
+
+    await report()  # before the wait: where to answer is known before anyone can answer
+    async with anyio.create_task_group() as beats:
+        beats.start_soon(beat)
+        try:
+            got.append(await wait())
+        except Exception as exc:  # re-raised below, outside the task group's wrapping
+            failed.append(exc)
+        beats.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    return got[0]
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole >= 3600:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    if whole >= 60:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole} s"
+
+
+def _waits(ctx: ServerRequestContext[Any], wait: bool | None) -> bool:
+    """Does a call of a client without forms wait for the answer? As asked (`wait_for_answer`),
+    else when the client sent a progress token: the keep-alive holds such a call open, while
+    a call without one times out in most clients after 60 s (docs/mcp.md)."""
+    if wait is not None:
+        return wait
+    meta: Any = ctx.meta or {}
+    return meta.get("progress_token") is not None or meta.get("progressToken") is not None
 
 
 def terminal_hint(url: str | None, session_id: str, question: dict[str, Any]) -> str:
     """The command that answers a question from a terminal (any door answers it); `--db`
     only when the database is not the default one."""
-    from orchestrator.api.database import locate
+    from orchestrator.api.database import is_default
 
-    return resume_hint(session_id, question, None if url == locate(None).url else url)
+    return resume_hint(session_id, question, None if is_default(url) else url)
 
 
 def choice_schema(args: ProvideChoiceInput) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from orchestrator.settings import MAX_PARALLEL, default_of
 __all__ = [
     "ERROR_CODES",
     "RESULT_SCHEMA",
+    "DATA_SCHEMAS",
+    "output_schema",
     "Option",
     "ProvideChoiceInput",
     "AskUserInput",
@@ -89,6 +91,16 @@ class ProvideChoiceInput(_Input):
         True, description="Whether the person may cancel instead of choosing (default true)."
     )
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+    wait_for_answer: bool | None = Field(
+        None,
+        description=(
+            "true: the call waits for the answer (up to timeout_seconds); false: it returns "
+            "at once with where the person answers (action_status `pending`, session_id, "
+            "answer_url, resume_command) and session_status collects the answer. Unset: "
+            "it waits when the client shows forms or sent a progress token (which keeps the "
+            "call alive), and otherwise returns at once."
+        ),
+    )
 
     @model_validator(mode="after")
     def _unique_labels(self) -> ProvideChoiceInput:
@@ -112,6 +124,16 @@ class AskUserInput(_Input):
         "medium", description="How urgent the answer is (shown to the person)."
     )
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+    wait_for_answer: bool | None = Field(
+        None,
+        description=(
+            "true: the call waits for the answer (up to timeout_seconds); false: it returns "
+            "at once with where the person answers (action_status `pending`, session_id, "
+            "answer_url, resume_command) and session_status collects the answer. Unset: "
+            "it waits when the client shows forms or sent a progress token (which keeps the "
+            "call alive), and otherwise returns at once."
+        ),
+    )
 
 
 class StartSessionInput(_Input):
@@ -151,7 +173,7 @@ class SessionIdInput(_Input):
 
 class ListSessionsInput(_Input):
     status: StatusFilter | None = Field(
-        None, description="Only sessions with this status ('waiting' = paused)."
+        None, description="Only sessions with this status ('waiting': a question is open)."
     )
 
 
@@ -198,3 +220,97 @@ RESULT_SCHEMA: dict[str, Any] = {
         },
     ],
 }
+
+
+# Each tool's `data`, for its published output schema (clients validate structured content
+# against it, and show it to their models). Session objects and events name the fields a
+# caller relies on; they carry more (docs/mcp.md), so more properties are allowed.
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    # anyOf with one type per branch: a `type` list is legal JSON Schema but less portable
+    # (the Inspector's --strict, Gemini's single-type dialect).
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_SESSION_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "description": "A session object, as `orchestrator status --json` prints it.",
+    "properties": {
+        "session_id": {"type": "string"},
+        "status": {"enum": ["running", "paused", "completed", "failed", "cancelled"]},
+        "task": _or_null({"type": "string"}),
+        "orchestrator_state": {"type": "object"},
+        "pending_question": _or_null({"type": "object"}),
+        "questions_surfaced": {"type": "integer"},
+        "fallbacks_injected": {"type": "integer"},
+        "summary": _or_null({"type": "string"}),
+        "error": _or_null({"type": "string"}),
+    },
+    "required": ["session_id", "status"],
+}
+_EVENT: dict[str, Any] = {
+    "type": "object",
+    "description": "One event of a session's log, as `orchestrator log --json` prints it.",
+    "properties": {"kind": {"type": "string"}},
+    "required": ["kind"],
+}
+_LABELS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+# With action_status `pending` (the call returned before the answer): where to answer, and
+# how to collect the answer.
+_PENDING: dict[str, Any] = {
+    "session_id": {"type": "string", "description": "The question's session."},
+    "answer_url": {"type": "string", "description": "The one-question page."},
+    "resume_command": {"type": "string", "description": "Answers it from a terminal."},
+    "collect": {"type": "string", "description": "How to collect the answer."},
+}
+DATA_SCHEMAS: dict[str, dict[str, Any]] = {
+    "provide_choice": {
+        "type": "object",
+        "properties": {
+            "action_status": {"enum": ["selected", "cancelled", "timeout", "pending"]},
+            "selected": {**_LABELS, "description": "The chosen labels, in the order chosen."},
+            "selected_indices": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0},
+                "description": "The chosen options' positions in `options`, from 0.",
+            },
+            "annotation": {**_or_null({"type": "string"}), "description": "The person's note."},
+            **_PENDING,
+        },
+        "required": ["action_status", "selected", "selected_indices", "annotation"],
+        "additionalProperties": False,
+    },
+    "ask_user": {
+        "type": "object",
+        "properties": {
+            "action_status": {"enum": ["answered", "declined", "cancelled", "timeout", "pending"]},
+            "answer": _or_null({"type": "string"}),
+            **_PENDING,
+        },
+        "required": ["action_status", "answer"],
+        "additionalProperties": False,
+    },
+    "start_session": _SESSION_OBJECT,
+    "session_status": _SESSION_OBJECT,
+    "list_sessions": {"type": "array", "items": _SESSION_OBJECT},
+    "answer_session": _SESSION_OBJECT,
+    "session_log": {"type": "array", "items": _EVENT},
+    "ask_session": _SESSION_OBJECT,
+    "reconcile_session": _SESSION_OBJECT,
+}
+
+
+def output_schema(tool: str) -> dict[str, Any]:
+    """The tool's published output schema: the one result shape (RESULT_SCHEMA) with the
+    tool's own `data`, written without a top-level oneOf (which several clients cannot
+    read): `ok`, then `data` when it is true, `error` when it is false."""
+    error = RESULT_SCHEMA["oneOf"][1]["properties"]["error"]
+    return {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "data": DATA_SCHEMAS[tool],
+            "error": error,
+        },
+        "required": ["ok"],
+        "additionalProperties": False,
+    }

@@ -12,16 +12,20 @@ import hashlib
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
     ElicitResult,
@@ -37,15 +41,15 @@ from orchestrator import __version__
 from orchestrator.api import Reply
 from orchestrator.api.mcp_questions import QuestionLog
 from orchestrator.mcp_server.asking import Asker, PageFactory, channel_for, terminal_hint
-from orchestrator.mcp_server.envelope import ToolFailure, fail, from_exception, ok
+from orchestrator.mcp_server.envelope import ToolFailure, from_exception, ok
 from orchestrator.mcp_server.inputs import (
-    RESULT_SCHEMA,
     AnswerSessionInput,
     AskUserInput,
     ListSessionsInput,
     ProvideChoiceInput,
     SessionIdInput,
     StartSessionInput,
+    output_schema,
 )
 from orchestrator.mcp_server.rounds import form_request, response_of
 from orchestrator.mcp_server.session_form import form_of, reply_of
@@ -69,6 +73,11 @@ class ToolSpec:
     description: str
     model: type[BaseModel]
     read_only: bool
+    # The spec's hints, told truthfully (with its defaults a tool that is not read-only
+    # counts as destructive and open-world, and clients confirm it before every call).
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -78,7 +87,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Ask the person to choose among options (single or multi select) and wait for the "
         "choice. Put the task's context and why a choice is needed in `prompt`. data: "
         "{action_status: selected|cancelled|timeout, selected: [labels], selected_indices: "
-        "[0-based ints], annotation: the person's note or null}.",
+        "[0-based ints], annotation: the person's note or null}. "
+        "While it waits the server sends a progress notification every 20 s when the call "
+        "carries a progress token; most clients give up on a request after 60 s otherwise "
+        "(raise the client's request timeout, docs/mcp.md). A client without forms and "
+        "without a progress token gets action_status `pending` at once, with where the "
+        "person answers (answer_url, resume_command) and the session_id whose "
+        "session_status collects the answer. A call that ends first loses nothing: the "
+        "question stays open, every door answers it, session_status shows the answer. ",
         ProvideChoiceInput,
         False,
     ),
@@ -86,7 +102,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         "ask_user",
         "Ask the person a question",
         "Ask the person one free-text question and wait for the answer. data: "
-        "{action_status: answered|declined|cancelled|timeout, answer: text or null}.",
+        "{action_status: answered|declined|cancelled|timeout, answer: text or null}. "
+        "While it waits the server sends a progress notification every 20 s when the call "
+        "carries a progress token; most clients give up on a request after 60 s otherwise "
+        "(raise the client's request timeout, docs/mcp.md). A client without forms and "
+        "without a progress token gets action_status `pending` at once, with where the "
+        "person answers (answer_url, resume_command) and the session_id whose "
+        "session_status collects the answer. A call that ends first loses nothing: the "
+        "question stays open, every door answers it, session_status shows the answer. ",
         AskUserInput,
         False,
     ),
@@ -95,9 +118,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Start an orchestrator session",
         "Start a session with `task` and `model` (PROVIDER:NAME), or with `scenario` (a "
         "scenario file's YAML text: scripted agents, no model), and run it until it "
-        "completes, fails or pauses for an answer. data: the session object.",
+        "completes, fails or pauses for an answer. data: the session object. With a "
+        "`model` the agents call that model provider (an outside service).",
         StartSessionInput,
         False,
+        open_world=True,
     ),
     ToolSpec(
         "session_status",
@@ -105,6 +130,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "data: the session object (status, pending_question when it waits, tasks, summary).",
         SessionIdInput,
         True,
+        idempotent=True,
     ),
     ToolSpec(
         "list_sessions",
@@ -112,6 +138,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "data: the session objects, newest first (optionally only one status).",
         ListSessionsInput,
         True,
+        idempotent=True,
     ),
     ToolSpec(
         "answer_session",
@@ -122,9 +149,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         "object. A session whose question was declined or timed out (its `late_question` "
         "is set) takes the answer as a late answer, reconciled with what the agents "
         "assumed. Refused with not_waiting when the session takes no answer, conflict "
-        "when another command is answering it.",
+        "when another command is answering it. `action: cancel` ends the session.",
         AnswerSessionInput,
         False,
+        destructive=True,  # action cancel ends the session for good
+        open_world=True,  # the session runs on: its agents may call a model provider
     ),
     ToolSpec(
         "session_log",
@@ -132,6 +161,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "data: the session's events in order (questions, answers, fallbacks, agent replies).",
         SessionIdInput,
         True,
+        idempotent=True,
     ),
     ToolSpec(
         "ask_session",
@@ -145,6 +175,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "session has no open question.",
         SessionIdInput,
         False,
+        open_world=True,  # the session runs on: its agents may call a model provider
     ),
     ToolSpec(
         "reconcile_session",
@@ -155,6 +186,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "session object. Refused with not_waiting when there is nothing to reconcile.",
         SessionIdInput,
         False,
+        open_world=True,  # the PM and developers may call a model provider
     ),
 )
 
@@ -320,9 +352,13 @@ def tool_list() -> list[Tool]:
             title=spec.title,
             description=spec.description,
             input_schema=spec.model.model_json_schema(),
-            output_schema=RESULT_SCHEMA,
+            output_schema=output_schema(spec.name),
             annotations=ToolAnnotations(
-                title=spec.title, read_only_hint=spec.read_only, open_world_hint=False
+                title=spec.title,
+                read_only_hint=spec.read_only,
+                destructive_hint=spec.destructive,
+                idempotent_hint=spec.idempotent,
+                open_world_hint=spec.open_world,
             ),
         )
         for spec in TOOLS
@@ -347,9 +383,9 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
         ctx: ServerRequestContext[Any], params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult:
         spec = specs.get(params.name)
-        if spec is None:
+        if spec is None:  # not a tool's input error but a request for no tool: JSON-RPC's
             known = ", ".join(specs)
-            return fail("invalid_input", f"no tool {params.name!r}; the tools are: {known}")
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}; the tools are: {known}")
         try:
             args = spec.model.model_validate(params.arguments or {})
         except ValidationError as exc:
@@ -364,8 +400,21 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
             return data  # 2026-07-28 era: the client asks the person and calls again
         return ok(data)
 
+    @asynccontextmanager
+    async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        # Questions whose call returned before the answer stay open on their page in this
+        # task group; when the server stops they are left open for the other doors.
+        async with anyio.create_task_group() as background:
+            tools.asker.background = background
+            try:
+                yield {}
+            finally:
+                tools.asker.background = None
+                background.cancel_scope.cancel()
+
     server: Server[Any] = Server(
         "orchestrator",
+        lifespan=lifespan,
         version=__version__,
         title="Orchestrator",
         instructions=INSTRUCTIONS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import anyio
@@ -10,6 +11,8 @@ import anyio
 from orchestrator.mcp_server.server import build_server
 
 __all__ = ["serve_stdio", "serve_http", "log_to_stderr"]
+
+log = logging.getLogger("orchestrator.mcp")
 
 
 def log_to_stderr(level: int = logging.INFO) -> None:
@@ -28,6 +31,7 @@ def serve_stdio(db: str | None) -> None:
     from mcp.server.stdio import stdio_server
 
     server = build_server(db)
+    log.info("serving stdio (pid %d)", os.getpid())
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

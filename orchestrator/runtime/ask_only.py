@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from orchestrator.documents import TO_MCP_CLIENT
 from orchestrator.store import Claim, Store
 
 __all__ = ["ended_by_asker", "end", "ASKER_GRACE_SECONDS"]
@@ -20,9 +21,9 @@ def ended_by_asker(store: Store, session_id: str) -> dict[str, Any]:
     give_up = time.monotonic() + ASKER_GRACE_SECONDS
     view = store.view(session_id)
     while view["status"] == "running" and time.monotonic() < give_up:
-        time.sleep(0.1)
+        time.sleep(0.05)
         view = store.view(session_id)
-    return view
+    return {**view, TO_MCP_CLIENT: True}
 
 
 def end(store: Store, claim: Claim) -> dict[str, Any]:

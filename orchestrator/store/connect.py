@@ -18,6 +18,7 @@ from pathlib import Path
 import orchestrator.migrations as _migrations_package
 from orchestrator.errors import ConfigError, DatabaseUnavailable, StorageFailed, UserError
 from orchestrator.redact import mask_url
+from orchestrator.store.sql import open_in_this_process
 
 __all__ = [
     "ENV_DB",
@@ -181,7 +182,8 @@ def check_sqlite_file(url: str, *, create: bool, origin: str) -> bool:
                 f"{label}: is not a regular file (a pipe, a socket or a device); "
                 "expected a database file"
             )
-        _check_sqlite_content(path, label)
+        if not open_in_this_process(path):  # (checked when it was opened; and reading it
+            _check_sqlite_content(path, label)  # now would drop this process's locks on it)
         return create or path.stat().st_size > 0  # an empty file holds no sessions yet
     for parent in path.parents:
         if parent.exists():

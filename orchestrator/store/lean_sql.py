@@ -25,7 +25,7 @@ from orchestrator.store.connect import (
     plain_sqlite_file,
     resolve_url,
 )
-from orchestrator.store.listing import CURSOR_SQL, page_sql, select_listed
+from orchestrator.store.listing import CURSOR_SQL, WAITING, page_sql, select_listed
 from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_rows
 from orchestrator.store.views import LEDGER_SQL, deadline_due, event_view, session_view
 
@@ -109,7 +109,8 @@ def page(
     conn: sqlite3.Connection, *, status: str | None, after: str | None, limit: int | None
 ) -> Iterator[dict[str, Any]]:
     """Sessions newest first: with `status`, after session `after`, at most `limit`."""
-    params: dict[str, Any] = {"status": status}
+    waiting = status == WAITING
+    params: dict[str, Any] = {} if waiting else {"status": status}
     if after is not None:
         cursor = conn.execute(CURSOR_SQL, {"after": after}).fetchone()
         if cursor is None:
@@ -117,7 +118,9 @@ def page(
         params.update(after_created=cursor[0], after_id=after)
     if limit is not None:
         params["limit"] = limit
-    sql = page_sql(status=status is not None, after=after is not None, limit=limit is not None)
+    sql = page_sql(
+        status=status is not None, after=after is not None, limit=limit is not None, waiting=waiting
+    )
     cursor = conn.execute(sql, params)
     names = tuple(d[0] for d in cursor.description)
     for row in decode_rows(names, cursor):  # one at a time: `--all --json` streams any number

@@ -9,7 +9,30 @@ from __future__ import annotations
 
 from orchestrator.store.owner import OWNER_COLUMNS
 
-__all__ = ["LISTED", "CURSOR_SQL", "select_listed", "page_sql"]
+__all__ = [
+    "LISTED",
+    "CURSOR_SQL",
+    "OPEN_QUESTION_SQL",
+    "LIVE_SESSION_SQL",
+    "WAITING",
+    "select_listed",
+    "page_sql",
+]
+
+# "A question is open", in SQL over `orchestrator_state AS t`: GateState.waiting, term for
+# term (surfaced, not resolved, not withdrawn by a cancel). Every query that asks for open
+# questions uses it; tests/test_open_question.py holds it equal to the Python property.
+OPEN_QUESTION_SQL = (
+    "(t.clarification_used AND NOT t.clarification_resolved"
+    " AND (t.resolution IS NULL OR t.resolution <> 'cancelled'))"
+)
+# ...of a session that has not ended (`sessions AS s`): what pending_question shows.
+LIVE_SESSION_SQL = "s.status IN ('paused', 'running')"
+# The list filter "waiting": a question is open, whatever the status says. A paused session,
+# and also a running one whose question is asked right now (an MCP client's tool call, a
+# terminal prompt): the one definition for every door (documents.filtered_status).
+WAITING = "waiting"
+WAITING_SQL = f"{OPEN_QUESTION_SQL} AND {LIVE_SESSION_SQL}"
 
 # The columns a listed session shows (what store.views.session_view reads, the owner and
 # the gate state included; never `agents` or `settings`, the large JSON a listing does not
@@ -58,15 +81,18 @@ def select_listed(extra_columns: str = "") -> str:
     )
 
 
-def page_sql(*, status: bool, after: bool, limit: bool) -> str:
+def page_sql(*, status: bool, after: bool, limit: bool, waiting: bool = False) -> str:
     """One page of sessions with their gate state, newest first (ties: larger id first).
 
     Parameters: :status, :after_created and :after_id (the cursor session's created_at
     and id), :limit. Revision 0004's indexes, (status, created_at, id) and (created_at,
     id), serve it without a sort: a page costs its own rows, whatever the table's size.
+    `waiting` (instead of `status`): the sessions with an open question (WAITING_SQL).
     """
     where = []
-    if status:
+    if waiting:
+        where.append(WAITING_SQL)
+    elif status:
         where.append("s.status = :status")
     if after:
         where.append(

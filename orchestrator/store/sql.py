@@ -44,6 +44,7 @@ __all__ = [
     "decode_row",
     "decode_rows",
     "row_type",
+    "open_in_this_process",
 ]
 
 ENV_BUSY_TIMEOUT = "ORCHESTRATOR_SQLITE_BUSY_TIMEOUT"
@@ -238,6 +239,33 @@ class _SqliteTx:
         return self._execute(sql, params).rowcount
 
 
+# The files (device, inode) this process holds SQLite connections on, and how many. SQLite's
+# locks are POSIX record locks, which belong to the process and the file: closing *any*
+# descriptor of the file in this process drops them all (fcntl(2)). A process that then
+# read the file's header with open()/close() would leave its connections without their
+# shared lock; the next process to close its own connection finds itself "last", deletes
+# the -wal and -shm files, and this process goes on reading a stale snapshot and writing
+# into an unlinked log (an answer committed elsewhere is never seen, our writes are lost).
+_OPEN_FILES: dict[tuple[int, int], int] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def open_in_this_process(path: Path) -> bool:
+    """Does this process hold a store connection on the SQLite file `path`? (Then nothing
+    in it may open the file by other means: see _OPEN_FILES.)"""
+    key = _file_key(path)
+    with _OPEN_LOCK:
+        return key is not None and _OPEN_FILES.get(key, 0) > 0
+
+
 class SqliteDb:
     """A SQLite file through one `sqlite3` connection, shared by the threads of a process
     under `lock` (LangGraph's checkpointer takes the same lock on the same connection)."""
@@ -246,6 +274,7 @@ class SqliteDb:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._key: tuple[int, int] | None = None
         # Autocommit mode (isolation_level None): transactions are ours to BEGIN, so that a
         # write starts with BEGIN IMMEDIATE (a DEFERRED one can fail with SQLITE_BUSY when
         # it upgrades to a write, instead of waiting for the busy timeout).
@@ -258,6 +287,10 @@ class SqliteDb:
             self.conn.close()
             raise
         self.lock = threading.RLock()
+        self._key = _file_key(self.path)  # (the file exists once connected)
+        if self._key is not None:
+            with _OPEN_LOCK:
+                _OPEN_FILES[self._key] = _OPEN_FILES.get(self._key, 0) + 1
 
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[_SqliteTx]:
@@ -291,3 +324,9 @@ class SqliteDb:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+            key, self._key = self._key, None
+        if key is not None:
+            with _OPEN_LOCK:
+                left = _OPEN_FILES.pop(key, 0) - 1
+                if left > 0:
+                    _OPEN_FILES[key] = left

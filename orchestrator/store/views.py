@@ -14,7 +14,13 @@ from orchestrator.domain import clock, gate
 from orchestrator.domain.clock import iso, iso_epoch
 from orchestrator.errors import SessionNotFound
 from orchestrator.records import OwnerRecord, PendingQuestion
-from orchestrator.store.listing import CURSOR_SQL, page_sql
+from orchestrator.store.listing import (
+    CURSOR_SQL,
+    LIVE_SESSION_SQL,
+    OPEN_QUESTION_SQL,
+    WAITING,
+    page_sql,
+)
 from orchestrator.store.owner import is_dead, lease_left
 from orchestrator.store.sql import Row, Tx
 
@@ -40,6 +46,8 @@ __all__ = [
     "state_from_row",
     "waiting",
     "driver_fields",
+    "OPEN_QUESTION_SQL",
+    "LIVE_SESSION_SQL",
 ]
 
 
@@ -92,15 +100,8 @@ def state_row(tx: Tx, session_id: str) -> Row:
 # -- views ------------------------------------------------------------------------------
 
 
-# "A question is open", in SQL over `orchestrator_state AS t`: GateState.waiting, term for
-# term (surfaced, not resolved, not withdrawn by a cancel). Every query that asks for open
-# questions uses it; tests/test_open_question.py holds it equal to the Python property.
-OPEN_QUESTION_SQL = (
-    "(t.clarification_used AND NOT t.clarification_resolved"
-    " AND (t.resolution IS NULL OR t.resolution <> 'cancelled'))"
-)
-# ...of a session that has not ended (`sessions AS s`): what pending_question shows.
-LIVE_SESSION_SQL = "s.status IN ('paused', 'running')"
+# "A question is open" (OPEN_QUESTION_SQL) and "...of a session that has not ended"
+# (LIVE_SESSION_SQL) are store.listing's, shared with the fast read path.
 # The partial index of open deadlines (revision 0006, schema.py), `{t}` a table prefix: a
 # query says these terms to use it, then OPEN_QUESTION_SQL for the question itself.
 OPEN_DEADLINE_SQL = "{t}deadline IS NOT NULL AND NOT {t}timed_out AND {t}resolution IS NULL"
@@ -394,8 +395,9 @@ def list_views(
     """Sessions, newest first: at most `limit`, those listed after session `after`.
 
     The SQL is the fast read path's too (orchestrator.store.listing.page_sql); it reads only the
-    columns a listed session shows."""
-    params: dict[str, Any] = {"status": status, "limit": limit}
+    columns a listed session shows. `status` "waiting": the sessions with an open question."""
+    waiting = status == WAITING
+    params: dict[str, Any] = {"limit": limit, **({} if waiting else {"status": status})}
     if after is not None:
         # As stored (aliased, so SQLite's text is not made a datetime and back): the page
         # compares it with the column itself.
@@ -403,7 +405,9 @@ def list_views(
         if cursor is None:
             raise SessionNotFound(after)
         params.update(after_created=cursor.at, after_id=after)
-    sql = page_sql(status=status is not None, after=after is not None, limit=limit is not None)
+    sql = page_sql(
+        status=status is not None, after=after is not None, limit=limit is not None, waiting=waiting
+    )
     return [session_view(row, row) for row in tx.rows(sql, params)]
 
 

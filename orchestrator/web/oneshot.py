@@ -14,6 +14,11 @@ the answer, the deadline (epoch seconds, None: no deadline) or the timeout, then
 the server; it returns None on deadline/timeout and on Ctrl+C. The question document is
 the session API's pending question (contract section 2, plus `asked_by`, `deadline`).
 
+`open_page(...)` is the same page as an object (`url`, `wait`, `close`): an edge that learns
+the question was settled elsewhere (another door answered it, a cancel, its deadline)
+calls `close()`; the page then says so and takes no answer, and its server, thread and port
+are gone before `close` returns.
+
 `ask_in_browser(question)` is an `ask=` callable for the session API: it prints the URL on
 stderr, opens a browser when one is available, and waits.
 """
@@ -36,7 +41,7 @@ from fastapi.responses import HTMLResponse
 from orchestrator.domain.question import UserReply, to_gate_event
 from orchestrator.errors import InvalidAnswer
 
-__all__ = ["serve_question", "ask_in_browser", "browser_available"]
+__all__ = ["serve_question", "open_page", "QuestionPage", "ask_in_browser", "browser_available"]
 
 WaitForReply = Callable[..., UserReply | None]
 
@@ -49,43 +54,100 @@ def serve_question(
     title: str | None = None,
 ) -> tuple[str, WaitForReply]:
     """Serve `question` on a free loopback port; return its URL and the wait function."""
-    import uvicorn
+    page = open_page(question, deadline, allow_cancel=allow_cancel, title=title)
+    return page.url, page.wait
 
-    from orchestrator.web.protocol import listening_socket, server_config
 
-    page_id = secrets.token_urlsafe(24)
-    done = threading.Event()
-    result: list[UserReply] = []
-    app = _app(question, page_id, result, done, allow_cancel=allow_cancel, title=title)
-    sock = listening_socket("127.0.0.1", 0, backlog=16)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        server_config(app, log_level="warning", access_log=False, lifespan="off")
-    )
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="oneshot", daemon=True
-    )
-    thread.start()
+CLOSED_ELSEWHERE = (
+    "It was answered at another door (the terminal, the inbox, an answer link, the MCP "
+    "client), withdrawn, or its time ran out; this page takes no answer any more."
+)
 
-    def wait_for_reply(timeout: float | None = None) -> UserReply | None:
-        ends = [t for t in (deadline, time.time() + timeout if timeout else None) if t]
+
+class QuestionPage:
+    """One question served on a free loopback port until it is answered there, its
+    deadline passes, or `close` (the question was settled elsewhere): then its server,
+    thread and port are gone."""
+
+    def __init__(
+        self,
+        question: Mapping[str, Any],
+        deadline: float | None,
+        *,
+        allow_cancel: bool,
+        title: str | None,
+    ) -> None:
+        import uvicorn
+
+        from orchestrator.web.protocol import listening_socket, server_config
+
+        self.deadline = deadline
+        self._done = threading.Event()
+        self._result: list[UserReply] = []
+        self._closed: list[str] = []  # why it closed without an answer here
+        self._stopped = threading.Lock()
+        page_id = secrets.token_urlsafe(24)
+        app = _app(
+            question,
+            page_id,
+            self._result,
+            self._done,
+            self._closed,
+            allow_cancel=allow_cancel,
+            title=title,
+        )
+        self._sock = listening_socket("127.0.0.1", 0, backlog=16)
+        port = self._sock.getsockname()[1]
+        self._server = uvicorn.Server(
+            server_config(app, log_level="warning", access_log=False, lifespan="off")
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, name="oneshot", daemon=True
+        )
+        self._thread.start()
+        self.url = f"http://127.0.0.1:{port}/choice/{page_id}"
+
+    def wait(self, timeout: float | None = None) -> UserReply | None:
+        """The reply given on the page; None at the deadline, the timeout, a `close`, or
+        Ctrl+C (which leaves the question open). The server is stopped on the way out."""
+        ends = [t for t in (self.deadline, time.time() + timeout if timeout else None) if t]
         until = min(ends) if ends else None
         try:
-            while not done.is_set():
+            while not self._done.is_set():
                 left = None if until is None else until - time.time()
                 if left is not None and left <= 0:
                     break
-                done.wait(0.25 if left is None else min(0.25, left))
+                self._done.wait(0.25 if left is None else min(0.25, left))
         except KeyboardInterrupt:
             pass  # Ctrl+C leaves the question open
         finally:
-            time.sleep(0.2 if done.is_set() else 0)  # let the "thank you" page go out
-            server.should_exit = True
-            thread.join(timeout=5)
-            sock.close()
-        return result[0] if result else None
+            if self._result:
+                time.sleep(0.2)  # let the "thank you" page go out
+            self.close()
+        return self._result[0] if self._result else None
 
-    return f"http://127.0.0.1:{port}/choice/{page_id}", wait_for_reply
+    def close(self, reason: str = CLOSED_ELSEWHERE) -> None:
+        """Take no answer any more (`reason` for whoever loads the page meanwhile), stop
+        the server and wait for its thread; a wait in progress returns None. Idempotent."""
+        with self._stopped:
+            if not self._done.is_set():
+                self._closed.append(reason)
+                self._done.set()
+            self._server.should_exit = True
+            if self._thread.is_alive() and self._thread is not threading.current_thread():
+                self._thread.join(timeout=5)
+            self._sock.close()
+
+
+def open_page(
+    question: Mapping[str, Any],
+    deadline: float | None = None,
+    *,
+    allow_cancel: bool = False,
+    title: str | None = None,
+) -> QuestionPage:
+    """Serve `question` on a free loopback port until answered, the deadline, or close."""
+    return QuestionPage(question, deadline, allow_cancel=allow_cancel, title=title)
 
 
 def _app(
@@ -93,6 +155,7 @@ def _app(
     page_id: str,
     result: list[UserReply],
     done: threading.Event,
+    closed: list[str],
     *,
     allow_cancel: bool,
     title: str | None,
@@ -119,6 +182,7 @@ def _app(
             csrf=csrf_value(request),
             allow_cancel=allow_cancel,
             title=title,
+            closed_reason=closed[0] if closed else None,
             **context,
         )
         response = HTMLResponse(html, status_code=status)

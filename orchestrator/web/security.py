@@ -140,7 +140,9 @@ class RequestGuard:
             # `everything` (MCP over HTTP): the bearer header only; the web inbox's cookie
             # is the inbox's, and a browser would send it along with any request.
             refused = "missing or wrong access token: send Authorization: Bearer TOKEN"
-            await _closing(JSONResponse({"error": refused}, status_code=401))(scope, receive, send)
+            challenge = {"WWW-Authenticate": 'Bearer realm="orchestrator"'}  # RFC 6750
+            refusal = JSONResponse({"error": refused}, status_code=401, headers=challenge)
+            await _closing(refusal)(scope, receive, send)
             return
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
