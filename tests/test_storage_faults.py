@@ -881,7 +881,16 @@ def test_a_worker_counts_a_drive_that_ended_just_before_an_outage(
     != {'completed': 2} after "interrupted by the database"): the drive's end committed,
     then the server went away before the session was read back. The worker logged it as
     cut off and never counted it (nor could it take it up again: it had ended). Now it
-    counts the end its drive committed."""
+    counts the end its drive committed. (Under load the worker's read back sometimes still
+    meets the server before the outage, 2 runs in 14 here: that run cannot tell, and the
+    scenario is played again, at most three times.)"""
+    for _ in range(3):
+        if _a_worker_meets_the_outage_after_the_end(pg_cluster):
+            return
+    raise AssertionError("the worker's read back never met the outage in three tries")
+
+
+def _a_worker_meets_the_outage_after_the_end(pg_cluster: pgcluster.Cluster) -> bool:
     with pg_cluster.fresh("migrated") as db:
         session_id = _paused(db)
         handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
@@ -894,7 +903,9 @@ def test_a_worker_counts_a_drive_that_ended_just_before_an_outage(
                 os.kill(process.pid, signal.SIGCONT)
                 # The read after the end meets the outage (the worker logs it), or not in a
                 # minute: the server comes back either way.
-                met = _logged(process, lines, session_id, ("read back", "interrupted"))
+                met = _logged(
+                    process, lines, session_id, ("read back", "interrupted", ": completed")
+                )
             finally:
                 pg_cluster.start_server()
             process.send_signal(signal.SIGTERM)
@@ -907,9 +918,12 @@ def test_a_worker_counts_a_drive_that_ended_just_before_an_outage(
                 process.wait()
         err = "".join(lines)
         assert met, err
+        if f"session {session_id}: completed\n" in err:
+            return False  # read back before the outage: this run cannot tell
         assert process.returncode == 0, err
         assert json.loads(out)["ended"] == {"completed": 1}, err
         assert _status(db, session_id)["status"] == "completed"
+        return True
 
 
 def _logged(
