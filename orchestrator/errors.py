@@ -70,16 +70,32 @@ class SessionBusy(UserError):
 
 class ClaimLost(SessionBusy):
     """This process no longer holds the session it was driving (another command took it
-    over, e.g. while this one was frozen past its lease). It stops at once: no agent call,
-    no write, no checkpoint after the loss."""
+    over, e.g. while this one was frozen past its lease, or a storage fault outlasted the
+    lease). It stops at once: no agent call, no write, no checkpoint after the loss.
 
-    def __init__(self, session_id: str, why: str) -> None:
+    `why` says how it was lost; `elsewhere` is False when no other process is known to
+    drive the session (its lease could not be renewed), so that `resume` goes on. The
+    session API says what is recorded (`answer_kept`: this command's answer is stored)
+    and which command goes on (`then`)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        why: str,
+        *,
+        elsewhere: bool = True,
+        answer_kept: bool | None = None,
+        then: str | None = None,
+    ) -> None:
         super().__init__(
             f"session {session_id} is no longer driven by this process ({why}); it stopped "
-            f"without calling an agent or writing anything more. See `orchestrator status "
-            f"{session_id}`"
+            "without calling an agent or writing anything more. "
+            + (then or f"See `orchestrator status {session_id}`")
         )
         self.session_id = session_id
+        self.why = why
+        self.elsewhere = elsewhere
+        self.answer_kept = answer_kept
 
 
 class InvalidAnswer(UserError):

@@ -1,8 +1,8 @@
 """Crash points for the kill-9 tests: `ORCHESTRATOR_CRASH_AT=<point>` SIGKILLs the process there.
 
 Points: session_created, reply_recorded:<agent>#<call> (e.g. reply_recorded:pm#2),
-gate_decided, answer_committed, before_pause, before_finish. Unset (always, outside tests)
-this costs one dict lookup.
+gate_decided, answer_committed, before_pause, before_finish, after_finish. Unset (always,
+outside tests) this costs one dict lookup.
 
 `ORCHESTRATOR_STOP_AT=<point>` SIGSTOPs the process there instead (the storage-fault tests
 stop the database while it waits, then SIGCONT it: no timing involved).

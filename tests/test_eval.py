@@ -5,6 +5,7 @@ through the OpenAI stub server is scored like any other (no network, no hosted m
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,95 @@ def test_a_deeply_nested_or_doubled_case_file_is_refused_not_crashed(tmp_path: P
         load_cases([deep, twice])
     assert "deep.yaml: nested more than" in raised.value.message
     assert "twice.yaml: line 2: duplicate key 'task'" in raised.value.message
+
+
+@pytest.mark.backends("postgresql")
+def test_a_storage_fault_that_stops_eval_j2_names_every_session_and_resume_finishes_them(
+    tmp_path: Path, db_url: str, pg_cluster: Any
+) -> None:
+    """Issue 50 (4) and 47 (3): PostgreSQL stops while `eval -j 2 --db` runs two sessions.
+    The error named one session while two were left running, and they stayed in the user's
+    database for good. Now it names every session the eval left unfinished and `--resume
+    RUN`, which, once the server is back, runs the same two sessions on (a turn kept
+    during the outage is recorded, not made again) and scores every case; nothing is left
+    running. (The process stops at pm#2 of whichever job gets there first, and again if
+    the other does; both jobs are usually inside a session by then.)"""
+    import re
+    import signal
+    import time
+
+    from tests.conftest import cli
+    from tests.test_storage_faults import _stop_at, _stopped
+
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(json.dumps({"cases": [CASE, {**CASE, "name": "b"}]}))
+    command = ("eval", str(cases), "--model", "eval:always-ask", "-j", "2", "--json")
+    process = _stop_at("reply_received:pm#2", *command, db=db_url, ORCHESTRATOR_RECORD_PATIENCE="0")
+    pg_cluster.stop_server()
+    try:  # the other job may reach the stop point too: it goes on each time
+        deadline = time.monotonic() + 120
+        while process.poll() is None:
+            if _stopped(process):
+                os.kill(process.pid, signal.SIGCONT)
+            assert time.monotonic() < deadline, "the eval did not end"
+            time.sleep(0.05)
+        out, err = process.communicate()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        pg_cluster.start_server()
+    assert process.returncode == 2, err
+    assert "Traceback" not in err
+    said = re.search(r"eval run ([0-9a-f]+): sessions kept in postgresql", err)
+    assert said, err  # said where, and the run's id, before the first session
+    run = said.group(1)
+    error = json.loads(out)["error"]
+    listed = json.loads(cli("list", "--json", db=db_url).stdout)
+    left = [s["session_id"] for s in listed if s["status"] in ("running", "paused")]
+    assert left, listed  # two, unless the other job's session was not created yet
+    assert f"{len(left)} session" in error and all(sid in error for sid in left), error
+    assert f"--resume {run}" in error
+    again = cli(*command, "--resume", run, db=db_url)
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert [c["case"] for c in report["configs"][0]["cases"]] == ["export", "b"]
+    after = json.loads(cli("list", "--json", db=db_url).stdout)
+    assert len(after) == 2 and {s["session_id"] for s in listed} <= {
+        s["session_id"] for s in after
+    }  # those it left were run on, not started anew
+    assert {s["status"] for s in after} == {"completed"}, after
+
+
+@pytest.mark.backends()
+def test_an_eval_killed_mid_run_is_resumed_not_left_in_the_users_database(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Issue 47 (3): a kill -9 mid-eval left paused or running sessions in the user's
+    database that no plain command finished (9 of 20 trials). The run's record names its
+    sessions, so `eval --resume RUN` runs the one the kill cut off on (a takeover: its owner
+    is dead) and scores every case; the database holds no session still running."""
+    import re
+
+    from tests.conftest import cli
+
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(json.dumps({"cases": [CASE, CONTROL]}))
+    command = ("eval", str(cases), "--model", "eval:oracle", "--json")
+    killed = cli(*command, db=db_url, env={**os.environ, "ORCHESTRATOR_CRASH_AT": "gate_decided"})
+    assert killed.returncode == -9, killed.stderr
+    run = re.search(r"eval run ([0-9a-f]+):", killed.stderr)
+    assert run, killed.stderr
+    cut_off = json.loads(cli("list", "--json", db=db_url).stdout)
+    assert [s["status"] for s in cut_off] == ["running"]  # the first case, cut off
+    again = cli(*command, "--resume", run.group(1), db=db_url)
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["configs"][0]["total"]["ask_f1"] == 1.0
+    listed = json.loads(cli("list", "--json", db=db_url).stdout)
+    assert {s["status"] for s in listed} == {"completed"}, listed
+    assert cut_off[0]["session_id"] in {s["session_id"] for s in listed}
+    assert len(listed) == 2
 
 
 def test_junit_reports_stay_valid_xml_with_control_characters_in_case_files(

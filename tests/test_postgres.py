@@ -158,3 +158,63 @@ def test_an_idle_connection_is_checked_on_any_descriptor_without_a_round_trip() 
         os.close(high)
         ours.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _holding_the_setup_lock(url: str) -> object:
+    """A connection of another process's kind that holds LangGraph's set-up lock (as a
+    process frozen inside the set-up would): a session-level advisory lock."""
+    import psycopg
+
+    from orchestrator.store.db import MIGRATION_LOCK_KEY
+
+    conn = psycopg.connect(
+        url.replace("postgresql+psycopg://", "postgresql://", 1),
+        autocommit=True,
+        application_name="frozen-setup",
+    )
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY + 1,))
+    return conn
+
+
+def test_a_held_setup_lock_never_blocks_a_database_already_set_up(db_url: str) -> None:
+    """Issue 50 (1): a process frozen inside the checkpoint set-up held its lock, and every
+    other process's first drive on the database polled for it forever. A database whose
+    tables are set up needs no lock: `run` goes on (a hang is the 60 s timeout here)."""
+    holder = _holding_the_setup_lock(db_url)
+    try:
+        result = cli(
+            "run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--json",
+            db=db_url, timeout=60,
+        )  # fmt: skip
+    finally:
+        holder.close()  # type: ignore[attr-defined]
+    assert result.returncode == 3, result.stderr
+    assert json.loads(result.stdout)["status"] == "paused"
+
+
+def test_a_held_setup_lock_on_a_new_database_times_out_naming_its_holder(
+    empty_db_url: str,
+) -> None:
+    """A database's very first use waits for the holder at most $ORCHESTRATOR_SETUP_WAIT
+    seconds, then exits 2 naming the holder's backend pid and how to end it, creating no
+    session; with the lock let go the same command runs."""
+    import os
+
+    holder = _holding_the_setup_lock(empty_db_url)
+    try:
+        pid = holder.info.backend_pid  # type: ignore[attr-defined]
+        scenario = str(EXAMPLES / "pause-and-resume.yaml")
+        env = {**os.environ, "ORCHESTRATOR_SETUP_WAIT": "1"}
+        result = cli("run", "--script", scenario, "--json", db=empty_db_url, env=env, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        document = json.loads(result.stdout)
+        assert f"backend pid {pid} (frozen-setup)" in document["error"]
+        assert f"pg_terminate_backend({pid})" in document["error"]
+        assert "ORCHESTRATOR_SETUP_WAIT" in document["error"]
+        assert "session_id" not in document
+        assert query(empty_db_url, "SELECT count(*) FROM sessions") == [(0,)]
+    finally:
+        holder.close()  # type: ignore[attr-defined]
+    again = cli("run", "--script", scenario, "--json", db=empty_db_url, timeout=60)
+    assert again.returncode == 3, again.stderr

@@ -181,6 +181,34 @@ def test_cancel_from_resume(db_url: str) -> None:
     assert store2.view(sid)["pending_question"] is None
 
 
+def test_a_cancel_answer_drops_the_pause_checkpoint_as_cancel_does(db_url: str) -> None:
+    """Issue 50 (3): `resume --cancel` that won left the session's pause checkpoint behind
+    (20 of 20), where `orchestrator cancel` drops it; so did a deadline whose policy cancels."""
+    from tests.dbcheck import query
+
+    def checkpoints(sid: str) -> int:
+        return int(query(db_url, "SELECT count(*) FROM checkpoints WHERE thread_id = ?", sid)[0][0])
+
+    _, sid, _ = start(db_url, {"agents": {"pm": [ASK, COMPLETE]}})
+    assert checkpoints(sid) > 0  # paused at its question
+    resume(db_url, sid, UserReply(action="cancel")).close()
+    assert checkpoints(sid) == 0
+
+    from orchestrator.domain import clock
+
+    with clock.virtual():
+        store, timed, _ = start(
+            db_url, {"agents": {"pm": [ASK, COMPLETE]}}, timeout=60, on_timeout="cancel"
+        )
+        store.close()
+        assert checkpoints(timed) > 0
+        clock.advance(61)
+        store = Store.open(db_url)
+        assert store.expire(timed) is not None  # on_timeout: cancel ends it
+        store.close()
+    assert checkpoints(timed) == 0
+
+
 @pytest.mark.parametrize("max_fallbacks", [0, 1, 2])
 def test_stubborn_agent_fails_the_session_after_max_fallbacks(
     db_url: str, max_fallbacks: int

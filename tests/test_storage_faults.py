@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,9 @@ def _mount(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs of our own, unmounted afterwards."""
-    where = tmp_path / "fs"
+@contextmanager
+def _tmpfs(where: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs of our own at `where`, unmounted afterwards."""
     where.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (the CI runs these tests as root)")
@@ -45,6 +45,13 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     finally:
         _mount("-o", "remount,rw", str(where))
         subprocess.run(["umount", "-l", str(where)], check=True)  # -l: a cached handle
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs of our own, unmounted afterwards."""
+    with _tmpfs(tmp_path / "fs") as where:
+        yield where
 
 
 def _paused(db: str) -> str:
@@ -661,6 +668,96 @@ def test_a_turn_finished_on_a_full_disk_is_never_made_again(small_fs: Path) -> N
     assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
 
 
+def test_a_disk_full_under_the_kept_turns_too_never_pays_an_agent_twice(
+    small_fs: Path, tmp_path: Path
+) -> None:
+    """Issue 47 (1): the disks under both the database and the user's data folder fill
+    while an agent's call ends. `keep()` raised a raw `OSError: [Errno 28]` (a traceback,
+    exit 1), nothing kept the turn, and the next `resume` called the agent again. The
+    kept-turns folder's reserve is given back for the turn: exit 2 saying where it is kept,
+    and the next `resume` records it instead of calling pm again. (Two filesystems: on one
+    the reserve given back would also let the database write, as it should.)"""
+    from orchestrator.runtime.kept_turns import RESERVE_BYTES
+
+    with _tmpfs(tmp_path / "data") as data:
+        db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+        session_id = _paused(db)
+        env = {"XDG_DATA_HOME": str(data), "ORCHESTRATOR_RECORD_PATIENCE": "0"}
+        process = _stop_at(
+            "reply_received:pm#2", "resume", session_id, "--answer", "Weekly", "--json",
+            db=db, **env,
+        )  # fmt: skip
+        reserve = data / "orchestrator" / "kept-turns" / "reserve"
+        try:
+            assert reserve.stat().st_size == RESERVE_BYTES  # made before the agent ran
+            fillers = [_fill(small_fs), _fill(data)]
+            os.kill(process.pid, signal.SIGCONT)
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "disk holding the database is full" in document["error"]
+        assert "pm (pm#2)" in document["error"] and f"kept in {data}" in document["error"]
+        assert not reserve.exists()  # given back for the kept turn
+        for filler in fillers:
+            filler.unlink()
+        done = cli(
+            "resume",
+            session_id,
+            "--json",
+            db=db,
+            env={**os.environ, **env, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+        )
+        assert done.returncode == 0, done.stderr  # -9 had pm been called again
+        assert json.loads(done.stdout)["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+        assert reserve.stat().st_size == RESERVE_BYTES  # made again once there was room
+
+
+def test_a_turn_that_can_be_neither_recorded_nor_kept_is_held_until_one_works(
+    small_fs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no reserve left and the disk full, the turn cannot be kept either: the driver
+    says so plainly and holds it, past its patience, instead of raising (which would leave
+    a resume to call the agent again); once the database takes it, it is recorded."""
+    import logging
+
+    from orchestrator.runtime import kept_turns
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(small_fs / "data"))
+        patch.setenv(kept_turns.PATIENCE_ENV, "0")
+        kept = kept_turns.KeptTurns("sqlite:///x.db", "s1")
+        kept_turns.reserve_path().unlink()  # spent by an earlier kept turn
+        filler = _fill(small_fs)
+        attempts: list[int] = []
+
+        def write() -> dict[str, object]:
+            attempts.append(1)
+            if len(attempts) < 4:
+                raise sqlite3.OperationalError("database or disk is full")
+            return {"reply": {"status": "DONE"}}
+
+        def classify(exc: BaseException) -> str | None:
+            return "the disk is full" if isinstance(exc, sqlite3.OperationalError) else None
+
+        with caplog.at_level(logging.WARNING, logger="orchestrator.runtime"):
+            stored = kept.record("developer-2#1", "developer-2", {"reply": {}}, write, classify)
+        filler.unlink()
+    assert stored == {"reply": {"status": "DONE"}}
+    assert len(attempts) == 4  # tried on after its patience (0 s) ended, not raised
+    said = caplog.text
+    assert "neither recorded nor kept" in said and "holds it" in said
+    assert kept.get("developer-2#1") is None and not list(kept.folder.glob("*.tmp"))
+
+
 def test_the_driver_records_its_kept_turn_when_postgresql_returns(
     pg_cluster: pgcluster.Cluster,
 ) -> None:
@@ -675,6 +772,48 @@ def test_the_driver_records_its_kept_turn_when_postgresql_returns(
         out, err = _outage(pg_cluster, process, down_for=0.0)
         assert process.returncode == 0, err
         assert json.loads(out)["status"] == "completed"
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_an_outage_that_outlasts_the_lease_says_the_answer_was_kept_and_names_resume(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """Issue 50 (2): the server stays away longer than the lease (1 s here), so the driver's
+    heartbeat fails and it stops at its next agent call. It said "no longer driven by this
+    process ... See `orchestrator status`", with no `answer_kept`; now it says the answer
+    was kept and names `resume`, which goes on and calls pm#2 once."""
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        process = _stop_at(
+            "reply_received:pm#2",
+            "resume",
+            session_id,
+            "--answer",
+            "Weekly",
+            "--json",
+            db=db,
+            ORCHESTRATOR_LEASE_SECONDS="1",
+        )
+        out, err = _outage(pg_cluster, process, down_for=2.5)
+        assert process.returncode == 2, err
+        assert "Traceback" not in err
+        document = json.loads(out)
+        assert document["session_id"] == session_id
+        assert document["answer_kept"] is True
+        assert "no longer driven by this process" in document["error"]
+        assert "Your answer was kept" in document["error"]
+        assert f"`orchestrator resume {session_id} --db " in document["error"]
+        assert "See `orchestrator status" not in document["error"]
+        done = cli(
+            "resume",
+            session_id,
+            "--json",
+            db=db,
+            env={**os.environ, "ORCHESTRATOR_CRASH_AT": "reply_received:pm#2"},
+        )
+        assert done.returncode == 0, done.stderr  # -9 had pm been called again
+        assert json.loads(done.stdout)["status"] == "completed"
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
 
@@ -699,6 +838,114 @@ def test_a_worker_records_its_kept_turn_when_postgresql_restarts(
         assert view["status"] == "completed", view
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_serve_runs_on_a_session_whose_run_an_outage_cut_off(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """Issue 47 (2): `serve` was running a session on when PostgreSQL stopped; its claim
+    could not be dropped, so the row still named the server, which is alive: the server's
+    poll took only handed-off sessions, nobody else may take a live owner's, and the session
+    stayed `running, stalled` for good. Now the server's next poll after the outage runs it
+    on (pm#2's turn was kept, so pm is not called for it again)."""
+    from tests.test_web_processes import server
+
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        env = {"ORCHESTRATOR_STOP_AT": "reply_received:pm#2", "ORCHESTRATOR_RECORD_PATIENCE": "0"}
+        with server(db, env=env) as (_, proc):
+            handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
+            assert handed.returncode == 0, handed.stderr
+            while not _stopped(proc):  # the server's poll took it and ran pm#2
+                time.sleep(0.05)
+            pg_cluster.stop_server()
+            try:
+                os.kill(proc.pid, signal.SIGCONT)
+                lines: list[str] = []
+                met = _logged(proc, lines, session_id, ("not run on",))  # met the outage
+            finally:
+                pg_cluster.start_server()
+            assert met, "".join(lines)
+            deadline = time.monotonic() + 60
+            while _status(db, session_id)["status"] != "completed":
+                assert time.monotonic() < deadline, (_status(db, session_id), "".join(lines))
+                time.sleep(0.2)
+        log = json.loads(cli("log", session_id, "--json", db=db).stdout)
+        assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
+
+
+def test_a_worker_counts_a_drive_that_ended_just_before_an_outage(
+    pg_cluster: pgcluster.Cluster,
+) -> None:
+    """The cause of a `make test` failure of test_worker.py's restart test ({'completed': 1}
+    != {'completed': 2} after "interrupted by the database"): the drive's end committed,
+    then the server went away before the session was read back. The worker logged it as
+    cut off and never counted it (nor could it take it up again: it had ended). Now it
+    counts the end its drive committed. (Under load the worker's read back sometimes still
+    meets the server before the outage, 2 runs in 14 here: that run cannot tell, and the
+    scenario is played again, at most three times.)"""
+    for _ in range(3):
+        if _a_worker_meets_the_outage_after_the_end(pg_cluster):
+            return
+    raise AssertionError("the worker's read back never met the outage in three tries")
+
+
+def _a_worker_meets_the_outage_after_the_end(pg_cluster: pgcluster.Cluster) -> bool:
+    with pg_cluster.fresh("migrated") as db:
+        session_id = _paused(db)
+        handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
+        assert handed.returncode == 0, handed.stderr
+        process = _stop_at("after_finish", "worker", "--json", db=db)
+        lines: list[str] = []
+        try:
+            pg_cluster.stop_server()
+            try:
+                os.kill(process.pid, signal.SIGCONT)
+                # The read after the end meets the outage (the worker logs it), or not in a
+                # minute: the server comes back either way.
+                met = _logged(
+                    process, lines, session_id, ("read back", "interrupted", ": completed")
+                )
+            finally:
+                pg_cluster.start_server()
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=120)
+            assert process.stdout is not None
+            out = process.stdout.read()  # one small document: the pipe held it
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        err = "".join(lines)
+        assert met, err
+        if f"session {session_id}: completed\n" in err:
+            return False  # read back before the outage: this run cannot tell
+        assert process.returncode == 0, err
+        assert json.loads(out)["ended"] == {"completed": 1}, err
+        assert _status(db, session_id)["status"] == "completed"
+        return True
+
+
+def _logged(
+    process: subprocess.Popen[str], lines: list[str], session_id: str, words: tuple[str, ...]
+) -> bool:
+    """Wait (a minute at most) for a line of the process's stderr about `session_id` with
+    one of `words`; every line read goes to `lines`, and a thread goes on reading the rest
+    (wait for the process, never `communicate`: its stderr is this thread's)."""
+    import threading
+
+    seen = threading.Event()
+    assert process.stderr is not None
+    stream = process.stderr
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if session_id in line and any(word in line for word in words):
+                seen.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    return seen.wait(60)
 
 
 def test_a_lock_held_too_long_is_a_clear_message_and_the_answer_is_not_lost(

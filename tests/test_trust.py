@@ -474,8 +474,11 @@ def test_the_database_and_its_folder_are_the_owners_alone(tmp_path: Path) -> Non
     assert {f.name for f in files} >= {"orchestrator.db", "orchestrator.db-wal"}
     for path in (data, folder):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
-    for path in files:
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for path in files:  # the kept-turns folder too (its reserve is made before a drive)
+        expected = 0o700 if path.is_dir() else 0o600
+        assert stat.S_IMODE(path.stat().st_mode) == expected, path
+    for path in (folder / "kept-turns").rglob("*"):
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
 
 
 def test_agent_text_cannot_forge_the_answer_with_line_at_the_terminal() -> None:

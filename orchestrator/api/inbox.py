@@ -78,12 +78,16 @@ class Inbox:
 
         mark_link_used(self._store, token)
 
-    def answered_not_run_on(self, *, handed_off_only: bool = False) -> list[str]:
+    def answered_not_run_on(
+        self, *, handed_off_only: bool = False, owner: str | None = None
+    ) -> list[str]:
         """Sessions whose answer is committed and whose driver is gone (a server takes them);
-        `handed_off_only`: those answered and handed off (`resume --no-run`)."""
+        `handed_off_only`: those answered and handed off (`resume --no-run`); `owner` (an
+        Owner's id): also those still claimed by it whose drive a database outage cut off
+        (the caller knows none of its threads drives them)."""
         from orchestrator.store.inbox_sql import answered_not_run_on
 
-        return answered_not_run_on(self._store, handed_off_only=handed_off_only)
+        return answered_not_run_on(self._store, handed_off_only=handed_off_only, owner=owner)
 
     def waiting(self, *, asked_since: float | None = None) -> list[dict[str, Any]]:
         """Session objects of the sessions waiting for an answer (asked since an epoch time)."""

@@ -3,7 +3,7 @@ held too long or a database server gone reach every door (the CLI, the web, MCP,
 suites, a Python program) as the same `StorageFailed`, with the same message, never as a
 database driver's error. `Sessions` and `Inbox` are wrapped with `storage_faults`;
 `answer`, `resume`, `run_on` and `reconcile` also say whether the answer is kept and which
-command goes on (`raise_storage_failed`)."""
+command goes on (`raise_storage_failed`), as does a claim lost under them (`ClaimLost`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from orchestrator.errors import ConfigError, OrchestratorError, StorageFailed
+from orchestrator.errors import ClaimLost, ConfigError, OrchestratorError, StorageFailed
 
 __all__ = ["storage_faults", "fault_message", "needs", "raise_storage_failed", "go_on_with"]
 
@@ -81,6 +81,8 @@ def raise_storage_failed(
     whether the answer is stored (`answered`: its transaction committed; None: no answer
     was given) and which command goes on, with the database `url` (masked) when it is not
     the default. Anything else is raised as it was."""
+    if isinstance(exc, ClaimLost):
+        raise _claim_lost(exc, url, session_id, answered) from exc
     message = fault_message(exc)
     if message is None:
         raise exc
@@ -104,6 +106,19 @@ def raise_storage_failed(
         then = f"then {command('resume', *again)} goes on where the session was"
         message = f"{fix}, {then}" if fix != said else f"{said}; {then}"
     raise StorageFailed(message, session_id=session_id, answer_kept=answered) from exc
+
+
+def _claim_lost(exc: ClaimLost, url: str, session_id: str, answered: bool | None) -> ClaimLost:
+    """A lost claim's error that says what is recorded and the one command that goes on:
+    `resume` when no other process drives the session (its lease could not be renewed,
+    e.g. a fault outlasted it), else `status`, which shows the process that does."""
+    kept = "Your answer was kept: " if answered else ""
+    if exc.elsewhere:
+        then = f"{kept}{go_on_with(url, 'status', session_id)} shows where it is now"
+    else:
+        what = "from your answer" if answered else "where the session was"
+        then = f"{kept}{go_on_with(url, 'resume', session_id)} goes on {what}"
+    return ClaimLost(session_id, exc.why, elsewhere=exc.elsewhere, answer_kept=answered, then=then)
 
 
 def go_on_with(url: str, verb: str, session_id: str, *args: str) -> str:

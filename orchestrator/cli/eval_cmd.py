@@ -169,6 +169,16 @@ def evaluate(
             "`orchestrator list` and `log`. Default: a database per session, removed after.",
         ),
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN",
+            help="Go on with an interrupted eval run (the id it printed at its start; with "
+            "the same --db): finished cases are scored as they ended, unfinished sessions "
+            "run on without repeating an agent call, the rest run.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run eval cases with a simulated user and report how well the agents ask."""
@@ -214,6 +224,8 @@ def evaluate(
             user_model=user_model,
             on_result=_progress(),
             judge_model=judge_model,
+            on_start=_where,
+            resume=resume,
         )
     shown = table(done)
     if as_json:
@@ -249,3 +261,16 @@ def _progress() -> Callable[[Config, CaseResult], None]:
             err(line)
 
     return shown
+
+
+def _where(db: str | None, scratch: Path, run: str | None) -> None:
+    """Say where the eval's sessions go, before the first one starts."""
+    if db is None:
+        err(f"sessions: one scratch database each, under {scratch} (removed at the end)")
+        return
+    from orchestrator.redact import mask_url
+
+    err(
+        f"eval run {run}: sessions kept in {mask_url(db)}; if it is interrupted, go on with "
+        f"the same command and --resume {run}"
+    )

@@ -12,6 +12,7 @@ Three rules beyond opening it:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -19,12 +20,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, StorageFailed
 from orchestrator.install_hints import install_extra
 from orchestrator.store.connect import sqlite_path
 from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx, configure_sqlite
 
-__all__ = ["checkpointer", "fenced", "unwritten", "not_at_the_end", "StoreSaver"]
+__all__ = ["checkpointer", "set_up", "fenced", "unwritten", "not_at_the_end", "StoreSaver"]
 
 _setup_lock = threading.Lock()
 _set_up: set[str] = set()  # URLs whose checkpoint tables this process has set up
@@ -135,6 +136,14 @@ def checkpointer(
     raise ConfigError(f"no LangGraph checkpointer for database URL {mask_url(url)!r}")
 
 
+def set_up(url: str) -> None:
+    """Set up LangGraph's tables in a PostgreSQL database before a session is created in
+    it, so that a set-up that cannot happen (StorageFailed) leaves no session behind.
+    Once per process; SQLite's are set up with the store's connection."""
+    if url.startswith("postgresql"):
+        _set_up_postgres(url)
+
+
 def _postgres_saver_class() -> Any:
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -217,23 +226,81 @@ def _set_up_postgres(url: str) -> None:
         _set_up.add(url)
 
 
+# Seconds a first use waits for another process's set-up of LangGraph's tables before it
+# stops and names that process (a frozen or stuck holder never hangs the others).
+SETUP_WAIT_ENV = "ORCHESTRATOR_SETUP_WAIT"
+_DEFAULT_SETUP_WAIT = 30.0
+
+
 def _setup_postgres(saver: Any) -> None:
     """PostgresSaver.setup() under a session advisory lock: concurrent first uses of one
     database otherwise race on its migrations table.
 
-    The lock is polled, not waited for: setup's CREATE INDEX CONCURRENTLY waits for every
-    open transaction, a pg_advisory_lock call blocked on us included (a deadlock).
+    Once the tables are at LangGraph's last migration no lock is taken at all: a process
+    frozen while holding it (or stuck in it) blocks nobody but a database's very first
+    use, and that one waits at most `ORCHESTRATOR_SETUP_WAIT` seconds, then says who holds
+    it. The lock is polled, not waited for: setup's CREATE INDEX CONCURRENTLY waits for
+    every open transaction, a pg_advisory_lock call blocked on us included (a deadlock).
     """
     from orchestrator.store.db import MIGRATION_LOCK_KEY
 
+    if _set_up_already(saver):
+        return
     key = MIGRATION_LOCK_KEY + 1
     lock = "SELECT pg_try_advisory_lock(%s) AS taken"
+    wait = float(os.environ.get(SETUP_WAIT_ENV, _DEFAULT_SETUP_WAIT))
+    deadline = time.monotonic() + wait
     while not (saver.conn.execute(lock, (key,)).fetchone() or {}).get("taken"):
+        if time.monotonic() >= deadline:
+            raise StorageFailed(_setup_held(saver, key, wait))
         time.sleep(0.05)
     try:
-        saver.setup()
+        if not _set_up_already(saver):  # the holder we waited for may have done it
+            saver.setup()
     finally:
         saver.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _set_up_already(saver: Any) -> bool:
+    """LangGraph's checkpoint tables are at its last migration (what setup() would do)."""
+    found = saver.conn.execute(
+        "SELECT to_regclass('checkpoint_migrations') IS NOT NULL AS there"
+    ).fetchone()
+    if not (found or {}).get("there"):
+        return False
+    row = saver.conn.execute("SELECT max(v) AS v FROM checkpoint_migrations").fetchone() or {}
+    return row.get("v") is not None and int(row["v"]) >= len(saver.MIGRATIONS) - 1
+
+
+def _setup_held(saver: Any, key: int, wait: float) -> str:
+    """Who holds the set-up lock `key`, and what to do about it."""
+    holder = saver.conn.execute(
+        "SELECT a.pid, a.application_name AS app, host(a.client_addr) AS addr, "
+        "a.backend_start::timestamp(0)::text AS since "
+        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
+        "AND l.objsubid = 1",
+        (key >> 32, key & 0xFFFFFFFF),
+    ).fetchone()
+    if holder is None:  # let go between our last try and this look
+        who = "another connection"
+        stop = "stop the process that sets it up"
+    else:
+        where = f", from {holder['addr']}" if holder.get("addr") else ""
+        app = f" ({holder['app']})" if holder.get("app") else ""
+        who = (
+            f"the connection with backend pid {holder['pid']}{app}{where}, connected since "
+            f"{holder['since']}"
+        )
+        stop = (
+            "if that process is frozen or stuck, stop it or end its connection with "
+            f"`SELECT pg_terminate_backend({holder['pid']})`"
+        )
+    return (
+        f"LangGraph's checkpoint tables in this PostgreSQL database are being set up by {who}, "
+        f"which has held the set-up lock (advisory lock {key}) for over {wait:g} s "
+        f"(${SETUP_WAIT_ENV}); {stop}, then try again"
+    )
 
 
 def fenced(saver: Any, check: Callable[[], None]) -> Any:

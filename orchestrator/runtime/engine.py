@@ -67,6 +67,9 @@ class Engine:
         self.answered: str | None = None  # the session whose answer this engine committed
         self.reopened: str | None = None  # the session whose reconciliation it reopened
         self.started: str | None = None  # the session it created
+        # The status its drive left the session in, once that release committed: a fault
+        # in the reads after it does not make an ended drive look cut off (a worker counts it).
+        self.ended: str | None = None
 
     # -- entry points -------------------------------------------------------------------
 
@@ -83,10 +86,12 @@ class Engine:
 
         `workdir` in a git repository (or `fixture`, a scenario's `repo:` folder) gives
         the developers worktrees of it (orchestrator.runtime.developers)."""
+        from orchestrator.runtime.checkpoints import set_up
         from orchestrator.runtime.developers import prepare
         from orchestrator.store.lifecycle import new_session_id
 
         stored = {**Settings().model_dump(), **settings}  # every limit stored
+        set_up(self.url)  # before the session exists: a set-up that fails leaves none
         session_id = new_session_id()
         bench = prepare(session_id, stored, workdir=workdir, fixture=fixture)
         if bench is not None:
@@ -362,9 +367,9 @@ class Engine:
         except ClaimLost:
             raise  # not ours any more: nothing more is written
         except CancelRequested:
-            self.store.release(claim, "cancelled")
+            self._release(claim, "cancelled")
         except RunError as exc:
-            self.store.release(claim, "failed", error=exc.message, usage=exc.usage)
+            self._release(claim, "failed", error=exc.message, usage=exc.usage)
         except AgentCallError as exc:
             # Nothing of the failed call was recorded: the session is left stalled (the
             # failure logged, the claim dropped); `resume` retries it, `cancel` ends it.
@@ -376,7 +381,7 @@ class Engine:
             stalled.agent, stalled.session_id = exc.agent, session_id
             raise stalled from exc
         except GraphRecursionError as exc:
-            self.store.release(claim, "failed", error=f"the run did not converge: {exc}")
+            self._release(claim, "failed", error=f"the run did not converge: {exc}")
         except BaseException:
             # Ctrl+C, a bug or a storage fault: keep everything, drop the claim so `resume`
             # can take over. With the database away the claim cannot be dropped (it lapses
@@ -389,6 +394,10 @@ class Engine:
                 if storage_failure(exc) is None:
                     raise
             raise
+
+    def _release(self, claim: Claim, status: str, **details: Any) -> None:
+        self.store.release(claim, status, **details)
+        self.ended = status
 
     @staticmethod
     def _resume_command(interrupts: Any, command: Any) -> Any:
@@ -423,7 +432,7 @@ class Engine:
                 return claim or self.store.claim(session_id, self.owner)
             if claim is not None:
                 crash_point("before_pause")
-                self.store.release(claim, "paused")
+                self._release(claim, "paused")
             return None
         decision, claim = self.store.resolve(
             session_id, self.owner, reply, source=origin, claim=claim
@@ -438,7 +447,7 @@ class Engine:
         status = outcome.get("status", "failed")
         late_tx.rejudge(self.store, claim)  # a late answer, against the whole ledger
         crash_point("before_finish")
-        self.store.release(
+        self._release(
             claim,
             status,
             summary=outcome.get("summary"),
@@ -446,6 +455,7 @@ class Engine:
             or (None if outcome else "the graph ended without an outcome"),
             checkpoints=checkpoints,
         )
+        crash_point("after_finish")  # tests: the end committed, nothing read back yet
 
 
 def question_parts(settings: Mapping[str, Any]) -> int:

@@ -25,18 +25,20 @@ class Lease:
         self.store = store
         self.claim = claim
         self.lost: str | None = None
+        self.taken_over = False  # lost to another process (not to a failed renewal)
 
     def renew(self) -> None:
         try:
             if not self.store.heartbeat(self.claim):
                 self.lost = "its claim was taken over"
+                self.taken_over = True
         except Exception as exc:  # any failure to renew stops the driver (kept as `lost`)
             self.lost = f"its lease could not be renewed: {exc}"
 
     def check(self) -> None:
         """Raise ClaimLost if a heartbeat failed."""
         if self.lost is not None:
-            raise ClaimLost(self.claim.session_id, self.lost)
+            raise ClaimLost(self.claim.session_id, self.lost, elsewhere=self.taken_over)
 
 
 _lock = threading.Lock()

@@ -99,7 +99,9 @@ def run_worker(
     """Run ready sessions until `stop_event` is set (or, with `idle_exit`, until no work
     was found for that many seconds); return what was done.
 
-    `on_session(session_id, session_object)` is told when a drive ends (ended or paused).
+    `on_session(session_id, session_object)` is told when a drive ends (ended or paused);
+    when the database went away just after the drive's end was committed, the object holds
+    only `session_id` and `status`.
     """
     from orchestrator.store.connect import resolve_url
 
@@ -229,8 +231,9 @@ class _Worker:
     def _drive(self, session_id: str) -> None:
         from orchestrator.runtime.engine import Engine
 
+        engine = Engine(self.store, self.url, owner=self.owner)
         try:
-            view = Engine(self.store, self.url, owner=self.owner).resume(session_id)
+            view = engine.resume(session_id)
         except (SessionBusy, SessionNotWaiting, SessionNotFound) as exc:
             # Taken over, cancelled or deleted meanwhile (ClaimLost is a SessionBusy).
             self.stats.count("interrupted")
@@ -264,6 +267,16 @@ class _Worker:
                     _say(exc),
                     exc_info=True,
                 )
+                return
+            if engine.ended is not None:
+                # The drive's release committed (it ended or paused the session); only the
+                # reads after it met the outage: an ended drive, not a cut-off one.
+                self.stats.count("ended", engine.ended)
+                log.info(
+                    "session %s: %s (read back later: %s)", session_id, engine.ended, _say(exc)
+                )
+                if self.on_session is not None:
+                    self.on_session(session_id, {"session_id": session_id, "status": engine.ended})
                 return
             # The session stays claimed by this worker; `claim_ready` gives it back to us
             # once the database answers, and the rerun repeats no write.

@@ -337,6 +337,9 @@ class Store:
                 tx, row, event, source=source, choices=choices, take=take
             )
             answered = isinstance(decision, gate.Resolve) and not decision.cancel  # not late
+            if isinstance(decision, gate.Resolve) and decision.cancel:
+                # Ended: nothing reads its checkpoints any more (as `cancel` drops them).
+                lifecycle.drop_any_checkpoints(tx, session_id)
             if hand_off and answered and not asker:
                 lifecycle.hand_off(tx, row, owner)
             return decision, claim or (taken[0] if taken else Claim(session_id, owner, -1))
@@ -371,7 +374,10 @@ class Store:
                 row = joined_row(tx, session_id, lock=True)
                 mine = owner is not None and row.owner == owner.id
             may_act = row.status != "running" or mine or not owner_alive(row)
-            return gate_tx.expire_deadline(tx, row, may_act=may_act)
+            decision = gate_tx.expire_deadline(tx, row, may_act=may_act)
+            if decision is not None and decision.cancel:  # ended by the on-timeout policy
+                lifecycle.drop_any_checkpoints(tx, session_id)
+            return decision
 
     # -- recorded turns -----------------------------------------------------------------
 

@@ -98,16 +98,25 @@ def mark_link_used(store: Store, token: str) -> None:
         )
 
 
-def answered_not_run_on(store: Store, *, handed_off_only: bool = False) -> list[str]:
+def answered_not_run_on(
+    store: Store, *, handed_off_only: bool = False, owner: str | None = None
+) -> list[str]:
     """Sessions whose answer is committed but whose driver is gone: a server picks them up.
 
     (status running, clarification resolved and not cancelled, the owning process dead or
-    its lease expired; `handed_off_only`: only those nobody claims, waiting for a driver.)"""
+    its lease expired; `handed_off_only`: only those nobody claims, waiting for a driver.)
+    `owner`: also those whose claim names this owner and whose last call did not fail: a
+    drive of its own that a database outage cut off (its claim could not be dropped),
+    which only its caller knows none of its threads is driving any more."""
     with store.reading() as tx:
         rows = tx.rows(_ANSWERED_RUNNING)
+
+    def cut_off(row: Any) -> bool:
+        return owner is not None and row.owner == owner and row.last_error is None
+
     if handed_off_only:
-        return [row.id for row in rows if waiting_for_driver(row)]
-    return [row.id for row in rows if not owner_alive(row)]
+        return [row.id for row in rows if waiting_for_driver(row) or cut_off(row)]
+    return [row.id for row in rows if not owner_alive(row) or cut_off(row)]
 
 
 def waiting_sessions(store: Store, *, asked_since: float | None = None) -> list[dict[str, Any]]:

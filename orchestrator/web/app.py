@@ -21,7 +21,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.api import Inbox
-from orchestrator.errors import OrchestratorError, StorageFailed, validation_text
+from orchestrator.errors import (
+    DatabaseUnavailable,
+    OrchestratorError,
+    StorageFailed,
+    validation_text,
+)
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
 from orchestrator.web.http_errors import ApiError, status_of
@@ -74,9 +79,9 @@ def _pick_up_handed_off(web: Web, stop: threading.Event) -> None:
     while not stop.wait(PICK_UP_SECONDS):
         try:
             found = web.runner.recover(handed_off_only=True)
-        except StorageFailed as exc:  # the database away for a moment: the next poll
+        except (StorageFailed, DatabaseUnavailable) as exc:  # the database away: the next
             log.warning("cannot look for answered sessions to run on: %s", exc.message)
-            continue  # tries again
+            continue  # poll tries again (a message, not a driver's traceback per second)
         except Exception:
             log.warning("cannot look for answered sessions to run on", exc_info=True)
             continue

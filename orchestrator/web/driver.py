@@ -4,7 +4,9 @@ The answer is committed first (`Sessions.answer`, which leaves the session hande
 waiting for a driver); only then is the session queued here. `run_on` goes through the same claim as
 `orchestrator resume`, so a CLI racing the server yields one winner, and a server killed
 between the commit and the run leaves a session that the next server (or a plain
-`resume`) picks up: `recover()` at start queues every answered session whose driver is gone.
+`resume`) picks up: `recover()` at start queues every answered session whose driver is gone,
+and every second (orchestrator.web.app) those handed off and those whose run on here a
+database outage cut off.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class Runner:
             crash_point("web_run_on")  # tests: SIGKILL after the answer, before the run
             doc = self.sessions.run_on(session_id)
             log.info("session %s ran on: %s", session_id, doc["status"])
-        except StorageFailed as exc:  # its answer is committed: the next start runs it on
+        except StorageFailed as exc:  # its answer is committed: the next poll runs it on
             log.warning("session %s not run on: %s", session_id, exc.message)
         except UserError as exc:  # e.g. a CLI `resume` took it first: that one runs it
             log.info("session %s not run on here: %s", session_id, exc.message)
@@ -105,9 +107,13 @@ class Runner:
 
     def recover(self, *, handed_off_only: bool = False) -> list[str]:
         """Queue every answered session whose driving process is gone (`handed_off_only`:
-        those answered and handed off, waiting for a driver: `resume --no-run`); return
-        the ids newly queued (not those queued already)."""
-        found: list[str] = self.sessions.inbox.answered_not_run_on(handed_off_only=handed_off_only)
+        those answered and handed off, waiting for a driver: `resume --no-run`), and every
+        one this server claimed whose run on a database outage cut off (its claim could not
+        be dropped: it still names this server, which is alive); return the ids newly
+        queued (not those queued already: a run in progress is never queued twice)."""
+        found: list[str] = self.sessions.inbox.answered_not_run_on(
+            handed_off_only=handed_off_only, owner=self.sessions.owner.id
+        )
         return [session_id for session_id in found if self.submit(session_id)]
 
     def busy(self) -> bool:
