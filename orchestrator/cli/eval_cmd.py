@@ -13,6 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.model_opts import (
+    CallTimeoutOption,
+    MaxOutputTokensOption,
+    ReplyModeOption,
+    ToolChoiceOption,
+    TurnTimeoutOption,
+)
 from orchestrator.cli.options import JsonOption
 from orchestrator.cli.output import emit, err, user_errors
 
@@ -23,16 +30,6 @@ if TYPE_CHECKING:
     from orchestrator.evals.runner import Config
 
 __all__ = ["evaluate"]
-
-_MODELS = "Chat models"
-
-
-def _default(name: str) -> str:
-    """A chat-model option's default, shown as Click shows its own."""
-    from orchestrator.cli.options import default_text
-    from orchestrator.model_options import ModelOptions
-
-    return default_text(ModelOptions.model_fields[name].default)
 
 
 def evaluate(
@@ -82,51 +79,11 @@ def evaluate(
             help="Base URL of an OpenAI-compatible or Ollama server for the chat models.",
         ),
     ] = None,
-    reply_mode: Annotated[
-        str | None,
-        typer.Option(
-            "--reply-mode",
-            metavar="tools|json_schema|text",
-            help="How the chat models give their replies, as for `run`." + _default("reply_mode"),
-            rich_help_panel=_MODELS,
-        ),
-    ] = None,
-    tool_choice: Annotated[
-        str | None,
-        typer.Option(
-            "--tool-choice",
-            metavar="auto|required",
-            help="With --reply-mode tools: required makes every answer a tool call."
-            + _default("tool_choice"),
-            rich_help_panel=_MODELS,
-        ),
-    ] = None,
-    call_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--call-timeout",
-            metavar="SECONDS",
-            help="Seconds one model call may take." + _default("call_timeout"),
-            rich_help_panel=_MODELS,
-        ),
-    ] = None,
-    turn_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--turn-timeout",
-            metavar="SECONDS",
-            help="Seconds one agent turn may take in all." + _default("turn_timeout"),
-            rich_help_panel=_MODELS,
-        ),
-    ] = None,
-    max_output_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-output-tokens",
-            help="Output tokens per model call." + _default("max_output_tokens"),
-            rich_help_panel=_MODELS,
-        ),
-    ] = None,
+    reply_mode: ReplyModeOption = None,
+    tool_choice: ToolChoiceOption = None,
+    call_timeout: CallTimeoutOption = None,
+    turn_timeout: TurnTimeoutOption = None,
+    max_output_tokens: MaxOutputTokensOption = None,
     user_model: Annotated[
         str | None,
         typer.Option(

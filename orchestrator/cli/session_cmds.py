@@ -8,6 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
+from orchestrator.cli.model_opts import (
+    MODELS,
+    CallTimeoutOption,
+    MaxOutputTokensOption,
+    ReplyModeOption,
+    ToolChoiceOption,
+    TurnTimeoutOption,
+    model_default,
+)
 from orchestrator.cli.options import (
     DbOption,
     JsonOption,
@@ -16,7 +25,6 @@ from orchestrator.cli.options import (
     PublicUrlOption,
     UiOption,
     asking,
-    default_text,
     shown_default,
 )
 from orchestrator.cli.output import finish, user_errors
@@ -30,15 +38,9 @@ from orchestrator.cli.runs import (
     question_shown,
     sessions_for,
 )
-from orchestrator.model_options import ENV_BASE_URL, ModelOptions
+from orchestrator.model_options import ENV_BASE_URL
 
-MODELS = "Chat models"
 DEVELOPERS = "Developers that run code"
-
-
-def model_default(name: str) -> str:
-    """A chat-model option's default, shown as Click shows its own: [default: 180]."""
-    return default_text(ModelOptions.model_fields[name].default)
 
 
 __all__ = ["run", "checked_settings"]
@@ -110,44 +112,10 @@ def run(
             rich_help_panel=MODELS,
         ),
     ] = None,
-    reply_mode: Annotated[
-        str | None,
-        typer.Option(
-            "--reply-mode",
-            metavar="tools|json_schema|text",
-            help="How the agents give their replies: a submit_reply tool call, the "
-            "provider's structured output (openai, ollama), or one JSON object in text."
-            + model_default("reply_mode"),
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
-    tool_choice: Annotated[
-        str | None,
-        typer.Option(
-            "--tool-choice",
-            metavar="auto|required",
-            help="With --reply-mode tools: required makes every answer a tool call."
-            + model_default("tool_choice"),
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
-    call_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--call-timeout",
-            metavar="SECONDS",
-            help="Seconds one model call may take." + model_default("call_timeout"),
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
-    max_output_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-output-tokens",
-            help="Output tokens per model call." + model_default("max_output_tokens"),
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
+    reply_mode: ReplyModeOption = None,
+    tool_choice: ToolChoiceOption = None,
+    call_timeout: CallTimeoutOption = None,
+    max_output_tokens: MaxOutputTokensOption = None,
     max_model_calls: Annotated[
         int | None,
         typer.Option(
@@ -164,15 +132,7 @@ def run(
             rich_help_panel=MODELS,
         ),
     ] = None,
-    turn_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--turn-timeout",
-            metavar="SECONDS",
-            help="Seconds one agent turn may take in all." + model_default("turn_timeout"),
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
+    turn_timeout: TurnTimeoutOption = None,
     max_session_tokens: Annotated[
         int | None,
         typer.Option(
