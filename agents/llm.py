@@ -126,9 +126,9 @@ class LLMBackend:
         """The session's workspace: --workdir, else <data dir>/workspaces/<session id>."""
         if self.workdir:
             return Path(self.workdir)
-        from platformdirs import user_data_dir
+        from .scripted import shared_workspace
 
-        return Path(user_data_dir("orchestrator", appauthor=False)) / "workspaces" / session_id
+        return shared_workspace(session_id)
 
     def _model(self, role: str) -> Any:
         spec = self.models[role]

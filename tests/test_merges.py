@@ -332,8 +332,11 @@ def test_two_mergers_of_one_session_one_merges_the_other_refuses(tmp_path: Path)
 # -- the user's repository, and clean ------------------------------------------------------
 
 
-def test_merging_never_touches_the_users_branch_index_or_tree(db_url: str, tmp_path: Path) -> None:
+def test_merging_never_touches_the_users_branch_index_or_tree(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n"})
+    decoy = make_repo(tmp_path / "decoy")
     (repo / "a.txt").write_text("mine, not committed\n")
     subprocess.run(["git", "add", "a.txt"], cwd=repo, check=True)
     (repo / "b.txt").write_text("also mine\n")
@@ -353,9 +356,13 @@ def test_merging_never_touches_the_users_branch_index_or_tree(db_url: str, tmp_p
             "developer-2": [write("c.txt", "c\n")],
         },
     }
+    # A GIT_DIR in the environment (a hook, an editor's shell) never points our git elsewhere.
+    monkeypatch.setenv("GIT_DIR", str(decoy / ".git"))
     with Sessions(db_url) as sessions:
         view = sessions.start_scenario(scenario(tmp_path, body), workdir=repo)
+    monkeypatch.delenv("GIT_DIR")
     assert view["status"] == "completed"
+    assert "orchestrator" not in git("for-each-ref", cwd=decoy)
     after = (
         git("symbolic-ref", "HEAD", cwd=repo),
         git("rev-parse", "HEAD", cwd=repo),

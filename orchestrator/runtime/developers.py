@@ -193,7 +193,7 @@ class Workroom:
 
     def commit(self, number: int, title: str, reply: AgentReply) -> str:
         """The turn's commit on the task's branch (message: title and the reply's gist)."""
-        return self.bench.commit(number, turn_message(title, reply))
+        return self.bench.commit(number, commit_message(title, reply))
 
     def run_checks(self, number: int) -> list[dict[str, Any]]:
         """Run every check in the task's worktree, in the sandbox; their records."""
@@ -278,7 +278,7 @@ class MergeRaced(ClaimLost):
     that lost its claim does, and writes nothing more."""
 
 
-def turn_message(title: str, reply: AgentReply) -> str:
+def commit_message(title: str, reply: AgentReply) -> str:
     """A turn's commit message: the task's title, then what the reply said."""
     if isinstance(reply, Done):
         gist = reply.summary

@@ -56,12 +56,14 @@ class GitFailed(RunError):
     """A git command of ours failed: the session fails with git's own words."""
 
 
-def git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
-    """Run git; its stdout, stripped. GitFailed (with stderr) when it fails and `check`."""
+def run_git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run git with none of the caller's GIT_DIR-style variables and no prompt; the
+    completed process (whatever its exit code)."""
     env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROPPED}
     env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_OPTIONAL_LOCKS"] = "0"  # reads never refresh (write) the user's index
     try:
-        done = subprocess.run(
+        return subprocess.run(
             ["git", *args],
             cwd=cwd,
             env=env,
@@ -74,6 +76,11 @@ def git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
         raise ConfigError(
             "git is not installed: developers that work in a repository need git"
         ) from None
+
+
+def git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
+    """Run git; its stdout, stripped. GitFailed (with stderr) when it fails and `check`."""
+    done = run_git(*args, cwd=cwd)
     if check and done.returncode != 0:
         raise GitFailed(f"git {' '.join(args[:3])} failed: {done.stderr.strip()[-2000:]}")
     return done.stdout.strip()
@@ -299,13 +306,10 @@ class Workbench:
     def merge_tree(self, onto: str, theirs: str) -> tuple[str | None, list[str]]:
         """Merge `theirs` into `onto` without a checkout: (the tree, []) when clean,
         (None, the conflicted files) when not."""
-        done = subprocess.run(
-            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", onto, theirs],
+        done = run_git(
+            "merge-tree", "--write-tree", "--name-only", "--no-messages", onto, theirs,
             cwd=self.git_dir,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        )  # fmt: skip
         lines = done.stdout.splitlines()
         if done.returncode == 0 and lines:
             return lines[0], []
@@ -323,14 +327,12 @@ class Workbench:
         """Move `branch` to `new` only if it is at `old` (None: only if it does not exist):
         git's compare-and-swap, the merge queue's fence between processes."""
         expected = old or "0" * 40
-        done = subprocess.run(
-            ["git", "update-ref", f"refs/heads/{branch}", new, expected],
-            cwd=self.git_dir,
-            capture_output=True,
-            text=True,
-            check=False,
+        return (
+            run_git(
+                "update-ref", f"refs/heads/{branch}", new, expected, cwd=self.git_dir
+            ).returncode
+            == 0
         )
-        return done.returncode == 0
 
     def integration(self, commit: str) -> Path:
         """The integration worktree (detached) at `commit`, where merged trees are checked."""
