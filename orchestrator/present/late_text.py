@@ -15,12 +15,15 @@ def late_tally(checks: list[Mapping[str, Any]]) -> str:
     counts: dict[str, int] = {}
     for check in checks:
         counts[check["verdict"]] = counts.get(check["verdict"], 0) + 1
-    words = {
-        "contradicted": "contradicted",
-        "for_pm": "for the PM to judge",
-        "confirmed": "confirmed",
-    }
-    return ", ".join(f"{counts[v]} {w}" for v, w in words.items() if counts.get(v))
+    return ", ".join(f"{counts[v]} {w}" for v, w in VERDICTS.items() if counts.get(v))
+
+
+# A judged assumption's verdict in people's words (the stored word is `for_pm`).
+VERDICTS = {
+    "contradicted": "contradicted",
+    "for_pm": "for the PM to judge",
+    "confirmed": "confirmed",
+}
 
 
 def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
@@ -30,11 +33,16 @@ def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
     lines = [f"  late answer ({late.get('source', 'user')}): {clip(late['response'])}"]
     for check in late.get("checks") or []:
         tasks = f" [tasks {', '.join(map(str, check['tasks']))}]" if check.get("tasks") else ""
-        lines.append(
-            f"    - {check['verdict']}: {check['agent']}: {clip(check['assumption'])}{tasks}"
-        )
+        verdict = VERDICTS.get(check["verdict"], check["verdict"])
+        lines.append(f"    - {verdict}: {check['agent']}: {clip(check['assumption'])}{tasks}")
     done = late.get("reconciled")
-    if done:
+    if done and done.get("outcome") == "failed":
+        lines += [
+            f"  the reconciliation round failed: {clip(done.get('error') or '')}",
+            f"  the session keeps its {done.get('kept', 'earlier')} result; act on the late "
+            "answer in a new session (`orchestrator run`), or take the result as it is",
+        ]
+    elif done:
         tasks = "; ".join(clip(t, 200) for t in done.get("tasks") or [])
         lines.append(
             f"  reconciled by {done['by']}: {done['outcome']}" + (f" ({tasks})" if tasks else "")

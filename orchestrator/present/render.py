@@ -162,18 +162,14 @@ def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) ->
 
 
 def _answer_args(question: Mapping[str, Any]) -> list[str]:
+    """Placeholders in the suggested command, never an option the user did not choose (a
+    pasted command would send it); `--choice` takes a label or its number."""
     kind = question.get("kind", "free_text")
-    # An option's number where its label would break the command's line (or drive the
-    # terminal): a label is the agent's text, and the command line is ours.
-    labels = [
-        o["label"] if o["label"].isprintable() else str(number)
-        for number, o in enumerate(question.get("options") or [], start=1)
-    ]
     if kind == "free_text":
         return ["--answer", "YOUR ANSWER"]
-    if kind == "single_select":
-        return ["--choice", labels[0] if labels else "LABEL"]
-    return [arg for label in labels[:2] for arg in ("--choice", label)]
+    if kind == "single_select" or len(question.get("options") or []) < 2:
+        return ["--choice", "OPTION"]
+    return ["--choice", "OPTION", "--choice", "ANOTHER"]
 
 
 def run_here_hint(session_id: str, db: str | None) -> str:
@@ -232,6 +228,11 @@ def event_line(event: Mapping[str, Any]) -> str:
         tasks = "; ".join(clip(t, 200) for t in event.get("tasks") or [])
         return f"late answer reconciled by {event.get('by')}: {event['outcome']}" + (
             f" ({tasks})" if tasks else ""
+        )
+    if kind == "reconcile_failed":
+        return (
+            f"the reconciliation round failed: {clip(event.get('error') or '')}; the session "
+            f"keeps its {event.get('kept', 'earlier')} result"
         )
     if kind == "command":
         return f"{agent}$ {clip(event['command'], 200)}  ->  " + _ran(event)
