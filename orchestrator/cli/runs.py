@@ -5,7 +5,8 @@ from __future__ import annotations
 import atexit
 import gc
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
@@ -24,6 +25,8 @@ __all__ = [
     "question_shown",
     "collect_from_here_on",
     "NO_AGENTS",
+    "EXIT_INTERRUPTED",
+    "ctrl_c_said",
 ]
 
 
@@ -61,6 +64,52 @@ _SHOWN: set[str] = set()
 
 def question_shown(session_id: str) -> bool:
     return session_id in _SHOWN
+
+
+# The session this command runs (named by its events as they come): what Ctrl+C stopped.
+_RUNNING: dict[str, str | None] = {"id": None}
+
+EXIT_INTERRUPTED = 130  # Ctrl+C (128 + SIGINT, as shells report it); README, reference.md
+
+
+@contextmanager
+def ctrl_c_said(as_json: bool, db: str | None, session_id: str | None = None) -> Iterator[None]:
+    """Ctrl+C while the agents work: say which session it stopped, the state it is left
+    in and the command that goes on; exit 130 (the question itself, at the terminal
+    prompt, stays open with exit 3: cli.terminal)."""
+    _RUNNING["id"] = session_id
+    try:
+        yield
+    except KeyboardInterrupt:
+        from orchestrator.cli.output import fail
+        from orchestrator.present.render import command_line
+
+        found = _RUNNING["id"]
+        if found is None:
+            fail(as_json, "interrupted (Ctrl+C) before a session was started; nothing was "
+                 "created", EXIT_INTERRUPTED)  # fmt: skip
+        state = _state_of(db, found)
+        go_on = command_line("resume", found, db)
+        fail(
+            as_json,
+            f"interrupted (Ctrl+C): session {found} is {state}. Go on with: {go_on}   "
+            f"(or stop it: {command_line('cancel', found, db)})",
+            EXIT_INTERRUPTED,
+            session_id=found,
+        )
+
+
+def _state_of(db: str | None, session_id: str) -> str:
+    """The session's state in a few words, as `status` reads it (or why it cannot)."""
+    try:
+        view = read_sessions(db, session_id).status(session_id)
+    except Exception as exc:  # the database itself may be what is gone
+        from orchestrator.api.storage_errors import fault_message
+
+        return f"in a state that could not be read ({fault_message(exc) or type(exc).__name__})"
+    if view.get("stalled"):
+        return f"{view['status']}, stalled: no process drives it now"
+    return str(view["status"])
 
 
 def _checked_url(db: str | None, *, create: bool) -> tuple[str, bool]:
@@ -112,7 +161,8 @@ def sessions_for(
     # (Line by line, without a terminal, the prompt prints it too.)
     quiet = {"question_surfaced"} if _chosen(ui) is Ui.terminal and not scripted else set()
 
-    current = {"id": session_id}  # the session being run: every event names it
+    current = _RUNNING  # the session being run: every event names it
+    current["id"] = session_id
     notifier = _notifier(db, notify, public_url)
 
     def show(session_id: str, event: dict[str, Any]) -> None:
@@ -122,7 +172,7 @@ def sessions_for(
         if event["kind"] == "question_surfaced" and event["kind"] not in quiet:
             _SHOWN.add(session_id)
         if event["kind"] not in quiet:
-            err(event_line(event))
+            err(event_line(event, session_id))
 
     activity = None
     if progress and sys.stderr.isatty():

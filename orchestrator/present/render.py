@@ -177,10 +177,12 @@ def run_here_hint(session_id: str, db: str | None) -> str:
     return "or run it on here: " + command_line("resume", session_id, db)
 
 
-def event_line(event: Mapping[str, Any]) -> str:
+def event_line(event: Mapping[str, Any], session_id: str | None = None) -> str:
+    """One event for people; `session_id` names the session where it starts."""
     kind, agent = event["kind"], event.get("agent")
     if kind == "session_started":
-        return f"session started: {clip(event['task'])}" + _workbench_lines(
+        which = f"session {session_id}" if session_id else "session"
+        return f"{which} started: {clip(event['task'])}" + _workbench_lines(
             event.get("settings") or {}
         )
     if kind == "agent_reply":
@@ -207,6 +209,8 @@ def event_line(event: Mapping[str, Any]) -> str:
         return "the session was cancelled"
     if kind == "cancel_requested":
         return "cancel requested: the session stops before its next agent call"
+    if kind == "interrupted":
+        return f"stopped: {clip(event.get('error', ''), 1000)}"
     if kind == "agent_failed":
         return f"{agent or 'an agent'}'s call failed: {clip(event.get('error', ''), 1000)}"
     if kind == "answer_delivered":
@@ -250,7 +254,8 @@ def event_line(event: Mapping[str, Any]) -> str:
         return f"check {verdict} for {agent}: {clip(event['command'], 200)} ({_ran(event)})"
     if kind == "status":
         extra = event.get("summary") or event.get("error") or event.get("note") or ""
-        return f"session {event['status']}" + (f": {clip(extra, 1000)}" if extra else "")
+        driver = f" (by {clip(event['driver'], 200)})" if event.get("driver") else ""
+        return f"session {event['status']}" + (f": {clip(extra, 1000)}" if extra else "") + driver
     return f"{kind} {agent or ''}".strip()
 
 

@@ -46,6 +46,8 @@ __all__ = ["Engine", "AskUser", "max_parallel"]
 # None to leave the session paused (`--ui none`).
 AskUser = Callable[[PendingQuestion], UserReply | None]
 
+# Why a session is stalled after Ctrl+C (its `last_error`; `status` adds the commands).
+INTERRUPTED = "interrupted (Ctrl+C) while the agents worked; every finished agent call is kept"
 RECURSION_LIMIT = 10_000  # a backstop only: max_rounds and max_fallbacks bound every run
 
 
@@ -382,14 +384,18 @@ class Engine:
             raise stalled from exc
         except GraphRecursionError as exc:
             self._release(claim, "failed", error=f"the run did not converge: {exc}")
-        except BaseException:
+        except BaseException as stopped:
             # Ctrl+C, a bug or a storage fault: keep everything, drop the claim so `resume`
             # can take over. With the database away the claim cannot be dropped (it lapses
             # with this process): the original error is the one to report.
             from orchestrator.store.connect import storage_failure
 
             try:
-                self.store.abandon(claim)
+                if isinstance(stopped, KeyboardInterrupt):
+                    # Said in the session (`status`: stalled, why, how to go on).
+                    self.store.record_failure(claim, None, INTERRUPTED, kind="interrupted")
+                else:
+                    self.store.abandon(claim)
             except Exception as exc:
                 if storage_failure(exc) is None:
                     raise

@@ -234,9 +234,11 @@ class Store:
         agent: str | None,
         message: str,
         usage: dict[str, dict[str, int]] | None = None,
+        *,
+        kind: str = "agent_failed",
     ) -> None:
         with self.writing() as tx:
-            lifecycle.record_failure(tx, claim, agent, message, usage)
+            lifecycle.record_failure(tx, claim, agent, message, usage, kind=kind)
 
     def cancel(self, session_id: str) -> str:
         """Stop a session that has not ended: "cancelled" at once (waiting, or its process
