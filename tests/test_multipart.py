@@ -3,6 +3,7 @@ rule per part, and sessions end to end on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -185,8 +186,17 @@ def test_each_part_is_validated_by_its_own_rules() -> None:
         to_gate_event(PARTS_QUESTION, UserReply(parts=(UserReply(text="Redis"),)))
 
 
-def test_a_reply_without_parts_answers_the_first_part_only() -> None:
-    event, chosen = to_gate_event(PARTS_QUESTION, UserReply(choices=("Redis",)))
+def test_a_persons_reply_without_parts_is_refused_naming_every_part() -> None:
+    """Issue 44, item 4: it answered part 1 and left the others to the hard cap, whose
+    ledger then said their question "was not asked". A scenario file's scripted answer
+    (written before parts) keeps that old meaning."""
+    with pytest.raises(InvalidAnswer) as refused:
+        to_gate_event(PARTS_QUESTION, UserReply(choices=("Redis",)))
+    assert refused.value.fields == ("parts",)
+    message = refused.value.message
+    assert message.startswith("this question has 2 parts and an answer without parts would")
+    assert "part 1: 'Which cache?'; part 2: 'Where?'" in message
+    event, chosen = to_gate_event(PARTS_QUESTION, UserReply(choices=("Redis",)), scripted=True)
     assert isinstance(event, gate.Answer) and event.parts == () and chosen == ["Redis"]
 
 
@@ -350,7 +360,12 @@ def test_resume_answers_each_part_with_part_options(db_url: str, tmp_path: Any) 
         ["developer-1", "developer-3"],
         ["developer-2"],
     ]
-    assert "--part 1 --choice Redis --part 2 --answer 'YOUR ANSWER'" in paused.stderr
+    assert "--part 1 --choice OPTION --part 2 --answer 'YOUR ANSWER'" in paused.stderr
+    plain = invoke("resume", sid, "--choice", "Redis", "--json", db=db_url)
+    assert plain.returncode == 2, plain.stderr  # a plain answer: refused, nothing written
+    said = json.loads(plain.stdout)["error"]
+    assert "this question has 2 parts" in said and "`parts` is --part N followed by" in said
+    assert json.loads(invoke("status", sid, "--json", db=db_url).stdout)["status"] == "paused"
 
     missing = invoke("resume", sid, "--part", "2", "--answer", "x", "--json", db=db_url)
     assert missing.returncode == 2 and "--part 1 is missing" in json.loads(missing.stdout)["error"]

@@ -349,15 +349,12 @@ sys.stderr.write(f"RESULT {reply!r}\\n")
 @pytest.mark.parametrize("where", ["argument", "field"])
 def test_a_passed_deadline_closes_the_prompt(tmp_path: Path, where: str) -> None:
     soon = "1.5" if where == "argument" else (datetime.now() + timedelta(seconds=1.5)).isoformat()
-    started = time.monotonic()
     child = spawn(["-c", ASK_UNTIL, where, soon], tmp_path)
-    child.expect(SELECT_READY)
+    # (Under load the deadline may pass before the prompt is drawn: it closes all the same.)
     child.expect("developer-2's question: no answer before the deadline")
     child.expect("RESULT None")
     code, _ = finish(child)
-
     assert code == 0
-    assert time.monotonic() - started < 15
 
 
 def _seconds_left(drawn: str) -> int:
@@ -373,17 +370,35 @@ def _seconds_left(drawn: str) -> int:
     raise AssertionError("no countdown on the screen:\n" + "\n".join(screen.display))
 
 
+def _screen(drawn: str) -> str:
+    """The terminal's screen after `drawn` (a terminal emulator applies partial redraws)."""
+    import pyte
+
+    screen = pyte.Screen(100, 30)
+    pyte.Stream(screen).feed(drawn)
+    return "\n".join(screen.display)
+
+
+def _until_shown(child: pexpect.spawn, pattern: str) -> None:
+    """Wait until the screen shows `pattern`, reading each redraw as it comes (an event,
+    not a margin of time; pexpect's timeout only bounds a prompt that never draws it)."""
+    while not re.search(pattern, _screen(child.logfile_read.getvalue())):
+        child.expect(r"\S", timeout=60)
+
+
 def test_the_time_left_counts_down_under_the_prompt(tmp_path: Path) -> None:
-    child = spawn(["-c", ASK_UNTIL, "argument", "65"], tmp_path)
+    """No key pressed, the countdown is redrawn on its own (only its changed digits): the
+    test waits for the screen to show less time left, however slow the machine is."""
+    child = spawn(["-c", ASK_UNTIL, "argument", "600"], tmp_path)
     child.expect(SELECT_READY)
-    child.expect(r"answer within 1m 0[45]s \(then the prompt closes\)")
+    child.expect(r"answer within \d+m \d\ds \(then the prompt closes\)")
     first = _seconds_left(child.logfile_read.getvalue())
-    time.sleep(2.5)  # no key pressed: the line is redrawn on its own (only changed digits)
-    with contextlib.suppress(pexpect.TIMEOUT):  # reads what the prompt drew meanwhile
-        child.expect("never printed", timeout=0.5)
-    # what the screen shows now (a terminal emulator applies the partial redraws)
-    later = _seconds_left(child.logfile_read.getvalue())
-    assert first - 4 <= later <= first - 2, (first, later)
+    while True:  # each redraw writes a digit; the screen is read after each
+        child.expect(r"\d", timeout=60)
+        later = _seconds_left(child.logfile_read.getvalue())
+        assert later <= first, (first, later)  # it never counts up
+        if later < first:
+            break
     child.send(ENTER)
     child.expect("RESULT UserReply")
     assert finish(child)[0] == 0
@@ -391,10 +406,9 @@ def test_the_time_left_counts_down_under_the_prompt(tmp_path: Path) -> None:
 
 def test_with_on_timeout_wait_the_prompt_stays_open_after_the_deadline(tmp_path: Path) -> None:
     child = spawn(["-c", ASK_UNTIL, "wait", "1"], tmp_path)
-    child.expect(SELECT_READY)
-    child.expect(r"answer within \ds \(then the question stays open\)")
-    time.sleep(1.8)  # past the deadline: the prompt is still there
-    assert child.isalive()
+    # Under load the prompt may be drawn after the deadline already: either line will do.
+    _until_shown(child, r"the deadline passed \d+s ago; the question is still open")
+    assert child.isalive()  # past the deadline: the prompt is still there
     child.send(DOWN + ENTER)  # and still answers
     child.expect(r"RESULT UserReply\(action='answer', text=None, choices=\('B',\)")
     assert finish(child)[0] == 0
@@ -425,9 +439,8 @@ def test_a_session_with_on_timeout_wait_keeps_its_prompt_open(tmp_path: Path, db
         tmp_path,
     )
     child.expect(SELECT_READY)
-    child.expect("then the question stays open")
-    time.sleep(2)  # past the 1 s deadline
-    child.send(ENTER)
+    _until_shown(child, r"the deadline passed \d+s ago; the question is still open")
+    child.send(ENTER)  # past the 1 s deadline, the prompt still answers
     code, shown = finish(child)
     assert code == 0, shown
     assert the_session(db_url)["orchestrator_state"]["user_clarification_response"] == (

@@ -208,9 +208,19 @@ class _Notifying:
             try:
                 return method(*args, **kwargs)
             finally:
-                self._notifier.close()
+                self._deliver()
 
         return then_flush
+
+    def _deliver(self) -> None:
+        """Wait for the notifications still going out, saying so (never silently), at most
+        NOTIFY_WAIT seconds; what failed is in the session's log with its reason."""
+        if not self._notifier.flush(0.2):
+            err(f"sending notifications (waiting at most {NOTIFY_WAIT:.0f} s)")
+            if not self._notifier.flush(NOTIFY_WAIT):
+                err("notifications still unsent: given up (the session's log says which)")
+        self._notifier.close(timeout=0)
+
 
 
 def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> Any:
@@ -222,7 +232,13 @@ def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> 
     require_extra("web", "--notify", "apprise")
     from orchestrator.web.notify import Notifier
 
-    return Notifier(urls, public_url=public_url, db=db)
+    return Notifier(urls, public_url=public_url, db=db, retry_delays=CLI_RETRY_DELAYS)
+
+
+# A command waits for its notifications before it exits: two quick retries (a server's
+# are 1, 4 and 15 s: it outlives a receiver's restart), and a bound on the whole wait.
+CLI_RETRY_DELAYS = (1.0, 2.0)
+NOTIFY_WAIT = 10.0
 
 
 def _keeps_waiting(sessions: Any, session_id: str | None) -> bool:

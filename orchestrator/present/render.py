@@ -252,6 +252,16 @@ def event_line(event: Mapping[str, Any], session_id: str | None = None) -> str:
     if kind == "check":
         verdict = "passed" if event.get("passed") else "FAILED"
         return f"check {verdict} for {agent}: {clip(event['command'], 200)} ({_ran(event)})"
+    if kind in ("notification_sent", "notification_failed"):
+        about = {"question": "the question", "deadline": "the deadline's reminder"}.get(
+            str(event.get("about")), str(event.get("about") or "a notification")
+        )
+        to = f"{about} to {event.get('target', '?')}"
+        tries = event.get("attempts")
+        after = f" after {tries} tr{'y' if tries == 1 else 'ies'}" if tries else ""
+        if kind == "notification_sent":
+            return f"notified: {to}"
+        return f"notification FAILED: {to}{after}: {clip(event.get('error') or 'no reason given')}"
     if kind == "status":
         extra = event.get("summary") or event.get("error") or event.get("note") or ""
         driver = f" (by {clip(event['driver'], 200)})" if event.get("driver") else ""
