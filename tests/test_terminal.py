@@ -443,9 +443,14 @@ def test_a_session_with_on_timeout_wait_keeps_its_prompt_open(tmp_path: Path, db
     child.send(ENTER)  # past the 1 s deadline, the prompt still answers
     code, shown = finish(child)
     assert code == 0, shown
-    assert the_session(db_url)["orchestrator_state"]["user_clarification_response"] == (
-        "All visible columns"
-    )
+    view = the_session(db_url)
+    assert view["orchestrator_state"]["user_clarification_response"] == "All visible columns"
+    # The deadline's passing is in the log, before the answer (issue 44, item 8).
+    log = json.loads(cli("log", view["session_id"], "--json", db=db_url).stdout)
+    kinds = [event["kind"] for event in log]
+    assert kinds.count("timeout") == 1 and kinds.index("timeout") < kinds.index("answer")
+    (timeout,) = [event for event in log if event["kind"] == "timeout"]
+    assert timeout["policy"] == "wait"
 
 
 # -- without a terminal -------------------------------------------------------------------
@@ -695,3 +700,40 @@ def test_a_terminal_gone_at_the_review_leaves_the_question_open(
     picked = terminal._review(question, parts, replies, terminal._Deadline(None, False))
     assert picked is terminal._LEAVE
     assert "left open, to answer later (nothing was sent)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored", "own"),
+    [("Bth\n3\n", ("Both",), None), ("Bth\nBth\n", (), "Bth"), ("Neither\n", (), "Neither")],
+    ids=["typo-then-its-number", "typo-given-again", "far-from-every-option"],
+)
+def test_a_typo_of_an_option_is_asked_about_before_it_is_ones_own_answer(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    typed: str,
+    stored: tuple[str, ...],
+    own: str | None,
+) -> None:
+    """Issue 44, item 8: stdin a pipe, a question that allows an answer of one's own:
+    "Bth" was taken as the answer unasked. Now it is asked about ("did you mean"), and
+    kept as one's own only when typed again; a text like no option is taken at once."""
+    from orchestrator.cli.line_prompt import ask_by_line
+
+    read, write = os.pipe()
+    os.write(write, typed.encode())
+    os.close(write)
+    with os.fdopen(read) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        reply = ask_by_line(
+            {
+                "question": "Per key, per IP, or both?",
+                "kind": "single_select",
+                "options": [{"label": "Per key"}, {"label": "Per IP"}, {"label": "Both"}],
+                "allow_other": True,
+                "asked_by": "developer-1",
+            },
+            None,
+        )
+    assert reply == UserReply(choices=stored, text=own)
+    asked = "did you mean 'Both' (3)? Type 3 to choose it, or type 'Bth' again"
+    assert (asked in capsys.readouterr().err) == typed.startswith("Bth")

@@ -428,6 +428,10 @@ class Engine:
             origin = "script"
         else:
             reply = self.ask_user(question) if self.ask_user is not None else None
+            if reply is not None and row.settings.get("on_timeout", "wait") == "wait":
+                # Answered at a prompt that stayed open past the deadline: its passing is
+                # recorded first (a `timeout` event), as `status` or `resume` would have.
+                self.store.expire(session_id, owner=self.owner, claim=claim)
         if reply is None:
             # No answer: the prompt's deadline passed, or nobody is there to ask (--ui none).
             expired = self.store.expire(session_id, owner=self.owner, claim=claim)
