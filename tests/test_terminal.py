@@ -28,7 +28,7 @@ from orchestrator.present.render import summary_line
 from tests.conftest import EXAMPLES, ROOT, cli
 
 DOWN, UP, ENTER, SPACE, ESC, CTRL_C = "\x1b[B", "\x1b[A", "\r", " ", "\x1b", "\x03"
-CTRL_X = "\x18"
+CTRL_X, CTRL_N = "\x18", "\x0e"
 # Rendered by prompt_toolkit itself, so once seen the prompt is up and the tty is raw.
 SELECT_READY, CHECKBOX_READY, TEXT_READY = "enter chooses", "space toggles", "enter sends"
 
@@ -244,6 +244,13 @@ def test_cancelling_is_an_explicit_choice(
     else:
         assert "ctrl+x: cancel the session" in child.logfile_read.getvalue()
     child.send(keys)
+    # Asked once more (issue 44, item 8): Esc is No, and the question is back.
+    child.expect("Cancel the session\\? It stops for good")
+    child.send(ESC)
+    child.expect(ready)
+    child.send(keys)
+    child.expect("Cancel the session\\? It stops for good")
+    child.send("y")
     code, shown = finish(child)
 
     assert code == 4, shown
@@ -251,6 +258,31 @@ def test_cancelling_is_an_explicit_choice(
     view = the_session(db_url)
     assert view["status"] == "cancelled"
     assert view["pending_question"] is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "ready", "keys"),
+    [
+        ("single_select", SELECT_READY, UP + UP + ENTER),  # above "Cancel the session"
+        ("free_text", TEXT_READY, CTRL_N),
+    ],
+    ids=["select-entry", "text-ctrl-n"],
+)
+def test_the_prompt_declines_the_question(
+    tmp_path: Path, db_url: str, kind: str, ready: str, keys: str
+) -> None:
+    """Issue 44, item 8: the terminal prompt had no Decline (only --decline did)."""
+    options = {"options": COLUMNS} if kind != "free_text" else {}
+    script = scenario(tmp_path, question="Which columns?", kind=kind, **options)
+    child = run_at_terminal(script, db_url, tmp_path)
+    child.expect(ready)
+    child.send(keys)
+    code, shown = finish(child)
+    assert code == 0, shown
+    view = the_session(db_url)
+    assert view["status"] == "completed" and view["fallbacks_injected"] == 1
+    assert view["orchestrator_state"]["clarification_resolved"]
+    assert view["orchestrator_state"]["user_clarification_response"] is None
 
 
 def test_esc_inside_other_goes_back_to_the_options(tmp_path: Path, db_url: str) -> None:
@@ -680,6 +712,10 @@ def test_esc_at_the_review_leaves_the_whole_question_open(tmp_path: Path) -> Non
     session = the_session(db)
     assert session["status"] == "paused"
     assert session["orchestrator_state"]["user_clarification_response"] is None
+    # The answers typed are not lost (issue 44, item 8): the command that sends them.
+    sid = session["session_id"]
+    sends = f"to send them: orchestrator resume {sid} --db {db} --part 1 --choice Redis "
+    assert sends + "--part 2 --answer us-east" in " ".join(shown.split()), shown
 
 
 def test_a_terminal_gone_at_the_review_leaves_the_question_open(

@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.cli.output import err
 from orchestrator.cli.read_options import STATUSES
-from orchestrator.present.render import event_line
+from orchestrator.present.render import command_line, event_line
 
 __all__ = [
     "Ui",
@@ -183,7 +183,10 @@ def sessions_for(
     sessions = Sessions(url, on_event=show if progress else None, activity=activity)
     if progress:
         sessions.ask = _ask_user(
-            ui, lambda: _keeps_waiting(sessions, current["id"]), no_browser=no_browser
+            ui,
+            lambda: _keeps_waiting(sessions, current["id"]),
+            no_browser=no_browser,
+            draft=lambda args: command_line("resume", current["id"] or "ID", db, *args),
         )
     return sessions if notifier is None else _Notifying(sessions, notifier)
 
@@ -256,7 +259,13 @@ def _chosen(ui: Ui | None) -> Ui:
     return ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
 
 
-def _ask_user(ui: Ui | None, keep_open: Callable[[], bool], *, no_browser: bool = False) -> Any:
+def _ask_user(
+    ui: Ui | None,
+    keep_open: Callable[[], bool],
+    *,
+    no_browser: bool = False,
+    draft: Callable[[list[str]], str] | None = None,
+) -> Any:
     if _chosen(ui) is Ui.web:
         from functools import partial
 
@@ -272,7 +281,7 @@ def _ask_user(ui: Ui | None, keep_open: Callable[[], bool], *, no_browser: bool 
     def ask_at_terminal(question: Mapping[str, Any]) -> Any:
         from orchestrator.cli.terminal import ask  # questionary and rich only when asking
 
-        return ask(question, keep_open=keep_open())
+        return ask(question, keep_open=keep_open(), draft=draft)
 
     return ask_at_terminal
 
