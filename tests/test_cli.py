@@ -632,3 +632,23 @@ def test_a_session_run_on_elsewhere_meanwhile_is_exit_2_not_1(
     assert raised.value.exit_code == 2
     out = capsys.readouterr()
     assert json.loads(out.out)["exit_code"] == 2 and "another process" in out.err
+
+
+def test_people_facing_times_and_words_are_for_people(tmp_path: Path) -> None:
+    """Issue 44, item 8: `status` and `log` showed raw ISO times with microseconds
+    (`2026-11-27T11:52:29.601146Z`) and internal words (`for_pm`, `pm#3`)."""
+    db = str(tmp_path / "words.db")
+    ran = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--ui", "none",
+                 "--timeout", "600", db=db)  # fmt: skip
+    assert ran.returncode == 3, ran.stderr
+    sid = as_json(invoke("list", "--json", db=db))[0]["session_id"]
+    iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|\.\d{6}")
+    status = invoke("status", sid, db=db).stdout
+    assert re.search(r"answer by: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in \d+ min\)", status)
+    assert not iso.search(status), status
+    assert invoke("resume", sid, "--decline", db=db).returncode == 0
+    late = invoke("resume", sid, "--answer", "Weekly", db=db).stdout
+    assert "for the PM to judge: pm: " in late and "for_pm" not in late, late
+    log = invoke("log", sid, db=db).stdout
+    assert not iso.search(log), log
+    assert re.match(rf"session {sid}, started \d+ s ago \(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", log)

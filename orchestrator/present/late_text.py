@@ -7,7 +7,13 @@ from typing import Any
 
 from orchestrator.limits import clip
 
-__all__ = ["late_tally", "late_lines"]
+__all__ = ["late_tally", "late_lines", "turn_words"]
+
+
+def turn_words(key: object) -> str:
+    """An agent turn's key as people read it: 'pm#3' is "pm's call 3"."""
+    agent, sep, number = str(key).partition("#")
+    return f"{agent}'s call {number}" if sep and number.isdigit() else str(key)
 
 
 def late_tally(checks: list[Mapping[str, Any]]) -> str:
@@ -45,7 +51,8 @@ def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
     elif done:
         tasks = "; ".join(clip(t, 200) for t in done.get("tasks") or [])
         lines.append(
-            f"  reconciled by {done['by']}: {done['outcome']}" + (f" ({tasks})" if tasks else "")
+            f"  reconciled by {turn_words(done['by'])}: {done['outcome']}"
+            + (f" ({tasks})" if tasks else "")
         )
     elif view.get("needs_review"):
         lines.append(f"  NEEDS REVIEW: reconcile with: {reconcile}")

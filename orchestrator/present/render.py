@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.limits import clip
-from orchestrator.present.late_text import late_lines, late_tally
+from orchestrator.present.late_text import late_lines, late_tally, turn_words
 from orchestrator.present.printable import continued
 from orchestrator.redact import mask_url
 
@@ -51,6 +51,19 @@ def relative(iso_time: str | None, now: datetime | None = None) -> str:
     else:
         text = f"{int(amount)} s"
     return f"{text} ago" if seconds >= 0 else f"in {text}"
+
+
+def clock(iso_time: str | None) -> str:
+    """An ISO time as people read it: '2026-11-27 11:52:29 UTC' (no microseconds, no T)."""
+    if not iso_time:
+        return ""
+    try:
+        when = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
+    except ValueError:
+        return iso_time
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def driver_note(view: Mapping[str, Any]) -> str:
@@ -136,10 +149,12 @@ def question_text(question: Mapping[str, Any]) -> str:
     if question.get("timed_out"):
         lines.append(
             f"  the deadline passed {relative(question.get('deadline'))} "
-            f"({question.get('deadline')}); still answerable"
+            f"({clock(question.get('deadline'))}); still answerable"
         )
     elif question.get("deadline"):
-        lines.append(f"  answer by: {question['deadline']} ({relative(question['deadline'])})")
+        lines.append(
+            f"  answer by: {clock(question['deadline'])} ({relative(question['deadline'])})"
+        )
     return "\n".join(lines)
 
 
@@ -230,7 +245,7 @@ def event_line(event: Mapping[str, Any], session_id: str | None = None) -> str:
         )
     if kind == "reconciled":
         tasks = "; ".join(clip(t, 200) for t in event.get("tasks") or [])
-        return f"late answer reconciled by {event.get('by')}: {event['outcome']}" + (
+        return f"late answer reconciled by {turn_words(event.get('by'))}: {event['outcome']}" + (
             f" ({tasks})" if tasks else ""
         )
     if kind == "reconcile_failed":
