@@ -651,4 +651,6 @@ def test_people_facing_times_and_words_are_for_people(tmp_path: Path) -> None:
     assert "for the PM to judge: pm: " in late and "for_pm" not in late, late
     log = invoke("log", sid, db=db).stdout
     assert not iso.search(log), log
-    assert re.match(rf"session {sid}, started \d+ s ago \(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", log)
+    assert re.match(
+        rf"session {sid}, started \d+ s ago \(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", log
+    )

@@ -345,7 +345,6 @@ def test_a_pause_shows_the_parts_and_a_resume_answers_them(db_url: str) -> None:
 
 @pytest.mark.backends("sqlite")
 def test_resume_answers_each_part_with_part_options(db_url: str, tmp_path: Any) -> None:
-    import json
 
     from tests.conftest import EXAMPLES, invoke
 
@@ -428,7 +427,6 @@ def test_sessions_answer_takes_one_reply_per_part(db_url: str, tmp_path: Any) ->
 def test_the_terminal_asks_one_part_after_another(db_url: str, tmp_path: Any) -> None:
     """--ui terminal on a pipe (the line prompt): part 1, then part 2; input closed before
     the last part leaves the whole question open (nothing committed, exit 3)."""
-    import json
     import subprocess
     import sys
 

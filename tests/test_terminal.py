@@ -3,7 +3,6 @@ the line-by-line fallback when stdin is a pipe, and the pieces that need no term
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os

@@ -225,7 +225,6 @@ class _Notifying:
         self._notifier.close(timeout=0)
 
 
-
 def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> Any:
     """Apprise notifications for surfaced questions (delivered before the process exits)."""
     if not urls:

@@ -12,9 +12,9 @@ from typing import Any
 
 from orchestrator.present.render import (
     answer_hint,
+    clock,
     event_line,
     list_table,
-    clock,
     relative,
     run_here_hint,
     session_text,

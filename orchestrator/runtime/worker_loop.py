@@ -299,7 +299,9 @@ class _Worker:
             self.stats.count("interrupted")
             self.stats.count("database_errors")
             self.outage.failed(_say(exc))
-            log.info("session %s: cut off by the outage; run on once the database answers", session_id)
+            log.info(
+                "session %s: cut off by the outage; run on once the database answers", session_id
+            )
             self.stop.wait(0.5)
             return
         status = view["status"]

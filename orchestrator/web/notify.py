@@ -181,8 +181,11 @@ class Notifier:
             except Exception as exc:  # the watcher must outlive a locked or busy database
                 from orchestrator.api.storage_errors import fault_message
 
-                outage = isinstance(exc, StorageFailed | DatabaseUnavailable)
-                said = exc.message if outage else fault_message(exc)
+                said = (
+                    exc.message
+                    if isinstance(exc, StorageFailed | DatabaseUnavailable)
+                    else fault_message(exc)
+                )
                 if said is None or self.outage is None:
                     log.exception("notification watcher")  # a bug: its traceback is kept
                 else:
