@@ -228,8 +228,16 @@ def three_asks(answers: list[Any], **settings_: Any) -> dict[str, Any]:
             "developer-3": [CACHE, DONE],  # the same question as developer-1
         },
         "answers": answers,
-        "settings": {"max_question_parts": 4, **settings_},  # merging is opt-in (default 1)
+        "settings": dict(settings_),  # merging is the default (issue 44, item 6)
     }
+
+
+def test_asks_of_a_round_are_merged_by_default_into_at_most_four_parts() -> None:
+    """Issue 44, item 6: the default was 1 part, so a second ask fell back unseen."""
+    from orchestrator.settings import Settings
+
+    assert Settings().max_question_parts == 4
+    assert Settings().merged(max_question_parts=1).max_question_parts == 1  # still an option
 
 
 @pytest.mark.backends()
