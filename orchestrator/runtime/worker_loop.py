@@ -299,9 +299,7 @@ class _Worker:
             self.stats.count("interrupted")
             self.stats.count("database_errors")
             self.outage.failed(_say(exc))
-            log.info(
-                "session %s: cut off by the outage; run on once the database answers", session_id
-            )
+            log.info("session %s interrupted by the database; run on once it answers", session_id)
             self.stop.wait(0.5)
             return
         status = view["status"]
