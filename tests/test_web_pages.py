@@ -364,8 +364,9 @@ def test_inbox_pages_keep_one_order_across_waiting_and_ended_sessions(
     sessions: Sessions,
 ) -> None:
     """The inbox is read in runs (waiting, then the rest), after a cursor; walked page by
-    page at any page size, it is one order: waiting first, soonest deadline first, those without a
-    deadline after them (newest first), then every other session, newest first."""
+    page at any page size, it is one order: waiting first, soonest deadline first, those
+    without a deadline after them (the question asked first first: the longest waiting),
+    then every other session, newest first."""
     from tests.web_support import scenario
 
     def start(timeout: object, *, end: bool = False) -> str:
@@ -390,7 +391,7 @@ def test_inbox_pages_keep_one_order_across_waiting_and_ended_sessions(
         (sid for sid in waiting if views[sid]["pending_question"]["deadline"]),
         key=lambda sid: views[sid]["pending_question"]["deadline"],
     )
-    untimed = [sid for sid in waiting if not views[sid]["pending_question"]["deadline"]]
+    untimed = [sid for sid in waiting if not views[sid]["pending_question"]["deadline"]][::-1]
     expected = timed + untimed + [sid for sid in newest if sid not in waiting]
     assert sorted(expected) == sorted(made) and len(timed) == 3 and len(untimed) == 2
     for size in (1, 2, 3, 4, 7):
