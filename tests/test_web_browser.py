@@ -378,3 +378,27 @@ def test_pages_fit_a_phone_and_a_long_url_wraps(
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (cell, box)
     text = row.inner_text()
     assert "high" in text and "created" in text.lower()
+
+
+def test_the_eval_report_reads_on_a_phone(browser: Any, tmp_path: Path) -> None:
+    """The eval's HTML report at 390 px: no sideways scroll of the page (its wide tables
+    scroll within their own box), the plot within the screen."""
+    from orchestrator.evals.report import write_html
+    from tests.test_eval import report_of
+
+    path = tmp_path / "report.html"
+    write_html(
+        report_of(
+            ("eval:oracle", True, True),
+            ("eval:always-ask", True, True),
+            ("eval:never-ask", False, False),
+        ),
+        path,
+    )
+    page = browser.new_page()
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 800})
+        scroll, inner = _widths(page, path.as_uri())
+        assert scroll <= inner, f"the report at {width} px is {scroll} px wide"
+        box = page.locator("figure svg").bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
