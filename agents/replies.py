@@ -334,6 +334,12 @@ def read_arguments(agent: str, given: Any) -> Reading:
             notes=notes,
         )
     data = _drop_nulls(data)
+    if isinstance(data.get("assumptions"), list):
+        given = data["assumptions"]
+        data["assumptions"] = [a for a in given if not (isinstance(a, str) and not a.strip())]
+        if len(data["assumptions"]) < len(given):
+            # SmolLM2 filled the list with "" (shown in the log as empty assumptions)
+            notes.append(f"dropped {len(given) - len(data['assumptions'])} blank assumption(s)")
     if status == "DONE" and not str(data.get("summary") or "").strip():
         # A small model's DONE often comes without one; the work itself (files, commits,
         # checks) is on the board all the same, so a retry would only spend a call.

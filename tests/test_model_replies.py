@@ -72,6 +72,8 @@ DONE = {"status": "DONE", "summary": "wrote it"}
             "COMPLETE",
             "unwrapped",
         ),
+        # blank assumptions (a small model's filler): dropped
+        ({**COMPLETE, "assumptions": ["", " ", "kept"]}, "COMPLETE", "dropped 2 blank"),
         # options and tasks as plain strings
         ({"status": "PLANNED", "tasks": ["Write it"]}, "PLANNED", "plain text"),
         ({**QUESTION, "options": ["CSV", "S3"]}, "NEEDS_CLARIFICATION", "plain text"),
@@ -87,6 +89,7 @@ def test_recoverable_shapes_are_read_and_noted(
         assert reading.notes == []
     else:
         assert any(noted in note for note in reading.notes), reading.notes
+    assert all(str(a).strip() for a in getattr(reading.reply, "assumptions", []))
 
 
 def test_what_is_validated_is_the_status_model_exactly() -> None:
