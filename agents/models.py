@@ -95,7 +95,8 @@ def grammar_server(provider: str, options: ModelOptions) -> bool:
     Those get the schema with a branch per status (agents.replies.shown_schema)."""
     if provider == "ollama":
         return True
-    return provider == "openai" and bool(options.base_url) and not _is_openai(options.base_url)
+    url = options.base_url
+    return provider == "openai" and bool(url) and not _is_openai(url or "")
 
 
 def _is_openai(base_url: str) -> bool:
