@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -111,7 +111,7 @@ class Task(BaseModel):
 
     title: str
     description: str | None = None
-    files: list[str] | None = Field(
+    files: list[Annotated[str, Field(min_length=1)]] | None = Field(
         None,
         description="the files (paths or globs) this task expects to change; tasks whose "
         "lists overlap run one after another, the others in parallel",
@@ -358,6 +358,12 @@ def read_arguments(agent: str, given: Any) -> Reading:
         reply["options"] = _labels(reply["options"], "label", "options", notes)
     if "tasks" in reply:
         reply["tasks"] = _labels(reply["tasks"], "title", "tasks", notes)
+        for task in reply["tasks"]:
+            files = task.get("files") if isinstance(task, dict) else None
+            if isinstance(files, list) and any(isinstance(f, str) and not f.strip() for f in files):
+                # SmolLM2 sent "files": [""]: no file named, not a task to refuse
+                task["files"] = [f for f in files if not (isinstance(f, str) and not f.strip())]
+                notes.append("dropped blank file names from a task's files")
     try:
         return Reading(reply=parse_reply(agent, reply), notes=notes)
     except ValidationError as exc:

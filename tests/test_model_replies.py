@@ -74,6 +74,12 @@ DONE = {"status": "DONE", "summary": "wrote it"}
         ),
         # blank assumptions (a small model's filler): dropped
         ({**COMPLETE, "assumptions": ["", " ", "kept"]}, "COMPLETE", "dropped 2 blank"),
+        # a task's blank file names (SmolLM2's filler): dropped
+        (
+            {"status": "PLANNED", "tasks": [{"title": "t", "files": ["", "a.py"]}]},
+            "PLANNED",
+            "dropped blank file names",
+        ),
         # options and tasks as plain strings
         ({"status": "PLANNED", "tasks": ["Write it"]}, "PLANNED", "plain text"),
         ({**QUESTION, "options": ["CSV", "S3"]}, "NEEDS_CLARIFICATION", "plain text"),
