@@ -6,14 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.limits import clip
+from orchestrator.present.words import turn_name
 
-__all__ = ["late_tally", "late_lines", "turn_words"]
-
-
-def turn_words(key: object) -> str:
-    """An agent turn's key as people read it: 'pm#3' is "pm's call 3"."""
-    agent, sep, number = str(key).partition("#")
-    return f"{agent}'s call {number}" if sep and number.isdigit() else str(key)
+__all__ = ["late_tally", "late_lines"]
 
 
 def late_tally(checks: list[Mapping[str, Any]]) -> str:
@@ -51,7 +46,7 @@ def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
     elif done:
         tasks = "; ".join(clip(t, 200) for t in done.get("tasks") or [])
         lines.append(
-            f"  reconciled by {turn_words(done['by'])}: {done['outcome']}"
+            f"  reconciled by {turn_name(done['by'])}: {done['outcome']}"
             + (f" ({tasks})" if tasks else "")
         )
     elif view.get("needs_review"):
