@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.limits import clip
-from orchestrator.present.words import turn_name
+from orchestrator.present.words import turn_name, verdict_word
 
 __all__ = ["late_tally", "late_lines"]
 
@@ -16,15 +16,8 @@ def late_tally(checks: list[Mapping[str, Any]]) -> str:
     counts: dict[str, int] = {}
     for check in checks:
         counts[check["verdict"]] = counts.get(check["verdict"], 0) + 1
-    return ", ".join(f"{counts[v]} {w}" for v, w in VERDICTS.items() if counts.get(v))
-
-
-# A judged assumption's verdict in people's words (the stored word is `for_pm`).
-VERDICTS = {
-    "contradicted": "contradicted",
-    "for_pm": "for the PM to judge",
-    "confirmed": "confirmed",
-}
+    order = ("contradicted", "for_pm", "confirmed")
+    return ", ".join(f"{counts[v]} {verdict_word(v)}" for v in order if counts.get(v))
 
 
 def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
@@ -34,7 +27,7 @@ def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
     lines = [f"  late answer ({late.get('source', 'user')}): {clip(late['response'])}"]
     for check in late.get("checks") or []:
         tasks = f" [tasks {', '.join(map(str, check['tasks']))}]" if check.get("tasks") else ""
-        verdict = VERDICTS.get(check["verdict"], check["verdict"])
+        verdict = verdict_word(check["verdict"])
         lines.append(f"    - {verdict}: {check['agent']}: {clip(check['assumption'])}{tasks}")
     done = late.get("reconciled")
     if done and done.get("outcome") == "failed":

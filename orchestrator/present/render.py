@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.limits import clip
 from orchestrator.present.late_text import late_lines, late_tally
 from orchestrator.present.printable import continued
-from orchestrator.present.words import turn_name
+from orchestrator.present.words import moment, turn_name
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -52,19 +52,6 @@ def relative(iso_time: str | None, now: datetime | None = None) -> str:
     else:
         text = f"{int(amount)} s"
     return f"{text} ago" if seconds >= 0 else f"in {text}"
-
-
-def clock(iso_time: str | None) -> str:
-    """An ISO time as people read it: '2026-11-27 11:52:29 UTC' (no microseconds, no T)."""
-    if not iso_time:
-        return ""
-    try:
-        when = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
-    except ValueError:
-        return iso_time
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC)
-    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def driver_note(view: Mapping[str, Any]) -> str:
@@ -150,11 +137,11 @@ def question_text(question: Mapping[str, Any]) -> str:
     if question.get("timed_out"):
         lines.append(
             f"  the deadline passed {relative(question.get('deadline'))} "
-            f"({clock(question.get('deadline'))}); still answerable"
+            f"({moment(question.get('deadline'))}); still answerable"
         )
     elif question.get("deadline"):
         lines.append(
-            f"  answer by: {clock(question['deadline'])} ({relative(question['deadline'])})"
+            f"  answer by: {moment(question['deadline'])} ({relative(question['deadline'])})"
         )
     return "\n".join(lines)
 
