@@ -461,6 +461,7 @@ def serve_outage(trial: Trial, cluster: Any, sessions: int = 4) -> None:
             cwd=ROOT,
         )
         try:
+            _ready(server, port)  # its start is not what is tried here
             kept: dict[str, bool] = {}
             stop_after = trial.rng.randint(0, sessions - 1)
             back_at = 0.0
@@ -539,6 +540,22 @@ def _taken_up(trial: Trial, ids: list[str], back: float, server: int) -> tuple[f
             break
         time.sleep(0.2)
     return max(taken.values(), default=0.0), max(ended.values(), default=0.0)
+
+
+def _ready(server: subprocess.Popen[bytes], port: int) -> None:
+    """Wait (two minutes at most) until `serve` answers on `port`."""
+    import httpx
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"serve ended at its start (exit {server.returncode})")
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise RuntimeError("serve did not answer in two minutes")
 
 
 def _when(stamp: str) -> float:
@@ -665,8 +682,8 @@ def play(kind: str, trials: int, rng: random.Random, cluster: Callable[[], Any])
             tally.causes.append(f"trial {n + 1} ({folder}): " + "; ".join(trial.problems))
         else:
             shutil.rmtree(folder, ignore_errors=True)
-        print(f"  {kind} {n + 1}/{trials}: {'FAILED' if trial.problems else 'ok'}",
-              file=sys.stderr)  # fmt: skip
+        said = "FAILED: " + "; ".join(trial.problems) if trial.problems else "ok"
+        print(f"  {kind} {n + 1}/{trials}: {said}", file=sys.stderr)
     tally.seconds = time.monotonic() - started
     return tally
 
