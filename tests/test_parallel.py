@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, invoke
+from conftest import EXAMPLES, ROOT, invoke
 from orchestrator.agents.scripted import ScriptedBackend
 
 from orchestrator import Reply, Sessions
@@ -229,14 +231,14 @@ def test_the_first_drive_freezes_what_was_loaded_for_it_once(tmp_path: Path) -> 
     provider) is frozen when the first drive starts, so that a full collection amid many
     developers' allocations does not traverse it (orchestrator.runtime.heap); once per
     process: what later sessions allocate stays collectable."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
     done = subprocess.run(
-        [sys.executable, "-c", _FREEZE_PROBE, f"sqlite:///{tmp_path / 'f.db'}",
-         str(EXAMPLES / "answered-question.yaml")],  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            _FREEZE_PROBE,
+            f"sqlite:///{tmp_path / 'f.db'}",
+            str(EXAMPLES / "answered-question.yaml"),
+        ],  # fmt: skip
         cwd=ROOT,
         capture_output=True,
         text=True,
