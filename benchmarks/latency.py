@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/latency.py            # every row (make bench)
     .venv/bin/python benchmarks/latency.py --quick    # 0.3 s rows and the smaller workers
     .venv/bin/python benchmarks/latency.py --only sessions | workers
+    .venv/bin/python benchmarks/latency.py --only sessions --repeat 5   # each row 5 times
 
 The agents are an OpenAI-compatible stub (tests/openai_stub.py) that answers valid
 replies after a fixed latency, reached through `--model openai:stub --base-url URL`:
@@ -106,8 +107,11 @@ def one_session(
     }
 
 
-def session_rows(stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool) -> None:
+def session_rows(
+    stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool, repeat: int = 1
+) -> None:
     rows = [r for r in SESSION_ROWS if not quick or r[1] < 1.0]
+    rows = [r for r in rows for _ in range(repeat)]  # a row's runs one after another
     one_session(stub, tmp, env, 1, 0.0, None)  # a warm-up: the bytecode cache, not counted
     print("\n== sessions: `orchestrator run` on SQLite, one process per row; agents at a "
           "fixed latency")  # fmt: skip
@@ -264,6 +268,9 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the 0.3 s rows, smaller workers")
     parser.add_argument("--only", choices=["sessions", "workers"])
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each session row this many times"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="orch-bench-latency-") as tmp_name:
         tmp = Path(tmp_name)
@@ -273,7 +280,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"load average at start: {os.getloadavg()}")
         with openai_stub.serve() as stub:
             if args.only in (None, "sessions"):
-                session_rows(stub, tmp, env, args.quick)
+                session_rows(stub, tmp, env, args.quick, max(1, args.repeat))
             if args.only in (None, "workers"):
                 worker_rows(stub, tmp, env, args.quick)
         print(f"load average at end: {os.getloadavg()}")
