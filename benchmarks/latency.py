@@ -96,8 +96,12 @@ def one_session(
     if len(stub.spans) != tasks + 2:
         raise RuntimeError(f"{len(stub.spans)} agent calls, expected {tasks + 2}")
     first = min(a for a, _ in stub.spans)
+    developers = sorted(stub.spans)[1:-1]  # between the PM's plan and its review
     chosen = parallel or DEFAULT_PARALLEL
     return {
+        # How far apart the developers' requests arrived: CPU spent before each one
+        # leaves, one developer after another (at most max-parallel start together).
+        "spread": max(a for a, _ in developers) - min(a for a, _ in developers),
         "process": ended - started,
         "wall": ended - first,
         "critical": 3 * latency,
@@ -116,7 +120,7 @@ def session_rows(
     print("\n== sessions: `orchestrator run` on SQLite, one process per row; agents at a "
           "fixed latency")  # fmt: skip
     heads = ["tasks", "s/call", "max-par", "wall", "critical", "wall/crit", "ideal",
-             "wall/ideal", "peak", "process"]  # fmt: skip
+             "wall/ideal", "peak", "spread", "process"]  # fmt: skip
     print(" ".join(f"{h:>10}" for h in heads) + "  target")
     for tasks, latency, parallel in rows:
         got = one_session(stub, tmp, env, tasks, latency, parallel)
@@ -139,12 +143,14 @@ def session_rows(
             f"{got['ideal']:.1f}s",
             f"{got['wall'] / got['ideal']:.2f}x",
             f"{got['peak']:.0f}",
+            f"{got['spread']:.2f}s",
             f"{got['process']:.2f}s",
         ]
         print(" ".join(f"{c:>10}" for c in cells) + "  " + verdict)
     print("(wall: the first agent call's arrival to the process's exit; process: the whole "
           "command, its start-up included; critical: PM + slowest developer + PM; ideal: "
-          "PM + ceil(tasks / max-parallel) x latency + PM)")  # fmt: skip
+          "PM + ceil(tasks / max-parallel) x latency + PM; spread: the first developer's "
+          "request to the last's, as the stub received them)")  # fmt: skip
 
 
 # -- workers ------------------------------------------------------------------------------
