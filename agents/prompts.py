@@ -49,10 +49,18 @@ def turn_message(request: AgentRequest) -> str:
     return "\n\n".join(parts)
 
 
+# A task's keys that add nothing to its line: a plan's task has only these until its
+# developer reports, and each developer of a hundred renders the whole plan.
+_PLAIN = frozenset({"number", "title", "status", "description", "scope"})
+
+
 def _board(tasks: tuple[dict[str, Any], ...]) -> str:
     lines = []
     for task in tasks:
         line = f"- #{task['number']} [{task.get('status', 'pending')}] {task['title']}"
+        if task.keys() <= _PLAIN:
+            lines.append(line)
+            continue
         detail = task.get("summary") or task.get("reason")
         if detail:
             line += f": {detail}"

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/latency.py            # every row (make bench)
     .venv/bin/python benchmarks/latency.py --quick    # 0.3 s rows and the smaller workers
     .venv/bin/python benchmarks/latency.py --only sessions | workers
+    .venv/bin/python benchmarks/latency.py --only sessions --repeat 5   # each row 5 times
 
 The agents are an OpenAI-compatible stub (tests/openai_stub.py) that answers valid
 replies after a fixed latency, reached through `--model openai:stub --base-url URL`:
@@ -95,8 +96,12 @@ def one_session(
     if len(stub.spans) != tasks + 2:
         raise RuntimeError(f"{len(stub.spans)} agent calls, expected {tasks + 2}")
     first = min(a for a, _ in stub.spans)
+    developers = sorted(stub.spans)[1:-1]  # between the PM's plan and its review
     chosen = parallel or DEFAULT_PARALLEL
     return {
+        # How far apart the developers' requests arrived: CPU spent before each one
+        # leaves, one developer after another (at most max-parallel start together).
+        "spread": max(a for a, _ in developers) - min(a for a, _ in developers),
         "process": ended - started,
         "wall": ended - first,
         "critical": 3 * latency,
@@ -106,13 +111,16 @@ def one_session(
     }
 
 
-def session_rows(stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool) -> None:
+def session_rows(
+    stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool, repeat: int = 1
+) -> None:
     rows = [r for r in SESSION_ROWS if not quick or r[1] < 1.0]
+    rows = [r for r in rows for _ in range(repeat)]  # a row's runs one after another
     one_session(stub, tmp, env, 1, 0.0, None)  # a warm-up: the bytecode cache, not counted
     print("\n== sessions: `orchestrator run` on SQLite, one process per row; agents at a "
           "fixed latency")  # fmt: skip
     heads = ["tasks", "s/call", "max-par", "wall", "critical", "wall/crit", "ideal",
-             "wall/ideal", "peak", "process"]  # fmt: skip
+             "wall/ideal", "peak", "spread", "process"]  # fmt: skip
     print(" ".join(f"{h:>10}" for h in heads) + "  target")
     for tasks, latency, parallel in rows:
         got = one_session(stub, tmp, env, tasks, latency, parallel)
@@ -135,12 +143,14 @@ def session_rows(stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: 
             f"{got['ideal']:.1f}s",
             f"{got['wall'] / got['ideal']:.2f}x",
             f"{got['peak']:.0f}",
+            f"{got['spread']:.2f}s",
             f"{got['process']:.2f}s",
         ]
         print(" ".join(f"{c:>10}" for c in cells) + "  " + verdict)
     print("(wall: the first agent call's arrival to the process's exit; process: the whole "
           "command, its start-up included; critical: PM + slowest developer + PM; ideal: "
-          "PM + ceil(tasks / max-parallel) x latency + PM)")  # fmt: skip
+          "PM + ceil(tasks / max-parallel) x latency + PM; spread: the first developer's "
+          "request to the last's, as the stub received them)")  # fmt: skip
 
 
 # -- workers ------------------------------------------------------------------------------
@@ -264,6 +274,9 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the 0.3 s rows, smaller workers")
     parser.add_argument("--only", choices=["sessions", "workers"])
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each session row this many times"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="orch-bench-latency-") as tmp_name:
         tmp = Path(tmp_name)
@@ -273,7 +286,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"load average at start: {os.getloadavg()}")
         with openai_stub.serve() as stub:
             if args.only in (None, "sessions"):
-                session_rows(stub, tmp, env, args.quick)
+                session_rows(stub, tmp, env, args.quick, max(1, args.repeat))
             if args.only in (None, "workers"):
                 worker_rows(stub, tmp, env, args.quick)
         print(f"load average at end: {os.getloadavg()}")

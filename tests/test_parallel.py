@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, invoke
+from conftest import EXAMPLES, ROOT, invoke
 from orchestrator.agents.scripted import ScriptedBackend
 
 from orchestrator import Reply, Sessions
@@ -190,3 +192,58 @@ def test_rate_limited_developers_back_off_and_the_session_completes(
     assert view["status"] == "completed", view
     assert sorted(limited.values()) == [3] * 6
     assert stub.peak == 6
+
+
+_FREEZE_PROBE = """
+import gc, json, sys
+from orchestrator import Sessions
+from orchestrator.api.running import freeze_at_first_drive, load_runtime
+
+load_runtime()
+gc.freeze()  # what an edge does after its imports (orchestrator.cli.runs)
+freeze_at_first_drive()
+
+
+class LoadedBeforeTheDrive:  # stands for the provider a session's start imports
+    pass
+
+
+def tracked(obj):  # gc.get_objects() leaves out the frozen (permanent) generation
+    return any(o is obj for o in gc.get_objects())
+
+
+seen = {"before": tracked(LoadedBeforeTheDrive)}
+with Sessions(sys.argv[1]) as api:
+    api.start_scenario(sys.argv[2])
+
+    class LoadedAfterIt:
+        pass
+
+    seen["first"] = tracked(LoadedBeforeTheDrive)
+    api.start_scenario(sys.argv[2])
+    seen["second"] = tracked(LoadedAfterIt)
+print(json.dumps(seen))
+"""
+
+
+def test_the_first_drive_freezes_what_was_loaded_for_it_once(tmp_path: Path) -> None:
+    """What a session's start loads after the edge froze its imports (the agents'
+    provider) is frozen when the first drive starts, so that a full collection amid many
+    developers' allocations does not traverse it (orchestrator.runtime.heap); once per
+    process: what later sessions allocate stays collectable."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _FREEZE_PROBE,
+            f"sqlite:///{tmp_path / 'f.db'}",
+            str(EXAMPLES / "answered-question.yaml"),
+        ],  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"before": True, "first": False, "second": True}

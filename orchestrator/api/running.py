@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orchestrator.runtime.worker_loop import WorkerStats
 
-__all__ = ["load_runtime", "run_worker", "make_template", "graph_diagram"]
+__all__ = ["load_runtime", "freeze_at_first_drive", "run_worker", "make_template", "graph_diagram"]
 
 
 def load_runtime() -> None:
@@ -18,6 +18,14 @@ def load_runtime() -> None:
     that its import-time objects are frozen or shared rather than collected or copied."""
     import orchestrator.runtime.checkpoints  # noqa: F401
     import orchestrator.runtime.graph  # noqa: F401
+
+
+def freeze_at_first_drive() -> None:
+    """Freeze the process's heap (`gc.freeze()`) once more when its first drive starts,
+    the agents' provider loaded by then (orchestrator.runtime.heap says why)."""
+    from orchestrator.runtime.heap import freeze_at_first_drive as asked
+
+    asked()
 
 
 def run_worker(

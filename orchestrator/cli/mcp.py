@@ -51,7 +51,10 @@ def mcp(
             from orchestrator.install_hints import install_extra
 
             raise ConfigError(f"the MCP server needs the MCP SDK: {install_extra('mcp')}") from None
+        from orchestrator.api.running import freeze_at_first_drive
+
         gc.enable()  # a long-lived server, unlike the one-shot commands main() tunes for
+        freeze_at_first_drive()  # its first session's provider: out of the collector's sight
         log_to_stderr()
         if http:
             token = _token(token_file)

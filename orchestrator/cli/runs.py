@@ -296,6 +296,10 @@ def collect_from_here_on() -> None:
     """Freeze what imports created, then collect normally (long agent runs need it).
 
     Import LangGraph before this (`import orchestrator.runtime.graph`): its import-time objects
-    are then frozen too."""
+    are then frozen too. What the first session loads (its agents' provider) is frozen when
+    its drive starts (orchestrator.runtime.heap)."""
+    from orchestrator.api.running import freeze_at_first_drive
+
     gc.freeze()
+    freeze_at_first_drive()
     gc.enable()

@@ -31,7 +31,7 @@ from orchestrator.errors import (
 )
 from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
-from orchestrator.runtime import ask_only
+from orchestrator.runtime import ask_only, heap
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import load_backend
 from orchestrator.runtime.kept_turns import KeptTurns
@@ -252,6 +252,7 @@ class Engine:
         from orchestrator.runtime.graph_state import reconciling_state
 
         session_id = claim.session_id
+        heap.drive_starts()  # the backend is built: its provider's objects frozen too
         row = row if row is not None else self.store.session(session_id)
         settings = {**Settings().model_dump(), **row.settings}  # older sessions too
         late = late_tx.late_of(self.store, session_id) if not fresh else None
