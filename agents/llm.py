@@ -35,7 +35,7 @@ from orchestrator.errors import (
 )
 from orchestrator.limits import clip
 from orchestrator.model_options import ModelOptions
-from orchestrator.redact import mask_secrets
+from orchestrator.redact import mask_secrets, mask_url
 from orchestrator.runtime.agent import AgentRequest, AgentTurn
 
 from . import models as _models
@@ -369,8 +369,21 @@ class LLMBackend:
                 raise AgentCallError(
                     f"the model call for {agent} failed: {type(exc).__name__}: "
                     + clip(mask_secrets(str(exc)), _ERROR_CHARS)  # kept and shown
+                    + _server_of(chat, exc)
                     + said
                 ) from exc  # the provider's errors: network, auth, rate limits
+
+
+def _server_of(chat: Any, exc: BaseException) -> str:
+    """' (server: URL)' for an error that did not reach the model server ("Connection
+    error." names none), the URL masked; '' for others, or a chat model without one."""
+    if "Connection" not in type(exc).__name__ and "connect" not in str(exc).lower():
+        return ""
+    for name in ("openai_api_base", "anthropic_api_url", "base_url"):
+        url = getattr(chat, name, None)
+        if isinstance(url, str) and url:
+            return f" (server: {mask_url(url)}; is it running and reachable from here?)"
+    return ""
 
 
 class _TurnBudget:

@@ -57,11 +57,12 @@ class Settings(BaseModel):
             ge=1,
             le=12,
             description="Parts one question may have: asks raised in the same round are "
-            "merged into one multi-part question; further asks take their defaults. "
-            "1 (the default, as the contract's section 1 says): only the first ask is "
-            "surfaced, the others get the fallback once it is resolved.",
+            "merged into one multi-part question (default 4, as many as a question "
+            "tool such as Claude Code's AskUserQuestion takes); further asks take their "
+            "defaults. 1: only the first ask is surfaced, the others get the fallback "
+            "once it is resolved (the contract's section 1).",
         ),
-    ] = 1
+    ] = 4
     max_parallel: Annotated[
         int,
         Field(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -375,7 +376,7 @@ def test_a_closed_pipe_never_stops_the_session(db_url: str) -> None:
     first = [proc.stdout.readline(), proc.stdout.readline()]
     proc.stdout.close()  # like `head -2` exiting
     assert proc.wait(timeout=120) == 0
-    assert first[0].startswith(b"session started")
+    assert re.match(rb"session [0-9a-f]+ started: ", first[0]), first
     listed = as_json(invoke("list", "--json", db=db_url))
     assert [s["status"] for s in listed] == ["completed"]
 
@@ -631,3 +632,25 @@ def test_a_session_run_on_elsewhere_meanwhile_is_exit_2_not_1(
     assert raised.value.exit_code == 2
     out = capsys.readouterr()
     assert json.loads(out.out)["exit_code"] == 2 and "another process" in out.err
+
+
+def test_people_facing_times_and_words_are_for_people(tmp_path: Path) -> None:
+    """Issue 44, item 8: `status` and `log` showed raw ISO times with microseconds
+    (`2026-11-27T11:52:29.601146Z`) and internal words (`for_pm`, `pm#3`)."""
+    db = str(tmp_path / "words.db")
+    ran = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--ui", "none",
+                 "--timeout", "600", db=db)  # fmt: skip
+    assert ran.returncode == 3, ran.stderr
+    sid = as_json(invoke("list", "--json", db=db))[0]["session_id"]
+    iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|\.\d{6}")
+    status = invoke("status", sid, db=db).stdout
+    assert re.search(r"answer by: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in \d+ min\)", status)
+    assert not iso.search(status), status
+    assert invoke("resume", sid, "--decline", db=db).returncode == 0
+    late = invoke("resume", sid, "--answer", "Weekly", db=db).stdout
+    assert "for the PM to judge: pm: " in late and "for_pm" not in late, late
+    log = invoke("log", sid, db=db).stdout
+    assert not iso.search(log), log
+    assert re.match(
+        rf"session {sid}, started \d+ s ago \(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", log
+    )

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import forkserver
@@ -68,10 +67,8 @@ def test_a_forked_command_is_a_process_of_its_own(tmp_path: Path) -> None:
     assert slow.stdout is not None
     assert int(slow.stdout.readline().split()[0]) == slow.pid
     assert slow.poll() is None
-    started = time.monotonic()
     os.kill(slow.pid, signal.SIGKILL)
-    assert slow.wait(timeout=30) == -signal.SIGKILL
-    assert time.monotonic() - started < 30
+    assert slow.wait(timeout=120) == -signal.SIGKILL  # killed, not its 60 s sleep's end
     slow.stdout.close()
 
 

@@ -4,6 +4,7 @@ web page, the JSON API and MCP."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -487,3 +488,35 @@ def test_a_scenarios_late_answer_is_checked_when_the_file_is_read(tmp_path: Path
         assert said in refused.stderr and str(script) in refused.stderr
         assert "Traceback" not in refused.stderr
     assert "no sessions" in invoke("list", db=db).stdout
+
+
+def test_a_failed_reconciliation_round_keeps_the_completed_result(tmp_path: Path) -> None:
+    """examples/pause-and-resume.yaml declined, answered late and reconciled: its script
+    has no PM reply left for the round, which fails. The session stays completed with its
+    summary; the failure is recorded, shown once with what to do next, and `--reconcile`
+    is not asked for again (issue 44, item 5)."""
+    from tests.conftest import invoke
+
+    db = str(tmp_path / "failed-round.db")
+    run = invoke("run", "--script", str(EXAMPLES / "pause-and-resume.yaml"), "--ui", "none", db=db)
+    assert run.returncode == 3, run.stderr
+    sid = json.loads(invoke("list", "--json", db=db).stdout)[0]["session_id"]
+    assert invoke("resume", sid, "--decline", db=db).returncode == 0
+    late = invoke("resume", sid, "--answer", "Weekly, on Monday mornings", db=db)
+    assert late.returncode == 0 and "NEEDS REVIEW" in late.stdout, late.stdout
+    done = invoke("resume", sid, "--reconcile", db=db)
+    assert done.returncode == 0, done.stderr
+    assert "the reconciliation round failed: " in done.stdout
+    assert done.stdout.count("act on the late answer in a new session") == 1
+    doc = json.loads(invoke("status", sid, "--json", db=db).stdout)
+    assert doc["status"] == "completed" and doc["error"] is None
+    assert doc["summary"] == "Digest emails scheduled as the user asked"
+    assert doc["late_answer"]["reconciled"]["outcome"] == "failed"
+    assert "pm" in doc["late_answer"]["reconciled"]["error"]
+    assert not doc["needs_review"]
+    status = invoke("status", sid, db=db).stdout
+    assert "--reconcile" not in status and "NEEDS REVIEW" not in status
+    kinds = [event["kind"] for event in json.loads(invoke("log", sid, "--json", db=db).stdout)]
+    assert kinds.count("reconcile_failed") == 1 and kinds[-1] == "status"
+    again = invoke("resume", sid, "--reconcile", db=db)
+    assert again.returncode == 2 and "already reconciled" in again.stderr

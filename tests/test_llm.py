@@ -244,3 +244,29 @@ def test_assumptions_and_uncertainty_come_through_submit_reply(
     assert [a["source"] for a in view["assumptions"]] == ["uncertainty", "agent"]
     assert view["assumptions"][1]["assumption"] == "English"
     assert "below the threshold" in pm.seen[1][-1].content
+
+
+def test_an_unreachable_model_server_is_named_in_the_error(tmp_path: Path) -> None:
+    """Issue 44, item 8: a dead --base-url said only "Connection error."; now the error
+    names the server, and the session stays resumable (a stalled agent call)."""
+    import json
+    import os
+    import socket
+
+    from tests.conftest import invoke
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"  # (a URL with a password or query is refused)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    ran = invoke(
+        *("run", "Build it", "--model", "openai:any", "--base-url", url, "--max-retries", "0"),
+        *("--workdir", str(tmp_path / "ws"), "--json"),
+        db=f"sqlite:///{tmp_path / 'dead.db'}",
+        env=env,
+    )
+    assert ran.returncode == 1, ran.stderr
+    error = json.loads(ran.stdout)["error"]
+    assert f"Connection error. (server: http://127.0.0.1:{port}/v1" in error, error
+    assert "; is it running and reachable from here?)" in error

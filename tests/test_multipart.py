@@ -3,6 +3,7 @@ rule per part, and sessions end to end on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -185,8 +186,17 @@ def test_each_part_is_validated_by_its_own_rules() -> None:
         to_gate_event(PARTS_QUESTION, UserReply(parts=(UserReply(text="Redis"),)))
 
 
-def test_a_reply_without_parts_answers_the_first_part_only() -> None:
-    event, chosen = to_gate_event(PARTS_QUESTION, UserReply(choices=("Redis",)))
+def test_a_persons_reply_without_parts_is_refused_naming_every_part() -> None:
+    """Issue 44, item 4: it answered part 1 and left the others to the hard cap, whose
+    ledger then said their question "was not asked". A scenario file's scripted answer
+    (written before parts) keeps that old meaning."""
+    with pytest.raises(InvalidAnswer) as refused:
+        to_gate_event(PARTS_QUESTION, UserReply(choices=("Redis",)))
+    assert refused.value.fields == ("parts",)
+    message = refused.value.message
+    assert message.startswith("this question has 2 parts and an answer without parts would")
+    assert "part 1: 'Which cache?'; part 2: 'Where?'" in message
+    event, chosen = to_gate_event(PARTS_QUESTION, UserReply(choices=("Redis",)), scripted=True)
     assert isinstance(event, gate.Answer) and event.parts == () and chosen == ["Redis"]
 
 
@@ -218,8 +228,16 @@ def three_asks(answers: list[Any], **settings_: Any) -> dict[str, Any]:
             "developer-3": [CACHE, DONE],  # the same question as developer-1
         },
         "answers": answers,
-        "settings": {"max_question_parts": 4, **settings_},  # merging is opt-in (default 1)
+        "settings": dict(settings_),  # merging is the default (issue 44, item 6)
     }
+
+
+def test_asks_of_a_round_are_merged_by_default_into_at_most_four_parts() -> None:
+    """Issue 44, item 6: the default was 1 part, so a second ask fell back unseen."""
+    from orchestrator.settings import Settings
+
+    assert Settings().max_question_parts == 4
+    assert Settings().merged(max_question_parts=1).max_question_parts == 1  # still an option
 
 
 @pytest.mark.backends()
@@ -335,7 +353,6 @@ def test_a_pause_shows_the_parts_and_a_resume_answers_them(db_url: str) -> None:
 
 @pytest.mark.backends("sqlite")
 def test_resume_answers_each_part_with_part_options(db_url: str, tmp_path: Any) -> None:
-    import json
 
     from tests.conftest import EXAMPLES, invoke
 
@@ -350,7 +367,12 @@ def test_resume_answers_each_part_with_part_options(db_url: str, tmp_path: Any) 
         ["developer-1", "developer-3"],
         ["developer-2"],
     ]
-    assert "--part 1 --choice Redis --part 2 --answer 'YOUR ANSWER'" in paused.stderr
+    assert "--part 1 --choice OPTION --part 2 --answer 'YOUR ANSWER'" in paused.stderr
+    plain = invoke("resume", sid, "--choice", "Redis", "--json", db=db_url)
+    assert plain.returncode == 2, plain.stderr  # a plain answer: refused, nothing written
+    said = json.loads(plain.stdout)["error"]
+    assert "this question has 2 parts" in said and "`parts` is --part N followed by" in said
+    assert json.loads(invoke("status", sid, "--json", db=db_url).stdout)["status"] == "paused"
 
     missing = invoke("resume", sid, "--part", "2", "--answer", "x", "--json", db=db_url)
     assert missing.returncode == 2 and "--part 1 is missing" in json.loads(missing.stdout)["error"]
@@ -413,7 +435,6 @@ def test_sessions_answer_takes_one_reply_per_part(db_url: str, tmp_path: Any) ->
 def test_the_terminal_asks_one_part_after_another(db_url: str, tmp_path: Any) -> None:
     """--ui terminal on a pipe (the line prompt): part 1, then part 2; input closed before
     the last part leaves the whole question open (nothing committed, exit 3)."""
-    import json
     import subprocess
     import sys
 

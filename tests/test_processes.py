@@ -987,3 +987,58 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
         "took over from a process that is gone"
     ]
     assert checkpoint_forks(db_url, session_id) == []
+
+
+def _stopped(pid: int) -> bool:
+    """Has the process stopped itself (SIGSTOP at an ORCHESTRATOR_STOP_AT point)?"""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_ctrl_c_while_an_agent_works_names_the_session_its_state_and_how_to_go_on(
+    db_url: str, as_json: bool
+) -> None:
+    """Ctrl+C (SIGINT) lands while the PM's second turn is in hand (the process stopped
+    itself there, so no timing is involved): exit 130, the session's id (printed when it
+    started), its state and `orchestrator resume ID`; `status` says why it is stalled, and
+    a plain resume finishes it without calling the PM's first turn again (issue 44, item 3)."""
+    proc = forkserver.Popen(
+        argv("run", "--script", str(ANSWERED), *(["--json"] if as_json else []), db=db_url),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "ORCHESTRATOR_STOP_AT": "reply_received:pm#2"},
+        # A suite started in the background runs with SIGINT ignored, and a child inherits
+        # that: Python then installs no KeyboardInterrupt handler at all.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        while not _stopped(proc.pid):  # waits on the process's own stop, never a margin
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - only if an assertion fired above
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    ((session_id,),) = query(db_url, "SELECT id FROM sessions")
+    assert f"session {session_id} started: " in err
+    assert f"session {session_id} is running, stalled: no process drives it now" in err
+    assert f"Go on with: orchestrator resume {session_id} --db " in err
+    if as_json:
+        document = json.loads(out)
+        assert document["exit_code"] == 130 and document["session_id"] == session_id
+    status = json.loads(cli("status", session_id, "--json", db=db_url).stdout)
+    assert status["status"] == "running" and status["stalled"]
+    assert status["last_error"].startswith("interrupted (Ctrl+C)")
+    assert "interrupted (Ctrl+C)" in cli("status", session_id, db=db_url).stdout
+    done = cli("resume", session_id, db=db_url)
+    assert done.returncode == 0, done.stderr
+    calls = [e["agent"] for e in events(db_url, session_id) if e["kind"] == "agent_reply"]
+    assert calls.count("pm") == 3  # NEEDS_CLARIFICATION, PLANNED (run again), COMPLETE

@@ -415,6 +415,9 @@ def _settings(scenario: Mapping[str, Any]) -> dict[str, Any]:
         "max_rounds": scenario["max_rounds"],
         "max_fallbacks": scenario["max_fallbacks"],
         "answers": list(scenario["answers"]),
+        # The model below is the contract's section 1 (one ask surfaced, the others held):
+        # merged questions have their own properties (tests/test_multipart.py).
+        "max_question_parts": 1,
     }
 
 

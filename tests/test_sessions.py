@@ -262,6 +262,7 @@ def test_parallel_question_waits_across_a_pause_and_resume(db_url: str) -> None:
                 "developer-2": [{**ASK, "question": "Where?"}, DONE],
             }
         },
+        max_question_parts=1,  # the contract's section 1: the first surfaced, the other held
     )
     assert store.view(sid)["pending_question"]["asked_by"] == "developer-1"
     store2 = resume(db_url, sid, UserReply(text="All"))

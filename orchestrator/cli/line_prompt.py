@@ -29,6 +29,7 @@ def ask_by_line(question: Mapping[str, Any], deadline: float | None) -> UserRepl
     }[kind]
     _say(question_text(question))
     reply: UserReply | None = None
+    confirmed: str | None = None  # an own answer like an option's label, typed twice
     closed = left = False
     try:
         while reply is None:
@@ -41,6 +42,16 @@ def ask_by_line(question: Mapping[str, Any], deadline: float | None) -> UserRepl
             reply = _parse_plain(line.strip(), kind, labels, bool(question.get("allow_other")))
             if reply is None:
                 _say(f"not an answer; expected {hint}" + (f" from 1-{len(labels)}" * bool(labels)))
+            elif reply.text and kind != "free_text" and reply.text != confirmed:
+                like = _looks_like(reply.text, labels)
+                if like is not None:
+                    # A typo of an option ("Bth") is not taken as one's own answer unasked.
+                    number = labels.index(like) + 1
+                    _say(
+                        f"did you mean {like!r} ({number})? Type {number} to choose it, or "
+                        f"type {reply.text!r} again to give it as your own answer"
+                    )
+                    confirmed, reply = reply.text, None
     except KeyboardInterrupt:  # the question stays open, as at the interactive prompt
         reply, left = None, True
         _say("")
@@ -67,6 +78,15 @@ def _parse_plain(raw: str, kind: str, labels: list[str], allow_other: bool) -> U
         else:
             return None
     return UserReply(choices=tuple(chosen), text=own[0] if own else None)
+
+
+def _looks_like(text: str, labels: list[str]) -> str | None:
+    """The option label `text` is likely a typo of (not equal to any), else None."""
+    import difflib
+
+    folded = {label.casefold(): label for label in labels}
+    close = difflib.get_close_matches(text.casefold(), list(folded), n=1, cutoff=0.6)
+    return folded[close[0]] if close else None
 
 
 def _read_line(deadline: float | None) -> str | None:

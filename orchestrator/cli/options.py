@@ -30,7 +30,7 @@ DEFAULTS = {
     "max_rounds": 5,
     "max_fallbacks": 2,
     "uncertainty_threshold": 70,
-    "max_question_parts": 1,
+    "max_question_parts": 4,
     "max_parallel": 8,
     "timeout": 300.0,
     "on_timeout": "wait",

@@ -19,7 +19,12 @@ from orchestrator.cli.options import (
     asking,
 )
 from orchestrator.cli.output import emit, finish, user_errors
-from orchestrator.cli.runs import collect_from_here_on, question_shown, sessions_for
+from orchestrator.cli.runs import (
+    collect_from_here_on,
+    ctrl_c_said,
+    question_shown,
+    sessions_for,
+)
 from orchestrator.present.readout import handed_off_text
 from orchestrator.present.render import command_line
 
@@ -84,7 +89,7 @@ def resume(
     as_json: JsonOption = False,
 ) -> None:
     """Continue a paused session: answer, decline or cancel its question, or see it again."""
-    with user_errors(as_json, session_id):
+    with user_errors(as_json, session_id), ctrl_c_said(as_json, db, session_id):
         from orchestrator.domain.question import UserReply
         from orchestrator.errors import ConfigError
 

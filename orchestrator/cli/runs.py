@@ -5,13 +5,14 @@ from __future__ import annotations
 import atexit
 import gc
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
 from orchestrator.cli.output import err
 from orchestrator.cli.read_options import STATUSES
-from orchestrator.present.render import event_line
+from orchestrator.present.render import command_line, event_line
 
 __all__ = [
     "Ui",
@@ -24,6 +25,8 @@ __all__ = [
     "question_shown",
     "collect_from_here_on",
     "NO_AGENTS",
+    "EXIT_INTERRUPTED",
+    "ctrl_c_said",
 ]
 
 
@@ -61,6 +64,52 @@ _SHOWN: set[str] = set()
 
 def question_shown(session_id: str) -> bool:
     return session_id in _SHOWN
+
+
+# The session this command runs (named by its events as they come): what Ctrl+C stopped.
+_RUNNING: dict[str, str | None] = {"id": None}
+
+EXIT_INTERRUPTED = 130  # Ctrl+C (128 + SIGINT, as shells report it); README, reference.md
+
+
+@contextmanager
+def ctrl_c_said(as_json: bool, db: str | None, session_id: str | None = None) -> Iterator[None]:
+    """Ctrl+C while the agents work: say which session it stopped, the state it is left
+    in and the command that goes on; exit 130 (the question itself, at the terminal
+    prompt, stays open with exit 3: cli.terminal)."""
+    _RUNNING["id"] = session_id
+    try:
+        yield
+    except KeyboardInterrupt:
+        from orchestrator.cli.output import fail
+        from orchestrator.present.render import command_line
+
+        found = _RUNNING["id"]
+        if found is None:
+            fail(as_json, "interrupted (Ctrl+C) before a session was started; nothing was "
+                 "created", EXIT_INTERRUPTED)  # fmt: skip
+        state = _state_of(db, found)
+        go_on = command_line("resume", found, db)
+        fail(
+            as_json,
+            f"interrupted (Ctrl+C): session {found} is {state}. Go on with: {go_on}   "
+            f"(or stop it: {command_line('cancel', found, db)})",
+            EXIT_INTERRUPTED,
+            session_id=found,
+        )
+
+
+def _state_of(db: str | None, session_id: str) -> str:
+    """The session's state in a few words, as `status` reads it (or why it cannot)."""
+    try:
+        view = read_sessions(db, session_id).status(session_id)
+    except Exception as exc:  # the database itself may be what is gone
+        from orchestrator.api.storage_errors import fault_message
+
+        return f"in a state that could not be read ({fault_message(exc) or type(exc).__name__})"
+    if view.get("stalled"):
+        return f"{view['status']}, stalled: no process drives it now"
+    return str(view["status"])
 
 
 def _checked_url(db: str | None, *, create: bool) -> tuple[str, bool]:
@@ -112,7 +161,8 @@ def sessions_for(
     # (Line by line, without a terminal, the prompt prints it too.)
     quiet = {"question_surfaced"} if _chosen(ui) is Ui.terminal and not scripted else set()
 
-    current = {"id": session_id}  # the session being run: every event names it
+    current = _RUNNING  # the session being run: every event names it
+    current["id"] = session_id
     notifier = _notifier(db, notify, public_url)
 
     def show(session_id: str, event: dict[str, Any]) -> None:
@@ -122,7 +172,7 @@ def sessions_for(
         if event["kind"] == "question_surfaced" and event["kind"] not in quiet:
             _SHOWN.add(session_id)
         if event["kind"] not in quiet:
-            err(event_line(event))
+            err(event_line(event, session_id))
 
     activity = None
     if progress and sys.stderr.isatty():
@@ -133,7 +183,10 @@ def sessions_for(
     sessions = Sessions(url, on_event=show if progress else None, activity=activity)
     if progress:
         sessions.ask = _ask_user(
-            ui, lambda: _keeps_waiting(sessions, current["id"]), no_browser=no_browser
+            ui,
+            lambda: _keeps_waiting(sessions, current["id"]),
+            no_browser=no_browser,
+            draft=lambda args: command_line("resume", current["id"] or "ID", db, *args),
         )
     return sessions if notifier is None else _Notifying(sessions, notifier)
 
@@ -158,9 +211,18 @@ class _Notifying:
             try:
                 return method(*args, **kwargs)
             finally:
-                self._notifier.close()
+                self._deliver()
 
         return then_flush
+
+    def _deliver(self) -> None:
+        """Wait for the notifications still going out, saying so (never silently), at most
+        NOTIFY_WAIT seconds; what failed is in the session's log with its reason."""
+        if not self._notifier.flush(0.2):
+            err(f"sending notifications (waiting at most {NOTIFY_WAIT:.0f} s)")
+            if not self._notifier.flush(NOTIFY_WAIT):
+                err("notifications still unsent: given up (the session's log says which)")
+        self._notifier.close(timeout=0)
 
 
 def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> Any:
@@ -172,7 +234,13 @@ def _notifier(db: str | None, urls: tuple[str, ...], public_url: str | None) -> 
     require_extra("web", "--notify", "apprise")
     from orchestrator.web.notify import Notifier
 
-    return Notifier(urls, public_url=public_url, db=db)
+    return Notifier(urls, public_url=public_url, db=db, retry_delays=CLI_RETRY_DELAYS)
+
+
+# A command waits for its notifications before it exits: two quick retries (a server's
+# are 1, 4 and 15 s: it outlives a receiver's restart), and a bound on the whole wait.
+CLI_RETRY_DELAYS = (1.0, 2.0)
+NOTIFY_WAIT = 10.0
 
 
 def _keeps_waiting(sessions: Any, session_id: str | None) -> bool:
@@ -190,7 +258,13 @@ def _chosen(ui: Ui | None) -> Ui:
     return ui or (Ui.terminal if sys.stdin.isatty() else Ui.none)
 
 
-def _ask_user(ui: Ui | None, keep_open: Callable[[], bool], *, no_browser: bool = False) -> Any:
+def _ask_user(
+    ui: Ui | None,
+    keep_open: Callable[[], bool],
+    *,
+    no_browser: bool = False,
+    draft: Callable[[list[str]], str] | None = None,
+) -> Any:
     if _chosen(ui) is Ui.web:
         from functools import partial
 
@@ -206,7 +280,7 @@ def _ask_user(ui: Ui | None, keep_open: Callable[[], bool], *, no_browser: bool 
     def ask_at_terminal(question: Mapping[str, Any]) -> Any:
         from orchestrator.cli.terminal import ask  # questionary and rich only when asking
 
-        return ask(question, keep_open=keep_open())
+        return ask(question, keep_open=keep_open(), draft=draft)
 
     return ask_at_terminal
 

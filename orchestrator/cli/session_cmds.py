@@ -35,6 +35,7 @@ from orchestrator.cli.runs import (
     Sandbox,
     Ui,
     collect_from_here_on,
+    ctrl_c_said,
     question_shown,
     sessions_for,
 )
@@ -270,7 +271,7 @@ def run(
     as_json: JsonOption = False,
 ) -> None:
     """Start a session and run it until it completes, fails or pauses for an answer."""
-    with user_errors(as_json):
+    with user_errors(as_json), ctrl_c_said(as_json, db):
         from orchestrator.errors import ConfigError
         from orchestrator.limits import MAX_TASK_CHARS, check_length
 

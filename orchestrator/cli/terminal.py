@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["ask", "OTHER"]
 
 OTHER = "Other (type an answer)"
+DECLINE_ENTRY = "Decline: no answer (the agent proceeds on its default)"
 CANCEL_ENTRY = "✖ Cancel the session"
 
 # Prompt results that are not answers. Identity-compared, never shown.
 _CANCEL = object()  # the user chose to cancel the session
+_DECLINE = object()  # the user declined the question
 _LEAVE = object()  # Esc or Ctrl+C: the question stays open
 _TIMEOUT = object()
 _OTHER = object()
@@ -48,16 +50,21 @@ _HINTS = {
 # The keys that do not answer, on a line under the prompt (with the time left).
 _LATER = "esc: answer later"
 _KEYS = {
-    "free_text": f"{_LATER} · ctrl+x: cancel the session",
+    "free_text": f"{_LATER} · ctrl+n: decline · ctrl+x: cancel the session",
     "single_select": _LATER,
-    "multi_select": f"{_LATER} · ctrl+x: cancel the session",
+    "multi_select": f"{_LATER} · ctrl+n: decline · ctrl+x: cancel the session",
     "other": "esc: back to the options",
     "review": _LATER,
+    "confirm": "y: yes, cancel it · n or esc: no, back to the question",
 }
 
 
 def ask(
-    question: Mapping[str, Any], *, deadline: float | None = None, keep_open: bool = False
+    question: Mapping[str, Any],
+    *,
+    deadline: float | None = None,
+    keep_open: bool = False,
+    draft: Callable[[list[str]], str] | None = None,
 ) -> UserReply | None:
     """Ask `question`: the reply, UserReply(action="cancel") when the user cancels the
     session, None when the question stays open (Esc, Ctrl+C, input closed, or the
@@ -69,7 +76,7 @@ def ask(
     if deadline is None:
         deadline = _parse_deadline(question.get("deadline"))
     if len(question.get("parts") or []) > 1:
-        return _ask_parts(question, deadline=deadline, keep_open=keep_open)
+        return _ask_parts(question, deadline=deadline, keep_open=keep_open, draft=draft)
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return ask_by_line(question, None if keep_open else deadline)
 
@@ -83,7 +90,11 @@ def ask(
     console.file.flush()
     closed = left = False
     try:
-        result = _ask_interactive(question, _Deadline(deadline, keep_open))
+        while True:
+            result = _ask_interactive(question, _Deadline(deadline, keep_open))
+            cancel = isinstance(result, UserReply) and result.action == "cancel"
+            if not cancel or _cancel_confirmed():
+                break  # (not confirmed: the question is asked again)
     except EOFError:  # Ctrl+D on an empty line, or the terminal went away
         result, closed = None, True
     left = result is _LEAVE
@@ -96,7 +107,11 @@ def ask(
 
 
 def _ask_parts(
-    question: Mapping[str, Any], *, deadline: float | None, keep_open: bool
+    question: Mapping[str, Any],
+    *,
+    deadline: float | None,
+    keep_open: bool,
+    draft: Callable[[list[str]], str] | None = None,
 ) -> UserReply | None:
     """A multi-part question, one part after another (each with its own prompt), then, at
     a terminal, a review: send the answers, or change one part and review again. The reply
@@ -113,6 +128,8 @@ def _ask_parts(
             shown = {**parts[index], "parts": [], "asked_by": where}
             reply = ask(shown, deadline=deadline, keep_open=keep_open)
             if reply is None or reply.action == "cancel":
+                if reply is None:
+                    _keep_draft(parts, replies, draft)
                 return reply
             replies[index] = reply
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -122,9 +139,34 @@ def _ask_parts(
         if change is _SEND:
             break
         if not isinstance(change, int):  # left open, or the deadline passed
+            _keep_draft(parts, replies, draft)
             return None
         todo = range(change, change + 1)
     return UserReply(parts=tuple(replies[index] for index in range(len(parts))))
+
+
+def _keep_draft(
+    parts: list[Mapping[str, Any]],
+    replies: Mapping[int, UserReply],
+    draft: Callable[[list[str]], str] | None,
+) -> None:
+    """Answers given to some parts of a question left open are not lost: the command that
+    sends them later is printed (placeholders for the parts not answered yet)."""
+    if not replies or draft is None:
+        return
+    args: list[str] = []
+    for index, part in enumerate(parts):
+        args += ["--part", str(part["part"])]
+        reply = replies.get(index)
+        if reply is None:
+            free = part.get("kind", "free_text") == "free_text"
+            args += ["--answer", "YOUR ANSWER"] if free else ["--choice", "OPTION"]
+        elif reply.action == "decline":
+            args.append("--decline")
+        else:
+            args += [arg for choice in reply.choices for arg in ("--choice", choice)]
+            args += ["--answer", reply.text] if reply.text is not None else []
+    sys.stderr.write(printable("  your answers are not sent; to send them: " + draft(args)) + "\n")
 
 
 def _review(
@@ -211,6 +253,19 @@ def _ask_interactive(question: Mapping[str, Any], deadline: _Deadline) -> Any:
         return UserReply(text=typed.strip())
 
 
+def _cancel_confirmed() -> bool:
+    """Cancelling ends the session for good: asked once more (No by default; Esc is No)."""
+    import questionary
+
+    prompt = questionary.confirm(
+        "Cancel the session? It stops for good, with no answer",
+        default=False,
+        output=_output(),
+        erase_when_done=True,
+    )
+    return bool(_run(prompt, _Deadline(None, keep_open=True), "confirm") is True)
+
+
 def _select(question: Mapping[str, Any], kind: str) -> Question:
     import questionary
 
@@ -232,6 +287,7 @@ def _select(question: Mapping[str, Any], kind: str) -> Question:
         "erase_when_done": True,
     }
     if kind == "single_select":
+        choices.append(questionary.Choice(DECLINE_ENTRY, value=_DECLINE))
         choices.append(questionary.Choice(CANCEL_ENTRY, value=_CANCEL))
         return questionary.select(
             printable(str(question["question"])),
@@ -251,6 +307,8 @@ def _select(question: Mapping[str, Any], kind: str) -> Question:
 def _reply(result: Any, *, text: bool = False) -> Any:
     if result is _CANCEL:
         return UserReply(action="cancel")
+    if result is _DECLINE:
+        return UserReply(action="decline")
     if result is _LEAVE:
         return _LEAVE
     if result is _TIMEOUT:
@@ -293,6 +351,12 @@ def _run(prompt: Question, deadline: _Deadline, kind: str) -> Any:
         @keys.add("c-x", eager=True)
         def _cancel(event: Any) -> None:
             event.app.exit(result=_CANCEL)
+
+    if "ctrl+n" in _KEYS[kind]:
+
+        @keys.add("c-n", eager=True)
+        def _decline(event: Any) -> None:
+            event.app.exit(result=_DECLINE)
 
     app.key_bindings = merge_key_bindings([app.key_bindings, keys]) if app.key_bindings else keys
     _keys_line(app, _KEYS[kind], deadline)

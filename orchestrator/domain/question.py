@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 
@@ -31,6 +32,7 @@ __all__ = [
     "Question",
     "repair",
     "UserReply",
+    "parts_needed",
     "to_gate_event",
     "option_label",
     "check_reply",
@@ -230,14 +232,17 @@ def check_reply(reply: UserReply) -> UserReply:
 
 
 def to_gate_event(
-    question: PendingQuestion, reply: UserReply
+    question: PendingQuestion, reply: UserReply, *, scripted: bool = False
 ) -> tuple[gate.Answer | gate.Decline | gate.Cancel, list[str] | None]:
     """Validate `reply` against `question`; raise InvalidAnswer naming what was expected.
 
     The one answer rule of every door. On a select question each `choices` entry must be
     an option (its label, the one label equal ignoring case, or its number from 1), also
     when the question allows an answer of the user's own: that one comes as the `answer`
-    text, so that a typo among the choices never becomes the final answer."""
+    text, so that a typo among the choices never becomes the final answer. A person's
+    answer without parts to a question of several parts is refused (it would leave the
+    other parts unanswered); a `scripted` one (a scenario file written before parts)
+    keeps its old meaning: part 1's answer."""
     check_reply(reply)
     parts = cast("list[PendingQuestion] | None", question.get("parts"))
     if parts and reply.action == "decline" and not reply.parts:
@@ -250,6 +255,8 @@ def to_gate_event(
         part = UserReply(action=reply.action, text=reply.text, choices=reply.choices)
         reply = UserReply(parts=(part,), note=reply.note)
     if parts and reply.action == "answer":
+        if not reply.parts and not scripted:
+            raise InvalidAnswer(parts_needed(parts), fields=("parts",))
         return _parts_event(parts, reply)
     if reply.parts:
         what = "a decline or cancel" if reply.action != "answer" else "this question"
@@ -347,6 +354,25 @@ def _not_an_option(pick: str, labels: list[str], allow_other: bool) -> InvalidAn
 
 def _numbered(labels: list[str]) -> str:
     return "; ".join(f"{n}. {label}" for n, label in enumerate(labels, start=1))
+
+
+def parts_needed(parts: Sequence[Mapping[str, Any]]) -> str:
+    """Why an answer without parts is refused for a question of several `parts`, naming
+    each part and how every door answers them."""
+    named = "; ".join(
+        f"part {number}: {_quoted(str(part.get('question') or ''))}"
+        for number, part in enumerate(parts, start=1)
+    )
+    return (
+        f"this question has {len(parts)} parts and an answer without parts would answer "
+        f"part 1 only ({named}); give `parts`, one answer (or decline) per part, in "
+        "part order"
+    )
+
+
+def _quoted(text: str, limit: int = 80) -> str:
+    one_line = " ".join(text.split())
+    return repr(one_line if len(one_line) <= limit else one_line[: limit - 1] + "…")
 
 
 def _parts_event(

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.limits import clip
-from orchestrator.present.words import turn_name
+from orchestrator.present.words import turn_name, verdict_word
 
 __all__ = ["late_tally", "late_lines"]
 
@@ -16,12 +16,8 @@ def late_tally(checks: list[Mapping[str, Any]]) -> str:
     counts: dict[str, int] = {}
     for check in checks:
         counts[check["verdict"]] = counts.get(check["verdict"], 0) + 1
-    words = {
-        "contradicted": "contradicted",
-        "for_pm": "for the PM to judge",
-        "confirmed": "confirmed",
-    }
-    return ", ".join(f"{counts[v]} {w}" for v, w in words.items() if counts.get(v))
+    order = ("contradicted", "for_pm", "confirmed")
+    return ", ".join(f"{counts[v]} {verdict_word(v)}" for v in order if counts.get(v))
 
 
 def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
@@ -31,11 +27,16 @@ def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
     lines = [f"  late answer ({late.get('source', 'user')}): {clip(late['response'])}"]
     for check in late.get("checks") or []:
         tasks = f" [tasks {', '.join(map(str, check['tasks']))}]" if check.get("tasks") else ""
-        lines.append(
-            f"    - {check['verdict']}: {check['agent']}: {clip(check['assumption'])}{tasks}"
-        )
+        verdict = verdict_word(check["verdict"])
+        lines.append(f"    - {verdict}: {check['agent']}: {clip(check['assumption'])}{tasks}")
     done = late.get("reconciled")
-    if done:
+    if done and done.get("outcome") == "failed":
+        lines += [
+            f"  the reconciliation round failed: {clip(done.get('error') or '')}",
+            f"  the session keeps its {done.get('kept', 'earlier')} result; act on the late "
+            "answer in a new session (`orchestrator run`), or take the result as it is",
+        ]
+    elif done:
         tasks = "; ".join(clip(t, 200) for t in done.get("tasks") or [])
         lines.append(
             f"  reconciled by {turn_name(done['by'])}: {done['outcome']}"

@@ -18,6 +18,7 @@ from orchestrator.present.render import (
     run_here_hint,
     session_text,
 )
+from orchestrator.present.words import moment
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -64,7 +65,7 @@ def log_text(session_id: str, events: Sequence[Mapping[str, Any]]) -> str:
     """What `log` prints: each event at its UTC clock time (seconds matter within a run),
     under a header that gives the day, relatively."""
     first = events[0]["time"] if events else None
-    header = f"session {session_id}, started {relative(first)} ({first}); times in UTC"
+    header = f"session {session_id}, started {relative(first)} ({moment(first)}); times in UTC"
     lines = [f"{(e['time'] or '')[11:19]}  {event_line(e)}" for e in events]
     return "\n".join([header, *lines])
 

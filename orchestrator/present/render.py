@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.limits import clip
 from orchestrator.present.late_text import late_lines, late_tally
 from orchestrator.present.printable import continued
-from orchestrator.present.words import turn_name
+from orchestrator.present.words import moment, turn_name
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -137,10 +137,12 @@ def question_text(question: Mapping[str, Any]) -> str:
     if question.get("timed_out"):
         lines.append(
             f"  the deadline passed {relative(question.get('deadline'))} "
-            f"({question.get('deadline')}); still answerable"
+            f"({moment(question.get('deadline'))}); still answerable"
         )
     elif question.get("deadline"):
-        lines.append(f"  answer by: {question['deadline']} ({relative(question['deadline'])})")
+        lines.append(
+            f"  answer by: {moment(question['deadline'])} ({relative(question['deadline'])})"
+        )
     return "\n".join(lines)
 
 
@@ -163,18 +165,14 @@ def resume_hint(session_id: str, question: Mapping[str, Any], db: str | None) ->
 
 
 def _answer_args(question: Mapping[str, Any]) -> list[str]:
+    """Placeholders in the suggested command, never an option the user did not choose (a
+    pasted command would send it); `--choice` takes a label or its number."""
     kind = question.get("kind", "free_text")
-    # An option's number where its label would break the command's line (or drive the
-    # terminal): a label is the agent's text, and the command line is ours.
-    labels = [
-        o["label"] if o["label"].isprintable() else str(number)
-        for number, o in enumerate(question.get("options") or [], start=1)
-    ]
     if kind == "free_text":
         return ["--answer", "YOUR ANSWER"]
-    if kind == "single_select":
-        return ["--choice", labels[0] if labels else "LABEL"]
-    return [arg for label in labels[:2] for arg in ("--choice", label)]
+    if kind == "single_select" or len(question.get("options") or []) < 2:
+        return ["--choice", "OPTION"]
+    return ["--choice", "OPTION", "--choice", "ANOTHER"]
 
 
 def run_here_hint(session_id: str, db: str | None) -> str:
@@ -182,10 +180,12 @@ def run_here_hint(session_id: str, db: str | None) -> str:
     return "or run it on here: " + command_line("resume", session_id, db)
 
 
-def event_line(event: Mapping[str, Any]) -> str:
+def event_line(event: Mapping[str, Any], session_id: str | None = None) -> str:
+    """One event for people; `session_id` names the session where it starts."""
     kind, agent = event["kind"], event.get("agent")
     if kind == "session_started":
-        return f"session started: {clip(event['task'])}" + _workbench_lines(
+        which = f"session {session_id}" if session_id else "session"
+        return f"{which} started: {clip(event['task'])}" + _workbench_lines(
             event.get("settings") or {}
         )
     if kind == "agent_reply":
@@ -212,6 +212,8 @@ def event_line(event: Mapping[str, Any]) -> str:
         return "the session was cancelled"
     if kind == "cancel_requested":
         return "cancel requested: the session stops before its next agent call"
+    if kind == "interrupted":
+        return f"stopped: {clip(event.get('error', ''), 1000)}"
     if kind == "agent_failed":
         return f"{agent or 'an agent'}'s call failed: {clip(event.get('error', ''), 1000)}"
     if kind == "answer_delivered":
@@ -235,6 +237,11 @@ def event_line(event: Mapping[str, Any]) -> str:
         return f"late answer reconciled by {by}: {event['outcome']}" + (
             f" ({tasks})" if tasks else ""
         )
+    if kind == "reconcile_failed":
+        return (
+            f"the reconciliation round failed: {clip(event.get('error') or '')}; the session "
+            f"keeps its {event.get('kept', 'earlier')} result"
+        )
     if kind == "command":
         return f"{agent}$ {clip(event['command'], 200)}  ->  " + _ran(event)
     if kind == "merge":
@@ -249,9 +256,20 @@ def event_line(event: Mapping[str, Any]) -> str:
     if kind == "check":
         verdict = "passed" if event.get("passed") else "FAILED"
         return f"check {verdict} for {agent}: {clip(event['command'], 200)} ({_ran(event)})"
+    if kind in ("notification_sent", "notification_failed"):
+        about = {"question": "the question", "deadline": "the deadline's reminder"}.get(
+            str(event.get("about")), str(event.get("about") or "a notification")
+        )
+        to = f"{about} to {event.get('target', '?')}"
+        tries = event.get("attempts")
+        after = f" after {tries} tr{'y' if tries == 1 else 'ies'}" if tries else ""
+        if kind == "notification_sent":
+            return f"notified: {to}"
+        return f"notification FAILED: {to}{after}: {clip(event.get('error') or 'no reason given')}"
     if kind == "status":
         extra = event.get("summary") or event.get("error") or event.get("note") or ""
-        return f"session {event['status']}" + (f": {clip(extra, 1000)}" if extra else "")
+        driver = f" (by {clip(event['driver'], 200)})" if event.get("driver") else ""
+        return f"session {event['status']}" + (f": {clip(extra, 1000)}" if extra else "") + driver
     return f"{kind} {agent or ''}".strip()
 
 

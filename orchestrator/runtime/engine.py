@@ -46,6 +46,8 @@ __all__ = ["Engine", "AskUser", "max_parallel"]
 # None to leave the session paused (`--ui none`).
 AskUser = Callable[[PendingQuestion], UserReply | None]
 
+# Why a session is stalled after Ctrl+C (its `last_error`; `status` adds the commands).
+INTERRUPTED = "interrupted (Ctrl+C) while the agents worked; every finished agent call is kept"
 RECURSION_LIMIT = 10_000  # a backstop only: max_rounds and max_fallbacks bound every run
 
 
@@ -383,14 +385,18 @@ class Engine:
             raise stalled from exc
         except GraphRecursionError as exc:
             self._release(claim, "failed", error=f"the run did not converge: {exc}")
-        except BaseException:
+        except BaseException as stopped:
             # Ctrl+C, a bug or a storage fault: keep everything, drop the claim so `resume`
             # can take over. With the database away the claim cannot be dropped (it lapses
             # with this process): the original error is the one to report.
             from orchestrator.store.connect import storage_failure
 
             try:
-                self.store.abandon(claim)
+                if isinstance(stopped, KeyboardInterrupt):
+                    # Said in the session (`status`: stalled, why, how to go on).
+                    self.store.record_failure(claim, None, INTERRUPTED, kind="interrupted")
+                else:
+                    self.store.abandon(claim)
             except Exception as exc:
                 if storage_failure(exc) is None:
                     raise
@@ -423,6 +429,10 @@ class Engine:
             origin = "script"
         else:
             reply = self.ask_user(question) if self.ask_user is not None else None
+            if reply is not None and row.settings.get("on_timeout", "wait") == "wait":
+                # Answered at a prompt that stayed open past the deadline: its passing is
+                # recorded first (a `timeout` event), as `status` or `resume` would have.
+                self.store.expire(session_id, owner=self.owner, claim=claim)
         if reply is None:
             # No answer: the prompt's deadline passed, or nobody is there to ask (--ui none).
             expired = self.store.expire(session_id, owner=self.owner, claim=claim)

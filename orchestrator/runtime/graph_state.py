@@ -131,7 +131,7 @@ class RunContext:
     max_fallbacks: int
     uncertainty_threshold: int
     timeout: float | None  # seconds a surfaced question waits for its answer
-    max_question_parts: int = 1  # parts one multi-part question may have (1: one ask)
+    max_question_parts: int = 4  # parts one multi-part question may have (1: one ask)
     # Called before every agent call: raises ClaimLost (the claim is gone) or
     # CancelRequested (`cancel` was asked), so neither lets another agent call start.
     before_call: Callable[[], None] | None = None

@@ -39,6 +39,8 @@ from orchestrator.errors import (
     StorageFailed,
     WorkerFailed,
 )
+from orchestrator.limits import MAX_MESSAGE_CHARS, clip
+from orchestrator.outages import OutageLog
 
 __all__ = ["run_worker", "WorkerStats", "POLL_SECONDS", "RETRY_FAILED_AFTER"]
 
@@ -112,12 +114,20 @@ def run_worker(
     url = resolve_url(db_url)
     stop = stop_event or threading.Event()
     stats = WorkerStats()
-    store = _open_store(url, stop, stats)
+    outage = OutageLog(log, "the worker")  # one for every thread: an outage said once
+    store = _open_store(url, stop, stats, outage)
     if store is None:
         return stats
     from orchestrator.store import Owner
 
     worker = _Worker(url, store, Owner(), stop, stats, poll, idle_exit, on_session)
+    worker.outage = outage
+    from orchestrator.redact import mask_url
+
+    log.info(
+        "worker started: pid %d on %s, %d thread(s), database %s",
+        worker.owner.pid, worker.owner.host, concurrency, mask_url(url),
+    )  # fmt: skip
     threads = [
         threading.Thread(target=worker.guarded_loop, name=f"worker-{n}", daemon=True)
         for n in range(concurrency)
@@ -132,19 +142,22 @@ def run_worker(
     return stats
 
 
-def _open_store(url: str, stop: threading.Event, stats: WorkerStats) -> Any:
+def _open_store(url: str, stop: threading.Event, stats: WorkerStats, outage: OutageLog) -> Any:
     """The store, once the database answers (migrated); None if stopped before that."""
     from orchestrator.store import Store
 
     backoff = 0.5
     while not stop.is_set():
         try:
-            return Store.open(url)
+            store = Store.open(url)
         except DatabaseUnavailable as exc:
             stats.count("database_errors")
-            log.warning("%s (retrying in %.1f s)", exc.message, backoff)
+            outage.failed(exc.message)
             stop.wait(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
+            continue
+        outage.answered()
+        return store
     return None
 
 
@@ -168,6 +181,7 @@ class _Worker:
         self.died: str | None = None  # why a thread died, if one did
         self.lock = threading.Lock()
         self.idle_since = time.monotonic()
+        self.outage = OutageLog(log, "the worker")
 
     def guarded_loop(self) -> None:
         """`loop`, and if it dies, the whole worker stops with the reason (not exit 0)."""
@@ -191,10 +205,11 @@ class _Worker:
                 if not _database_trouble(exc):
                     raise
                 self.stats.count("database_errors")
-                log.warning("cannot claim work: %s (retrying in %.1f s)", _say(exc), backoff)
+                self.outage.failed(_say(exc))
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
+            self.outage.answered()
             backoff = 0.5
             if session_id is None:
                 with self.lock:
@@ -232,6 +247,7 @@ class _Worker:
         from orchestrator.runtime.engine import Engine
 
         engine = Engine(self.store, self.url, owner=self.owner)
+        log.info("session %s: taken by this worker (pid %d)", session_id, self.owner.pid)
         try:
             view = engine.resume(session_id)
         except (SessionBusy, SessionNotWaiting, SessionNotFound) as exc:
@@ -282,7 +298,8 @@ class _Worker:
             # once the database answers, and the rerun repeats no write.
             self.stats.count("interrupted")
             self.stats.count("database_errors")
-            log.warning("session %s interrupted by the database: %s", session_id, _say(exc))
+            self.outage.failed(_say(exc))
+            log.info("session %s interrupted by the database; run on once it answers", session_id)
             self.stop.wait(0.5)
             return
         status = view["status"]
@@ -293,5 +310,7 @@ class _Worker:
 
 
 def _say(exc: BaseException) -> str:
+    """The error's message on one line, whole up to MAX_MESSAGE_CHARS (a cut is marked:
+    never a word cut off unmarked, as `…/orchestrato` was)."""
     message = getattr(exc, "message", None) or str(exc)
-    return " ".join(message.split())[:300]
+    return clip(" ".join(message.split()), MAX_MESSAGE_CHARS)

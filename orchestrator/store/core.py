@@ -26,7 +26,7 @@ from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
 from orchestrator.faults import crash_point
 from orchestrator.records import PendingQuestion
-from orchestrator.store import gate_tx, lifecycle, round_tx, turns, views
+from orchestrator.store import gate_tx, late_tx, lifecycle, round_tx, turns, views
 from orchestrator.store._tx import (
     Listener,
     add_fenced_event,
@@ -205,6 +205,11 @@ class Store:
         `checkpoints`: also delete the session's LangGraph checkpoints (SQLite: the same
         file and transaction), which nothing reads once the session has ended."""
         with self.writing() as tx:
+            if status == "failed":
+                # A failed reconciliation round never undoes the outcome it reopened.
+                kept = late_tx.failed_round(tx, claim, error)
+                if kept is not None:
+                    status, summary, error = kept
             lifecycle.release(tx, claim, status, summary=summary, error=error, usage=usage)
             if checkpoints:
                 lifecycle.drop_checkpoints(tx, claim.session_id)
@@ -229,9 +234,11 @@ class Store:
         agent: str | None,
         message: str,
         usage: dict[str, dict[str, int]] | None = None,
+        *,
+        kind: str = "agent_failed",
     ) -> None:
         with self.writing() as tx:
-            lifecycle.record_failure(tx, claim, agent, message, usage)
+            lifecycle.record_failure(tx, claim, agent, message, usage, kind=kind)
 
     def cancel(self, session_id: str) -> str:
         """Stop a session that has not ended: "cancelled" at once (waiting, or its process
@@ -322,7 +329,7 @@ class Store:
             else:
                 row = joined_row(tx, session_id, lock=True)
             if isinstance(event, UserReply):  # validated against the question read here
-                event, choices = gate_tx.reply_event(row, event)
+                event, choices = gate_tx.reply_event(row, event, scripted=source == "script")
             cancel = isinstance(event, gate.Cancel)
             # An MCP client's question whose server lives: that server returns the answer
             # to its waiting tool call, and nobody else claims the session.

@@ -227,7 +227,9 @@ def _apply_final(
     add_event(tx, session_id, kind, agent=decision.agent, key=key, asker=decision.agent, **details)
 
 
-def reply_event(row: Any, reply: UserReply) -> tuple[gate.Answer | gate.Decline | gate.Cancel, Any]:
+def reply_event(
+    row: Any, reply: UserReply, *, scripted: bool = False
+) -> tuple[gate.Answer | gate.Decline | gate.Cancel, Any]:
     """(the gate's event, the choices) for a person's `reply`, validated against the open
     question of the session `row` as this transaction reads it (the answer rule,
     orchestrator.domain.question). Raises SessionNotWaiting, or InvalidAnswer."""
@@ -244,7 +246,7 @@ def reply_event(row: Any, reply: UserReply) -> tuple[gate.Answer | gate.Decline 
         raise SessionNotWaiting(
             f"session {row.id} is {row.status}, not waiting for an answer: {why}"
         )
-    return to_gate_event(question, reply)
+    return to_gate_event(question, reply, scripted=scripted)
 
 
 def resolve_answer(

@@ -29,6 +29,7 @@ __all__ = [
     "for_pm",
     "delivered",
     "reopen",
+    "failed_round",
     "ENDED",
 ]
 
@@ -214,6 +215,30 @@ def reopen(
             "calls": dict(calls),
             "tasks": list(json_value(row.tasks) or []),
             "at": iso(utcnow()),
+            # What the session had ended on: a round that fails gives it back.
+            "ended": {"status": row.status, "summary": row.summary, "error": row.error},
         }
         update(tx, row, reopened=start)
         return lifecycle.reopen(tx, row, owner, nobody=hand_off)
+
+
+def failed_round(tx: Tx, claim: Claim, error: str | None) -> tuple[str, Any, Any] | None:
+    """A reconciliation round that fails, for the session `claim` holds: recorded in the
+    late record (`reconciled`, outcome `failed`) and as a `reconcile_failed` event, and the
+    (status, summary, error) the session had ended on before it was reopened returned, to
+    end on again. None when the session is not in such a round (its failure stands)."""
+    row = fence(tx, claim, joined=True)
+    late = dict((json_value(row.question_object) or {}).get("late") or {})
+    ended = (late.get("reopened") or {}).get("ended")
+    if not ended or late.get("reconciled") is not None:
+        return None
+    outcome = {
+        "by": "the reconciliation round",
+        "outcome": "failed",
+        "error": error or "the round failed",
+        "at": iso(utcnow()),
+        "kept": ended["status"],
+    }
+    update(tx, row, reconciled=outcome)
+    add_event(tx, row.id, "reconcile_failed", key="reconciled", **outcome)
+    return str(ended["status"]), ended.get("summary"), ended.get("error")

@@ -153,7 +153,8 @@ def take(tx: Tx, row: Any, owner: Owner) -> Claim:
         note = "picked up by a driver"  # it was handed off (see hand_off)
     else:
         note = "took over from a process that is gone"
-    add_event(tx, row.id, "status", status="running", previous=row.status, note=note)
+    driver = f"pid {owner.pid} on {owner.host}"  # which process drives it from here on
+    add_event(tx, row.id, "status", status="running", previous=row.status, note=note, driver=driver)
     return Claim(row.id, owner, generation)
 
 
@@ -290,15 +291,18 @@ def record_failure(
     agent: str | None,
     message: str,
     usage: dict[str, dict[str, int]] | None = None,
+    *,
+    kind: str = "agent_failed",
 ) -> None:
-    """An agent call failed: log it, show it (`stalled`, `last_error`), and let go of the
-    session so that `resume` retries the call and `cancel` ends it at once. `usage`: the
-    tokens the failed turn spent (counted, and in the event)."""
+    """An agent call failed (or, `kind` "interrupted", the user stopped the process): log
+    it, show it (`stalled`, `last_error`), and let go of the session so that `resume`
+    retries the call and `cancel` ends it at once. `usage`: the tokens the failed turn
+    spent (counted, and in the event)."""
     row = fence(tx, claim)
     spent: dict[str, Any] = (
         {"usage": next(iter(usage.values()))} if usage and len(usage) == 1 else {}
     )
-    add_event(tx, claim.session_id, "agent_failed", agent=agent, error=message, **spent)
+    add_event(tx, claim.session_id, kind, agent=agent, error=message, **spent)
     _add_usage(tx, row, usage)
     tx.run(
         "UPDATE sessions SET last_error = :last_error, lease_expires_at = 0.0,"

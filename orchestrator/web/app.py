@@ -27,6 +27,7 @@ from orchestrator.errors import (
     StorageFailed,
     validation_text,
 )
+from orchestrator.outages import OutageLog
 from orchestrator.web.config import HERE, WebConfig
 from orchestrator.web.driver import Runner
 from orchestrator.web.http_errors import ApiError, status_of
@@ -62,6 +63,10 @@ class Web:
         if self.notifier is not None:
             self.notifier.bind(self.sessions)
         self.runner = Runner(self.sessions, config.workers)
+        # Every poll of the database that meets an outage tells this one log (OutageLog).
+        self.outage = OutageLog(log, "the server")
+        if self.notifier is not None:
+            self.notifier.outage = self.outage
         self.started_at = time.time()
         from orchestrator.web.pages import page_templates
 
@@ -80,11 +85,18 @@ def _pick_up_handed_off(web: Web, stop: threading.Event) -> None:
         try:
             found = web.runner.recover(handed_off_only=True)
         except (StorageFailed, DatabaseUnavailable) as exc:  # the database away: the next
-            log.warning("cannot look for answered sessions to run on: %s", exc.message)
-            continue  # poll tries again (a message, not a driver's traceback per second)
-        except Exception:
-            log.warning("cannot look for answered sessions to run on", exc_info=True)
+            web.outage.failed(exc.message)  # poll tries again; said once, not per second
             continue
+        except Exception as exc:
+            from orchestrator.api.storage_errors import fault_message
+
+            said = fault_message(exc)
+            if said is None:  # a bug: its traceback is kept
+                log.warning("cannot look for answered sessions to run on", exc_info=True)
+            else:
+                web.outage.failed(said)
+            continue
+        web.outage.answered()
         if found:
             log.info("picked up %d answered session(s) waiting for a driver", len(found))
 

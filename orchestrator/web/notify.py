@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from orchestrator.errors import DatabaseUnavailable, StorageFailed
+
 __all__ = ["Notifier", "message_for"]
 
 log = logging.getLogger("orchestrator.web")
@@ -106,6 +108,7 @@ class Notifier:
         self._sender = threading.Thread(target=self._send_forever, name="notify", daemon=True)
         self._sender.start()
         self._watcher: threading.Thread | None = None
+        self.outage: Any = None  # an OutageLog: the server's, which says an outage once
 
     # -- feeding ------------------------------------------------------------------------
 
@@ -177,8 +180,21 @@ class Notifier:
                         doc["session_id"], "deadline"
                     ):
                         self.queue(doc["session_id"], "deadline")
-            except Exception:  # the watcher must outlive a locked or busy database
-                log.exception("notification watcher")
+            except Exception as exc:  # the watcher must outlive a locked or busy database
+                from orchestrator.api.storage_errors import fault_message
+
+                said = (
+                    exc.message
+                    if isinstance(exc, StorageFailed | DatabaseUnavailable)
+                    else fault_message(exc)
+                )
+                if said is None or self.outage is None:
+                    log.exception("notification watcher")  # a bug: its traceback is kept
+                else:
+                    self.outage.failed(said)  # one line for the outage, not one a poll
+                continue
+            if self.outage is not None:
+                self.outage.answered()
 
     def _keys(self, about: str) -> list[str]:
 
