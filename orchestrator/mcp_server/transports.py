@@ -46,16 +46,20 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int = 8766) -> None:
     """Serve streamable HTTP at http://HOST:PORT/mcp (DNS-rebinding protection on loopback),
-    in both protocol eras as over stdio. Every request needs `Authorization: Bearer TOKEN`,
-    checked before its body is read."""
+    in both protocol eras as over stdio, with resumable streams. Every request needs
+    `Authorization: Bearer TOKEN`, checked before its body is read."""
     import uvicorn
 
     from orchestrator.errors import ConfigError
+    from orchestrator.mcp_server.replay import ReplayBuffer, opening
     from orchestrator.web.protocol import listening_socket, server_config
     from orchestrator.web.security import RequestGuard
 
+    # Resumable streams: a client whose stream dropped gets the call's result by
+    # reconnecting with Last-Event-ID (replay.py).
+    mcp_app = build_server(db).streamable_http_app(host=host, event_store=ReplayBuffer())
     app = RequestGuard(
-        build_server(db).streamable_http_app(host=host),
+        opening(mcp_app),
         token=token,
         max_body=MAX_BODY_BYTES,
         everything=True,
@@ -65,5 +69,6 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
     except OSError as exc:
         why = exc.strerror or str(exc)
         raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({why})") from None
-    print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    served = f"http://{host}:{port}/mcp"
+    print(f"orchestrator mcp: serving {served} (pid {os.getpid()})", file=sys.stderr, flush=True)
     uvicorn.Server(server_config(app, log_level="warning")).run(sockets=[sock])
