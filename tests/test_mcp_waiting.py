@@ -364,14 +364,20 @@ def test_the_server_exits_when_stdin_closes_while_a_question_waits(
     assert doc["pending_question"]["question"] == CHOICE["prompt"]
 
 
-def test_the_page_and_its_threads_are_gone_once_another_door_answers(db_url: str) -> None:
-    """In process, so the threads can be named: once the answer came from another door,
-    the page's server thread ("oneshot") has ended and no thread still waits on the page
-    (before, both lived until the question's deadline)."""
+@pytest.mark.parametrize("transport", ["memory", "http"])
+def test_the_page_and_its_threads_are_gone_once_another_door_answers(
+    db_url: str, transport: str
+) -> None:
+    """In process (in memory, and over streamable HTTP on loopback), so the threads can be
+    named: once the answer came from another door, the page's server thread ("oneshot") has
+    ended and no thread still waits on the page (before, both lived until the question's
+    deadline)."""
     import threading
 
     from orchestrator.mcp_server import build_server
-    from tests.mcp_client import in_memory
+    from tests.mcp_client import in_memory, over_http_in_process
+
+    connect = over_http_in_process if transport == "http" else in_memory
 
     def page_threads() -> list[str]:
         frames = sys._current_frames()
@@ -385,7 +391,7 @@ def test_the_page_and_its_threads_are_gone_once_another_door_answers(db_url: str
     async def main() -> tuple[dict[str, Any], list[str], list[str], str]:
         server = build_server(db_url)
         got: dict[str, Any] = {}
-        async with in_memory(server, None, ()) as session, anyio.create_task_group() as tg:
+        async with connect(server, None, ()) as session, anyio.create_task_group() as tg:
 
             async def ask() -> None:
                 got["doc"] = await call(
@@ -489,8 +495,9 @@ def test_waiting_lists_the_questions_mcp_calls_wait_on_at_every_door(db_url: str
     assert {d["session_id"] for d in seen["after"]} == {other}  # answered: no longer waiting
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_a_client_without_forms_or_progress_gets_where_to_answer_at_once(
-    db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, transport: str
 ) -> None:
     """The Inspector CLIs' case: no elicitation, no progress token, a request timeout of 60 s.
     The call returns at once with `pending`, the page link and the resume command; the
@@ -499,7 +506,7 @@ def test_a_client_without_forms_or_progress_gets_where_to_answer_at_once(
     page is gone."""
 
     async def main() -> tuple[dict[str, Any], Any, dict[str, Any], str]:
-        async with no_form_client(db_url, tmp_path) as server:
+        async with no_form_client(db_url, tmp_path, transport) as server:
             with anyio.fail_after(30):  # returns at once (a guard, not a timing)
                 doc = await call(server.session, "provide_choice", CHOICE)
             data = doc["data"]

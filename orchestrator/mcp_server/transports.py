@@ -5,12 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.mcp_server.server import build_server
 
-__all__ = ["serve_stdio", "serve_http", "log_to_stderr"]
+if TYPE_CHECKING:
+    from mcp.server import Server
+    from starlette.types import ASGIApp
+
+__all__ = ["serve_stdio", "serve_http", "http_app", "log_to_stderr"]
 
 log = logging.getLogger("orchestrator.mcp")
 
@@ -40,8 +45,20 @@ def serve_stdio(db: str | None) -> None:
     anyio.run(main)
 
 
+# How long a client whose stream dropped waits before it reconnects (SSE `retry`).
+RETRY_MS = 1000
 # A tool call's arguments: a scenario is at most 1 MB, as JSON perhaps twice that.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+def http_app(server: Server[Any], host: str = "127.0.0.1") -> ASGIApp:
+    """`server` as streamable HTTP at /mcp, before the bearer token's check: DNS-rebinding
+    protection on loopback, and resumable streams (a client whose stream dropped gets the
+    call's result by reconnecting with Last-Event-ID, a second later: replay.py)."""
+    from orchestrator.mcp_server.replay import ReplayBuffer, opening
+
+    app = server.streamable_http_app(host=host, event_store=ReplayBuffer(), retry_interval=RETRY_MS)
+    return opening(app)
 
 
 def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int = 8766) -> None:
@@ -51,15 +68,11 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
     import uvicorn
 
     from orchestrator.errors import ConfigError
-    from orchestrator.mcp_server.replay import ReplayBuffer, opening
     from orchestrator.web.protocol import listening_socket, server_config
     from orchestrator.web.security import RequestGuard
 
-    # Resumable streams: a client whose stream dropped gets the call's result by
-    # reconnecting with Last-Event-ID (replay.py).
-    mcp_app = build_server(db).streamable_http_app(host=host, event_store=ReplayBuffer())
     app = RequestGuard(
-        opening(mcp_app),
+        http_app(build_server(db), host),
         token=token,
         max_body=MAX_BODY_BYTES,
         everything=True,
