@@ -288,7 +288,12 @@ def test_every_door_answers_the_waiting_call_of_a_client_without_forms(
         assert waiting[0][0] < KEEPALIVE, waiting
         gaps = [b[0] - a[0] for a, b in zip(waiting, waiting[1:], strict=False)]
         assert all(KEEPALIVE * 0.9 < gap < KEEPALIVE * 5 for gap in gaps), gaps
-        assert all(n[1] is not None and n[1] >= 299 for n in waiting)  # total: the wait
+        # total: the wait, from the keep-alive's start to the deadline (300 s after the
+        # question opened; the keep-alive starts once the page is up, later under load), the
+        # same in every note.
+        totals = [n[1] if n[1] is not None else 0.0 for n in waiting]
+        assert all(250 < total <= 300.01 for total in totals), totals
+        assert max(totals) - min(totals) < 1, totals
         assert "Answer on this page" in (waiting[0][2] or "")
         assert "orchestrator resume" in (waiting[0][2] or "")
 
