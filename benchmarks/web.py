@@ -14,9 +14,10 @@ issue 22's rows (ratio, target, met or not, the command again); always exits 0.
    `GET /api/sessions?status=paused` (page 1 and page 300), against the same on 1 session
    and on 1,000 (benchmarks/web_pages.py);
 3. memory (RSS) of an idle `orchestrator serve` process;
-4. the inbox's page in this process on 100,000 sessions (one in 3 waiting, and one in
-   100): the store's reads of `GET /` (a page of 50 after its cursor, the waiting count
-   capped at 101), page 1 and page 1,000 (its cursor reached by walking the pages), as
+4. the inbox's page in this process on 100,000 sessions (one in 3 waiting, one in 100,
+   and one in 3 waiting all with one deadline: the ties its order breaks): the store's
+   reads of `GET /` (a page of 50 after its cursor, the waiting count capped at 101),
+   page 1 and page 1,000 (its cursor reached by walking the pages), as
    ratios against the same reads on a 1-session database, a 50-session one (one full
    page), and 1,000 sessions of the same mix (page 1 and page 10);
 5. `orchestrator serve`'s memory while it answers and runs on 1,000 paused sessions (300
@@ -149,8 +150,9 @@ def _status(conn: sqlite3.Connection, session_id: str) -> str:
     return str(status)
 
 
-def fill(db_path: Path, count: int, waiting_every: int = 3) -> None:
-    """`count` sessions in one transaction: one in `waiting_every` waits for an answer."""
+def fill(db_path: Path, count: int, waiting_every: int = 3, deadline: float | None = None) -> None:
+    """`count` sessions in one transaction: one in `waiting_every` waits for an answer,
+    each by its own deadline, or all by `deadline` (the ties the inbox's order breaks)."""
     from sqlalchemy import insert
 
     from orchestrator.store import open_engine
@@ -194,7 +196,8 @@ def fill(db_path: Path, count: int, waiting_every: int = 3) -> None:
                 if waiting
                 else None,
                 "asked_by": "pm" if waiting else None,
-                "deadline": time.time() + 3600 + n if waiting else None,
+                "asked_at": created if waiting else None,
+                "deadline": (deadline or time.time() + 3600 + n) if waiting else None,
                 "questions_surfaced": int(waiting),
                 "fallbacks_injected": 0,
                 "fallback_counts": {},
@@ -393,16 +396,19 @@ def inbox_pages(tmp: Path, reps: int) -> None:
         f"4. inbox page (50 rows + capped waiting count): 1-session database {base:.2f} ms; "
         f"50-session database (one full page) {full:.2f} ms"
     )
-    for every in (3, 100):
-        small = tmp / f"inbox-{every}-1000.db"
-        fill(small, 1_000, waiting_every=every)
+    one_deadline = time.time() + 3600
+    for every, deadline in ((3, None), (100, None), (3, one_deadline)):
+        mix = f"1 in {every} waiting" + (", one deadline for all" if deadline else "")
+        name = f"{every}{'-tied' if deadline else ''}"
+        small = tmp / f"inbox-{name}-1000.db"
+        fill(small, 1_000, waiting_every=every, deadline=deadline)
         small_first = median_ms(small, None)
         small_late = median_ms(small, cursor_of_page(small, 10))
-        db = tmp / f"inbox-{every}.db"
-        fill(db, 100_000, waiting_every=every)
+        db = tmp / f"inbox-{name}.db"
+        fill(db, 100_000, waiting_every=every, deadline=deadline)
         first, deep = median_ms(db, None), median_ms(db, cursor_of_page(db, 1000))
         print(
-            f"   100,000 sessions, 1 in {every} waiting: page 1 {first:.2f} ms "
+            f"   100,000 sessions, {mix}: page 1 {first:.2f} ms "
             f"({first / base:.1f}x the 1-session page, {first / full:.2f}x the 50-session "
             f"page, {first / small_first:.2f}x page 1 of 1,000 such sessions); page 1,000 by "
             f"cursor {deep:.2f} ms ({deep / base:.1f}x, {deep / full:.2f}x, "

@@ -18,6 +18,7 @@ __all__ = [
     "TO_MCP_CLIENT",
     "OptionDoc",
     "PendingQuestionDoc",
+    "QuestionPartDoc",
     "OrchestratorStateDoc",
     "ExpectDoc",
     "SessionDoc",
@@ -73,6 +74,16 @@ class PendingQuestionDoc(TypedDict):
     timed_out: bool
 
 
+class QuestionPartDoc(TypedDict):
+    """One part of a multi-part question with its own answer (docs/multi-part-questions.md)."""
+
+    part: int
+    question: str
+    askers: list[str]
+    response: str | None  # None while unanswered, or declined
+    declined: bool
+
+
 class OrchestratorStateDoc(TypedDict):
     clarification_used: bool
     clarification_resolved: bool
@@ -80,6 +91,7 @@ class OrchestratorStateDoc(TypedDict):
     user_clarification_response: str | None
     answer_status: str | None
     answer_note: str | None
+    parts: list[QuestionPartDoc] | None  # a multi-part question's parts; None without
 
 
 class ExpectDoc(TypedDict):

@@ -200,6 +200,10 @@ def test_an_unknown_reference_policy_is_bad_input(tmp_path: Path) -> None:
 def test_the_command_prints_json_junit_and_a_self_contained_html_report(
     tmp_path: Path, db_url: str
 ) -> None:
+    import re
+
+    from orchestrator.evals.report import DOCS
+
     (tmp_path / "cases.yaml").write_text(json.dumps({"cases": [CASE, CONTROL]}))
     html, junit = tmp_path / "out" / "report.html", tmp_path / "junit.xml"
     result = invoke(
@@ -216,7 +220,8 @@ def test_the_command_prints_json_junit_and_a_self_contained_html_report(
     assert "eval:oracle" in result.stderr and "ask_f1" in result.stderr  # the table
     page = html.read_text()
     assert "<svg" in page and "eval:always-ask" in page
-    assert "src=" not in page and "href=" not in page and "<link" not in page
+    assert "src=" not in page and "<link" not in page  # self-contained: no assets
+    assert set(re.findall(r'href="([^"]+)"', page)) <= {"#figures", DOCS.as_uri()}
     xml = junit.read_text()
     assert xml.count("<testcase") == 4 and xml.count("<failure") == 2  # always-ask's two
 
@@ -539,3 +544,61 @@ def test_junit_reports_stay_valid_xml_with_control_characters_in_case_files(
     )
     root = ET.fromstring(junit_xml(report))
     assert "esc\\x1b[2J" in ET.tostring(root, encoding="unicode")
+
+
+def report_of(*spots: tuple[str, bool, bool]) -> Any:
+    """An eval report of one case per configuration: (model, asked about the blocker,
+    outcome). Configurations given the same pair land on the same spot of the plot."""
+    from orchestrator.evals.metrics import CaseResult
+    from orchestrator.evals.runner import ConfigReport, EvalReport
+
+    parts = []
+    for model, asked, outcome in spots:
+        result = CaseResult(
+            case="export", control=False, status="completed", questions=int(asked),
+            hits=int(asked), critical=1, found=int(asked), calls=3, done_before=0.0,
+            late_goal=0, assumptions=0, assumptions_matching=0, outcome=outcome,
+            missing=() if outcome else ("the " + "very-long-fact-" * 20,),
+            model_calls=None, tokens=None,
+        )  # fmt: skip
+        parts.append(ConfigReport(Config(model), (result,)))
+    return EvalReport(configs=tuple(parts), cases=1)
+
+
+def test_the_html_report_keeps_every_dot_in_sight_and_explains_its_figures(
+    tmp_path: Path,
+) -> None:
+    """Issue 44: one reference policy's dot hid another's; no figure was explained; the
+    docs pointer was not a link; no phone layout. Markers on one spot are fanned out, each
+    figure of the tables is defined, docs/eval.md is a link, and the page has a viewport
+    and tables that scroll inside it (tests/test_web_browser.py opens it at 390 px)."""
+    import math
+    import re
+
+    from orchestrator.evals.report import COLUMNS, DOCS, points, write_html
+
+    report = report_of(
+        ("eval:oracle", True, True),
+        ("eval:always-ask", True, True),
+        ("eval:never-ask", False, False),
+        ("local:a", True, True),
+        ("local:b", True, True),
+    )
+    placed = points(report)
+    centres = [(cx, cy) for _, _, cx, cy in placed]
+    for i, a in enumerate(centres):
+        for b in centres[i + 1 :]:
+            assert math.dist(a, b) >= 14, centres  # two markers of radius 7 do not overlap
+    assert len({(x, y) for x, y, _, _ in placed}) == 2  # the figures' own spots are kept
+    assert placed[2][:2] == placed[2][2:]  # a configuration alone stays on its spot
+    path = tmp_path / "report.html"
+    write_html(report, path)
+    page = path.read_text()
+    assert len(re.findall(r'<g class="point">', page)) == 5
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+    explained = re.findall(r"<dt>([^<]+)</dt>", page)
+    assert explained == [header for header, _, _ in COLUMNS]
+    assert f'<a href="{DOCS.as_uri()}">docs/eval.md</a>' in page and DOCS.is_file()
+    assert page.count('<div class="scroll"><table>') == 6  # the totals and each configuration
+    assert "src=" not in page and "<link" not in page
+    assert set(re.findall(r'href="([^"]+)"', page)) == {"#figures", DOCS.as_uri()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ from orchestrator.store.owner import boot_id, pid_namespace
 pytestmark = pytest.mark.backends()
 
 LIVE = ("paused", "running")
+NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 @pytest.fixture
@@ -33,7 +35,7 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
     """`count` sessions of every kind the inbox tells apart, written straight to the tables:
     open questions with and without a deadline on live and on ended sessions, answered and
     cancelled ones, none asked; many share their creation time or their deadline (the
-    ties the order breaks by creation time, then id)."""
+    ties the order breaks by the question's time or the creation time, then id)."""
     from orchestrator.store import open_engine
     from orchestrator.store.schema import sessions, state
 
@@ -49,6 +51,7 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
         resolution = rng.choice([None, None, "cancelled", "declined"]) if used else None
         resolution = "answered" if resolved and resolution is None else resolution
         deadline = rng.choice([None, 1000.0, 1000.0, 1000.0, 2000.5, 3000.25 + n]) if used else None
+        asked = start + timedelta(seconds=200 + rng.choice([0, 0, 1, 2, n])) if used else None
         # Who drives it: nobody (handed off), a process whose lease ran out, or a claim
         # whose agent call failed; the inbox tells these apart.
         driver = rng.choice(["none", "gone", "failed", "gone here"])
@@ -86,6 +89,7 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
                 else None,
                 "asked_by": "pm" if used else None,
                 "resolution": resolution,
+                "asked_at": asked,
                 "deadline": deadline,
                 "questions_surfaced": int(used),
                 "fallbacks_injected": 0,
@@ -93,7 +97,15 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
             }
         )
         waiting = used and not resolved and resolution != "cancelled" and status in LIVE
-        made.append({"id": sid, "created": created, "deadline": deadline, "waiting": waiting})
+        made.append(
+            {
+                "id": sid,
+                "created": created,
+                "asked": asked,
+                "deadline": deadline,
+                "waiting": waiting,
+            }
+        )
     engine = open_engine(db_url)
     with engine.begin() as conn:
         conn.execute(insert(sessions), rows)
@@ -104,13 +116,17 @@ def fill(db_url: str, count: int, seed: int = 7) -> list[dict[str, Any]]:
 
 def expected_order(made: list[dict[str, Any]]) -> list[str]:
     """The inbox's order, computed here: waiting with a deadline (soonest first), waiting
-    without one, then the others; ties newest first, then the larger id first."""
+    without one, then the others; the waiting's ties by their question's time, the
+    question asked first first, then the smaller id; the others' newest first, then the
+    larger id."""
 
     def run(s: dict[str, Any]) -> int:
         return 2 if not s["waiting"] else 0 if s["deadline"] is not None else 1
 
+    # stable sorts: the last key first
     order = sorted(made, key=lambda s: s["id"], reverse=True)
-    order.sort(key=lambda s: s["created"], reverse=True)  # stable sorts: the last key first
+    order.sort(key=lambda s: s["created"], reverse=True)
+    order.sort(key=lambda s: (s["asked"], s["id"]) if s["waiting"] else (NEVER, ""))
     order.sort(key=lambda s: s["deadline"] if run(s) == 0 else 0.0)
     order.sort(key=run)
     return [s["id"] for s in order]
@@ -132,8 +148,11 @@ def test_pages_walked_by_cursor_keep_the_inbox_order(db_url: str, sessions: Sess
     runs = {(s["waiting"], s["deadline"] is None) for s in made}
     assert len(runs) == 4  # waiting timed and untimed, others with and without a deadline
     assert len({s["created"] for s in made}) < 80  # ties in creation time
-    timed = [(s["deadline"], s["created"]) for s in made if s["waiting"] and s["deadline"]]
+    timed = [(s["deadline"], s["asked"]) for s in made if s["waiting"] and s["deadline"]]
     assert len(set(timed)) > len({d for d, _ in timed}) > 3  # ties in deadline, not in both
+    assert len(set(timed)) < len(timed)  # and in both: the id breaks those
+    untimed = [s["asked"] for s in made if s["waiting"] and s["deadline"] is None]
+    assert len(set(untimed)) < len(untimed)  # ties in the untimed run's question times
     one = sessions.inbox.page(limit=1000)
     assert [row["session_id"] for row in one[0]] == expected and one[1] is None
     waiting = {s["id"] for s in made if s["waiting"]}
@@ -205,8 +224,10 @@ def test_a_cursor_that_does_not_decode_is_a_user_error(sessions: Sessions, curso
 
 @pytest.mark.backends("sqlite")
 def test_each_run_is_read_off_an_index(db_url: str) -> None:
-    """No sort of all sessions: the others come off (created_at DESC, id DESC), the
-    waiting off the partial index of open questions (only its rows are sorted)."""
+    """No sort of all sessions, nor of those sharing a deadline: the others come off
+    (created_at DESC, id DESC), the waiting off the partial index of open questions whose
+    columns are their whole order (issue 44: ties on the deadline were sorted, 1-5 s a
+    page on 100,000 sessions)."""
     from orchestrator.store.inbox_paging import _WAITING_CAPPED, page_sql
 
     params = {"c": "2026-11-01 12:00:00.000000", "id": "abc", "d": 1.0, "limit": 5, "cap": 5}
@@ -222,9 +243,76 @@ def test_each_run_is_read_off_an_index(db_url: str) -> None:
             assert "SCAN t" not in others, others
             for run in ("t", "u"):
                 waiting = plan(page_sql(run, after=after))
-                assert "SEARCH t USING INDEX ix_state_waiting_deadline" in waiting, waiting
-        assert "ix_state_waiting_deadline" in plan(_WAITING_CAPPED)
+                assert "SEARCH t USING INDEX ix_state_waiting_order" in waiting, waiting
+                assert "TEMP B-TREE" not in waiting, waiting
+        assert "ix_state_waiting_order" in plan(_WAITING_CAPPED)
         late = plan(page_sql("o", after=True))
         assert "SEARCH s USING INDEX ix_sessions_created_at_id (created_at<?)" in late, late
     finally:
         conn.close()
+
+
+def _plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+@pytest.mark.backends("postgresql")
+def test_postgresql_reads_each_run_in_its_index_order(db_url: str) -> None:
+    """On PostgreSQL, with a third of the sessions waiting on one deadline (and more with
+    none), no run's plan has a Sort: the index gives the order, ties included."""
+    import psycopg
+
+    from orchestrator.store.inbox_paging import page_sql
+    from tests.dbcheck import conninfo
+
+    fill_tied(db_url, 3000)
+    # A cursor in the middle of the ties: half of each run is still to come.
+    middle = datetime(2026, 11, 1, 12, tzinfo=UTC) + timedelta(seconds=500)
+    params = {"c": middle, "id": f"{1500:012x}", "d": 1000.0, "limit": 51}
+    with psycopg.connect(conninfo(db_url), autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        for run in ("t", "u", "o"):
+            for after in (False, True):
+                sql = page_sql(run, after=after)
+                sql = re.sub(r":(\w+)", r"%(\1)s", sql)
+                (plan,) = conn.execute(f"EXPLAIN (FORMAT JSON) {sql}", params).fetchone()[0]
+                nodes = [node["Node Type"] for node in _plan_nodes(plan["Plan"])]
+                assert not any("Sort" in node for node in nodes), (run, after, nodes)
+                if run != "o":
+                    text = json.dumps(plan)
+                    assert "ix_state_waiting_order" in text, (run, after, text)
+
+
+def fill_tied(db_url: str, count: int) -> None:
+    """`count` sessions, a third waiting on one deadline, a third waiting without one, a
+    third ended; creation and question times tied in threes."""
+    from orchestrator.store import open_engine
+    from orchestrator.store.schema import sessions, state
+
+    start = datetime(2026, 11, 1, 12, tzinfo=UTC)
+    rows, states = [], []
+    for n in range(count):
+        sid, when = f"{n:012x}", start + timedelta(seconds=n // 3)
+        kind = n % 3
+        rows.append(
+            {
+                "id": sid, "task": f"task {n}", "status": "completed" if kind == 2 else "paused",
+                "created_at": when, "updated_at": when, "agents": {}, "settings": {},
+                "tasks": [], "round": 1, "answers_used": 0,
+            }
+        )  # fmt: skip
+        states.append(
+            {
+                "session_id": sid, "clarification_used": True,
+                "clarification_resolved": kind == 2, "question_object": {"question": "?"},
+                "asked_by": "pm", "asked_at": when, "deadline": 1000.0 if kind == 0 else None,
+                "questions_surfaced": 1, "fallbacks_injected": 0, "fallback_counts": {},
+            }
+        )  # fmt: skip
+    engine = open_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(insert(sessions), rows)
+        conn.execute(insert(state), states)
+    engine.dispose()

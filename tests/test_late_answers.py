@@ -323,7 +323,9 @@ def test_the_command_line_takes_the_late_answer_and_reconciles(tmp_path: Path) -
     assert "NEEDS REVIEW (late answer)" in invoke("list", db=db).stdout
     done = invoke("resume", sid, "--reconcile", db=db)
     assert done.returncode == 0, done.stderr
-    assert "reconciled by pm#3: re-planned (Move the cache layer to Redis)" in done.stdout
+    assert (
+        "reconciled by the PM's turn 3: re-planned (Move the cache layer to Redis)" in done.stdout
+    )
     again = invoke("resume", sid, "--reconcile", db=db)
     assert again.returncode == 2 and "already reconciled" in again.stderr
 

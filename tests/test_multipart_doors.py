@@ -4,12 +4,14 @@ answer rule (docs/multi-part-questions.md)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator.api import Sessions
+from orchestrator.api import Reply, Sessions
+from orchestrator.errors import InvalidAnswer
 from tests.conftest import EXAMPLES
 from tests.test_mcp import run
 from tests.test_web_api import client_for, wait_for
@@ -276,3 +278,85 @@ def test_the_forms_decline_declines_every_part(db_url: str, tmp_path: Path) -> N
     with Sessions(db_url) as sessions:
         log = sessions.log(sid)
     assert {e["agent"]: e["why"] for e in log if e["kind"] == "fallback"} == DECLINED_EVERY_PART
+
+
+def test_the_form_names_every_part_left_empty(db_url: str, tmp_path: Path) -> None:
+    """Issue 44: an empty form named only part 1; each part left without an answer (and
+    not declined) is named, by the core's rule, so every door says the same."""
+    from tests.test_web_pages import browser, csrf_of
+
+    sid = paused_with_parts(db_url, tmp_path)
+    page = browser(db_url)
+    try:
+        html = page.get(f"/sessions/{sid}").text
+        form = {"csrf": csrf_of(html), "action": "answer", "p2-text": "  "}
+        refused = page.post(f"/sessions/{sid}/answer", data=form)
+        assert refused.status_code == 422
+        error = re.search(r'<p class="error" role="alert">(.*?)</p>', refused.text, re.S)
+        assert error is not None, refused.text
+        lines = error.group(1).splitlines()
+        assert [line.split(":")[0] for line in lines] == ["part 1", "part 2"], lines
+        assert "Redis" in lines[0] and "empty" in lines[1]
+        # one part left: only that part is named
+        form |= {"p1-choice": "Redis"}
+        refused = page.post(f"/sessions/{sid}/answer", data=form)
+        assert refused.status_code == 422
+        error = re.search(r'<p class="error" role="alert">(.*?)</p>', refused.text, re.S)
+        assert error is not None and error.group(1).startswith("part 2: "), refused.text
+        assert "part 1" not in error.group(1)
+        assert page.get(f"/api/sessions/{sid}").json()["status"] == "paused"
+    finally:
+        page.__exit__(None, None, None)
+    with Sessions(db_url) as sessions, pytest.raises(InvalidAnswer) as raised:
+        sessions.answer(sid, Reply(parts=(Reply(text=""), Reply(text=""))))
+    assert raised.value.message.splitlines()[1].startswith("part 2: ")
+
+
+@pytest.mark.backends()
+def test_the_answered_page_shows_each_part_with_its_own_answer(db_url: str, tmp_path: Path) -> None:
+    """Issue 44: the answered view showed part 1's question with every answer on one
+    line. Each part's question is shown with its own answer (a declined part says so),
+    and the session object carries them (orchestrator_state.parts)."""
+    from tests.test_web_pages import browser
+
+    sid = paused_with_parts(db_url, tmp_path)
+    with Sessions(db_url) as sessions:
+        done = sessions.resume(
+            sid, Reply(parts=(Reply(choices=("Memcached",)), Reply(action="decline")))
+        )
+    assert done["status"] == "completed"
+    assert done["orchestrator_state"]["parts"] == [
+        {
+            "part": 1,
+            "question": "Which cache should we use?",
+            "askers": ["developer-1", "developer-3"],
+            "response": "Memcached",
+            "declined": False,
+        },
+        {
+            "part": 2,
+            "question": "Which region do we deploy to?",
+            "askers": ["developer-2"],
+            "response": None,
+            "declined": True,
+        },
+    ]
+    page = browser(db_url)
+    try:
+        html = page.get(f"/sessions/{sid}").text
+    finally:
+        page.__exit__(None, None, None)
+    shown = {
+        n: " ".join(re.sub(r"<[^>]+>", " ", block).split())
+        for n, block in re.findall(
+            r'<div class="answered-part" id="answered-part-(\d)">(.*?)</div>', html, re.S
+        )
+    }
+    assert shown == {
+        "1": "Part 1 of 2 Which cache should we use? (developer-1, developer-3) Answer Memcached",
+        "2": "Part 2 of 2 Which region do we deploy to? (developer-2)"
+        " Answer (declined: its askers took their defaults)",
+    }
+    with Sessions(db_url) as sessions:
+        plain = sessions.start_scenario(str(EXAMPLES / "answered-question.yaml"))
+    assert plain["orchestrator_state"]["parts"] is None

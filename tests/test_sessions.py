@@ -84,6 +84,7 @@ def test_case_a_then_c_answered_question_reaches_the_pm_and_completes(db_url: st
         "user_clarification_response": "All visible columns",
         "answer_status": "answered",
         "answer_note": None,
+        "parts": None,  # a question without parts
     }
     assert view["questions_surfaced"] == 1 and view["fallbacks_injected"] == 0
     assert [t["status"] for t in view["tasks"]] == ["done", "done"]

@@ -8,6 +8,7 @@ only when that install fails.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -22,7 +23,7 @@ import pytest
 
 from orchestrator.api import Sessions
 from tests.conftest import ROOT
-from tests.web_support import TOKEN, paused
+from tests.web_support import TOKEN, paused, scenario
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -307,3 +308,97 @@ def test_a_page_on_another_local_port_cannot_answer(
     with Sessions(db_url) as sessions:
         doc = sessions.status(sid)
     assert doc["status"] == "paused" and doc["pending_question"] is not None
+
+
+# A 300-character URL: one word that no line can hold, in a question, its reason, the
+# task and a log line (issue 44: it widened the desktop inbox to 1710 px, a session page at
+# 390 px to 1052 px).
+LONG_URL = ("https://reports.example.com/exports/" + "segment-" * 40)[:292] + "/end.csv"
+
+NO_SCROLL = "[document.documentElement.scrollWidth, window.innerWidth]"
+
+
+def _widths(page: Any, url: str) -> tuple[int, int]:
+    page.goto(url)
+    scroll, inner = page.evaluate(NO_SCROLL)
+    return int(scroll), int(inner)
+
+
+def test_pages_fit_a_phone_and_a_long_url_wraps(
+    server: tuple[str, Any], browser: Any, db_url: str, tmp_path: Path
+) -> None:
+    """At 390 px (and 320 and 430) the inbox, a session's page and an answer link's page
+    scroll only down, with a 300-character URL in the question; at 1280 px the inbox
+    too. On a phone each inbox row keeps what it says (urgency, time left, created)
+    within the screen."""
+    base, _app = server
+    assert len(LONG_URL) == 300 and " " not in LONG_URL
+    with Sessions(db_url) as sessions:
+        doc = json.loads(
+            scenario(
+                {
+                    "question": f"Should the export link to {LONG_URL} or to the page itself?",
+                    "reason": f"The old link was {LONG_URL}",
+                    "options": [
+                        {"label": "The file", "description": LONG_URL},
+                        {"label": "The page", "recommended": True},
+                    ],
+                },
+                task=f"Export the reports to {LONG_URL}",
+            )
+        )
+        doc["settings"] = {"timeout": 3600}  # a deadline: the row's time left
+        long = sessions.start_scenario(json.dumps(doc, indent=2))["session_id"]
+        for n in range(3):
+            paused(sessions, task=f"Another export {n}")
+        token = sessions.inbox.new_link(long)
+    pages = {
+        "inbox": f"{base}/",
+        "session": f"{base}/sessions/{long}",
+        "answer link": f"{base}/q/{token}",
+    }
+    page = browser.new_page()
+    page.goto(f"{base}/?token={TOKEN}")
+    for width in (320, 390, 430, 1280):
+        page.set_viewport_size({"width": width, "height": 800})
+        for name, url in pages.items():
+            if width == 1280 and name != "inbox":
+                continue
+            scroll, inner = _widths(page, url)
+            if scroll > inner:
+                page.screenshot(path=str(tmp_path / f"{name}-{width}.png"), full_page=True)
+            assert scroll <= inner, f"{name} at {width} px is {scroll} px wide ({tmp_path})"
+    # On a phone, what a row says is on the screen, not cut off to the right.
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(pages["inbox"])
+    row = page.locator("table.inbox tbody tr").first
+    for cell in ("urgency", "left", "created"):
+        box = row.locator(f"td.{cell}").bounding_box()
+        assert box is not None and box["width"] > 0, cell
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (cell, box)
+    text = row.inner_text()
+    assert "high" in text and "created" in text.lower()
+
+
+def test_the_eval_report_reads_on_a_phone(browser: Any, tmp_path: Path) -> None:
+    """The eval's HTML report at 390 px: no sideways scroll of the page (its wide tables
+    scroll within their own box), the plot within the screen."""
+    from orchestrator.evals.report import write_html
+    from tests.test_eval import report_of
+
+    path = tmp_path / "report.html"
+    write_html(
+        report_of(
+            ("eval:oracle", True, True),
+            ("eval:always-ask", True, True),
+            ("eval:never-ask", False, False),
+        ),
+        path,
+    )
+    page = browser.new_page()
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 800})
+        scroll, inner = _widths(page, path.as_uri())
+        assert scroll <= inner, f"the report at {width} px is {scroll} px wide"
+        box = page.locator("figure svg").bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box

@@ -71,7 +71,10 @@ def test_a_surfaced_question_is_sent_with_the_answer_link(db_url: str, receiver:
     body = message["message"]
     assert "Which columns should the export contain?" in body
     assert "1. All visible columns - what the table shows now" in body
-    assert "Answer by: " in body and "high urgency" in body
+    # the deadline as people read it, to the second with its zone (not ISO to the µs)
+    deadline = re.search(r"Answer by: (.+)", body)
+    assert deadline is not None and "high urgency" in body
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", deadline[1]), deadline[1]
     assert f"Answer here: https://inbox.example.org/q/{token}" in body
     assert f"orchestrator resume {sid}" in body
     sent = [e for e in log if e["kind"] == "notification_sent"]

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from html import unescape as html_unescape
 
 import pytest
 from fastapi.testclient import TestClient
@@ -68,7 +69,7 @@ def test_inbox_lists_waiting_sessions_first(page: TestClient, sessions: Sessions
     assert html.index(waiting) < html.index(done)
     assert "pm asks:" in html and "Which export format?" in html
     assert "high" in html  # urgency
-    assert re.search(r'<time class="countdown" datetime="[^"]+">\d+ min \d+ s</time>', html)
+    assert re.search(r'<time class="countdown" datetime="[^"]+"[^>]*>\d+ min \d+ s</time>', html)
 
 
 def test_inbox_pages(db_url: str, sessions: Sessions) -> None:
@@ -363,8 +364,9 @@ def test_inbox_pages_keep_one_order_across_waiting_and_ended_sessions(
     sessions: Sessions,
 ) -> None:
     """The inbox is read in runs (waiting, then the rest), after a cursor; walked page by
-    page at any page size, it is one order: waiting first, soonest deadline first, those without a
-    deadline after them (newest first), then every other session, newest first."""
+    page at any page size, it is one order: waiting first, soonest deadline first, those
+    without a deadline after them (the question asked first first: the longest waiting),
+    then every other session, newest first."""
     from tests.web_support import scenario
 
     def start(timeout: object, *, end: bool = False) -> str:
@@ -389,7 +391,7 @@ def test_inbox_pages_keep_one_order_across_waiting_and_ended_sessions(
         (sid for sid in waiting if views[sid]["pending_question"]["deadline"]),
         key=lambda sid: views[sid]["pending_question"]["deadline"],
     )
-    untimed = [sid for sid in waiting if not views[sid]["pending_question"]["deadline"]]
+    untimed = [sid for sid in waiting if not views[sid]["pending_question"]["deadline"]][::-1]
     expected = timed + untimed + [sid for sid in newest if sid not in waiting]
     assert sorted(expected) == sorted(made) and len(timed) == 3 and len(untimed) == 2
     for size in (1, 2, 3, 4, 7):
@@ -480,3 +482,72 @@ def test_bidi_overrides_reach_the_inbox_as_visible_escapes(
     assert f'value="{label}"' in shown  # posted back exactly
     page.post(f"/sessions/{sid}/answer", data={"csrf": csrf_of(shown), "choice": label})
     assert sessions.status(sid)["orchestrator_state"]["user_clarification_response"] == label
+
+
+def _visible(html: str) -> str:
+    """What a reader sees of a page: its text without tags (attributes left out)."""
+    body = html.split("<body>", 1)[1]
+    return html_unescape(" ".join(re.sub(r"<[^>]+>", " ", body).split()))
+
+
+def test_pages_show_times_and_words_as_people_read_them(db_url: str, sessions: Sessions) -> None:
+    """Issue 44: no raw ISO time (microseconds and all) and no internal word (`pm#3`,
+    `part_cap`, `for_pm`) in what a page shows; a time is '… ago' or a time of day, with
+    the moment in its title and the ISO time in its datetime attribute."""
+    from tests.conftest import EXAMPLES
+
+    late = sessions.start_scenario(str(EXAMPLES / "late-answer.yaml"))
+    parts = sessions.start_scenario(str(EXAMPLES / "multi-part-question.yaml"))
+    waiting = paused(sessions)
+    assert late["late_answer"]["reconciled"]["by"] == "pm#3"  # the machine's value stays
+    assert any(a["source"] == "part_cap" for a in parts["assumptions"])
+    page = browser(db_url)
+    try:
+        shown = {
+            "inbox": page.get("/").text,
+            "late": page.get(f"/sessions/{late['session_id']}").text,
+            "parts": page.get(f"/sessions/{parts['session_id']}").text,
+            "waiting": page.get(f"/sessions/{waiting}").text,
+        }
+    finally:
+        page.__exit__(None, None, None)
+    for name, html in shown.items():
+        text = _visible(html)
+        assert not re.search(r"\d{4}-\d\d-\d\dT\d\d|\d\d:\d\d:\d\d\.\d+", text), (name, text)
+        for word in ("pm#", "developer-1#", "part_cap", "for_pm", "hard_cap"):
+            assert word not in text, (name, word, text)
+    assert "reconciled by the PM's turn 3" in _visible(shown["late"])
+    assert "one part too many for the question" in _visible(shown["parts"])
+    created = re.findall(
+        r'<time class="ago" datetime="([^"]+)" title="([^"]+)">([^<]+)</time>', shown["inbox"]
+    )
+    assert len(created) == 3, shown["inbox"]
+    for iso_time, title, text in created:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", iso_time)
+        assert title == iso_time[:10] + " " + iso_time[11:19] + " UTC"
+        assert text in ("just now",) or re.fullmatch(r"\d+ (s|min|h|d) ago", text), text
+    clock = re.findall(r'<time class="clock" datetime="([^"]+)" title="[^"]+">([^<]+)</time>',
+                       shown["late"])  # fmt: skip
+    assert clock and all(text == iso_time[11:19] for iso_time, text in clock)
+
+
+def test_the_words_helper() -> None:
+    from datetime import UTC, datetime
+
+    from orchestrator.present import words
+
+    now = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
+    assert words.moment("2026-11-27T11:48:13.706830Z") == "2026-11-27 11:48:13 UTC"
+    assert words.moment("2026-11-27T12:48:13.706830+01:00") == "2026-11-27 11:48:13 UTC"
+    assert words.moment(None) == "" and words.moment("soon") == "soon"
+    assert words.clock_time("2026-11-27T11:48:13.706830Z") == "11:48:13"
+    assert words.ago("2026-11-27T11:59:55Z", now) == "just now"
+    assert words.ago("2026-11-27T11:56:00Z", now) == "4 min ago"
+    assert words.ago("2026-11-25T10:00:00Z", now) == "2 d ago"
+    assert words.ago("2026-11-27T12:05:00Z", now) == "in 5 min"
+    assert words.turn_name("pm#3") == "the PM's turn 3"
+    assert words.turn_name("developer-2#1") == "developer 2's turn 1"
+    assert words.turn_name("late-answer") == "late-answer"
+    assert words.verdict_word("for_pm") == "for the PM to judge"
+    assert words.source_word("part_cap") == "one part too many for the question"
+    assert words.source_word("something new") == "something new"

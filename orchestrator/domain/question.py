@@ -368,6 +368,7 @@ def _parts_event(
     responses: list[str | None] = []
     chosen: list[str] | None = None
     selected = True
+    refused: list[InvalidAnswer] = []  # every part that cannot be taken is named, not the first
     for number, (part, part_reply) in enumerate(zip(parts, replies, strict=True), start=1):
         if part_reply.action == "cancel" or part_reply.parts:
             raise InvalidAnswer(
@@ -381,10 +382,18 @@ def _parts_event(
         try:
             event, chosen = to_gate_event(part, part_reply)
         except InvalidAnswer as exc:
-            raise InvalidAnswer(f"part {number}: {exc.message}", fields=exc.fields) from None
+            refused.append(InvalidAnswer(f"part {number}: {exc.message}", fields=exc.fields))
+            continue
         assert isinstance(event, gate.Answer)
         responses.append(event.response)
         selected = selected and event.kind == "selected"
+    if len(refused) == 1:
+        raise refused[0]
+    if refused:
+        raise InvalidAnswer(
+            "\n".join(exc.message for exc in refused),
+            fields=tuple(dict.fromkeys(f for exc in refused for f in exc.fields)),
+        )
     if all(response is None for response in responses):
         return gate.Decline(reply.note, parts=len(responses)), None
     if len(parts) == 1:

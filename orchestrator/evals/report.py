@@ -3,6 +3,7 @@ SVG plot of Ask-F1 against outcome per configuration; no external assets)."""
 
 from __future__ import annotations
 
+import math
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from orchestrator.evals.metrics import CaseResult
 from orchestrator.evals.runner import EvalReport
 
-__all__ = ["table", "write_junit", "write_html", "COLUMNS", "mistakes"]
+__all__ = ["table", "write_junit", "write_html", "COLUMNS", "FIGURES", "mistakes", "points"]
 
 # (header, key in a total, format)
 COLUMNS = (
@@ -88,56 +89,166 @@ def write_junit(report: EvalReport, path: Path) -> None:
 
 
 _STYLE = """
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 td:first-child,th:first-child{text-align:left}
+td.bad{text-align:left}
 th{background:#f3f3f3}.bad{color:#b00}
+.scroll{overflow-x:auto;max-width:100%}
+figure{margin:1em 0}figure svg{width:100%;max-width:640px;height:auto}
+figcaption,.muted{color:#555}
+ol.legend{padding-left:1.6em}ol.legend li{margin:.15em 0}
+.swatch{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin-right:.4em;vertical-align:-.05em}
+dl.figures dt{font-weight:600;margin-top:.5em}dl.figures dd{margin-left:1.2em}
+td,th{white-space:nowrap}
+td:first-child,td.bad{white-space:normal;overflow-wrap:anywhere;min-width:12em}
+p,li,dd,figcaption{overflow-wrap:anywhere}
+@media (max-width:640px){body{margin:1em auto;font-size:13px}h1{font-size:1.3em}}
 """
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
+# (figure, what it means): the table's columns, in their order, then the plot's axes.
+FIGURES = (
+    ("ask_rate", "the share of cases in which a question reached the (simulated) user"),
+    ("precision", "of the questions asked, the share about a critical blocker"),
+    ("recall", "of the critical blockers, the share a question asked about"),
+    (
+        "ask_f1",
+        "the harmonic mean of precision and recall: 1 asks exactly when and what it"
+        " should; asking everywhere or nowhere scores low",
+    ),  # fmt: skip
+    (
+        "over_ask",
+        "on the completed controls (nothing to ask), the share with a question"
+        " anyway: lower is better",
+    ),  # fmt: skip
+    (
+        "timing",
+        "how much of the plan was done when the first question came (0: before any work was done)",
+    ),  # fmt: skip
+    ("outcome", "the share of cases that completed with every required fact in the result"),
+    ("failed", "sessions that did not complete: failures, counted against recall"),
+    ("calls", "model calls, where the provider reports them (- for the reference policies)"),
+    ("tokens", "tokens used, where the provider reports them (- for the reference policies)"),
+)
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "eval.md"
+_SIZE, _PAD, _NEAR, _FAN = 360, 50, 12.0, 14.0
+
+
+def _docs_link() -> str:
+    """A link to docs/eval.md where this package sits in its repository (a file URL),
+    else the path in words."""
+    if DOCS.is_file():
+        return f'<a href="{escape(DOCS.as_uri())}">docs/eval.md</a>'
+    return "docs/eval.md in the orchestrator repository"
+
+
+def points(report: EvalReport) -> list[tuple[float, float, float, float]]:
+    """Where each configuration's marker goes, in the plot's pixels: (x, y) of its figures,
+    then the marker's centre. Configurations whose figures fall within a marker of each
+    other are fanned out on a small circle around their spot (each joined to it by a
+    line), so that no marker hides another's."""
+    spots = []
+    for part in report.configs:
+        total = part.total
+        spots.append(
+            (
+                _PAD + float(total["ask_f1"] or 0) * _SIZE,
+                _PAD + _SIZE - float(total["outcome"] or 0) * _SIZE,
+            )
+        )
+    groups: list[list[int]] = []
+    for n, (x, y) in enumerate(spots):
+        for group in groups:
+            gx, gy = spots[group[0]]
+            if math.hypot(x - gx, y - gy) < _NEAR:
+                group.append(n)
+                break
+        else:
+            groups.append([n])
+    placed: list[tuple[float, float, float, float]] = [(x, y, x, y) for x, y in spots]
+    for group in groups:
+        if len(group) == 1:
+            continue
+        for k, n in enumerate(group):
+            angle = 2 * math.pi * k / len(group) - math.pi / 2
+            x, y = spots[n]
+            placed[n] = (x, y, x + _FAN * math.cos(angle), y + _FAN * math.sin(angle))
+    return placed
 
 
 def _plot(report: EvalReport) -> str:
-    """An SVG scatter plot: x = Ask-F1, y = outcome, one labelled point per configuration."""
-    size, pad = 360, 50
+    """An SVG scatter plot: x = Ask-F1, y = outcome, one numbered marker per configuration
+    (the legend below names them)."""
+    size, pad = _SIZE, _PAD
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size + 2 * pad + 220}" '
-        f'height="{size + 2 * pad}" role="img" aria-label="Ask-F1 against outcome">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size + 2 * pad} '
+        f'{size + 2 * pad}" role="img" aria-label="Ask-F1 against outcome, one numbered'
+        ' marker per configuration">',
         f'<rect x="{pad}" y="{pad}" width="{size}" height="{size}" fill="none" stroke="#999"/>',
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         at = pad + tick * size
         parts += [
+            f'<line x1="{at:.0f}" y1="{pad}" x2="{at:.0f}" y2="{pad + size}" stroke="#eee"/>',
+            f'<line x1="{pad}" y1="{at:.0f}" x2="{pad + size}" y2="{at:.0f}" stroke="#eee"/>',
             f'<text x="{at:.0f}" y="{pad + size + 16}" font-size="11" '
             f'text-anchor="middle">{tick:g}</text>',
             f'<text x="{pad - 6}" y="{pad + size - tick * size + 4:.0f}" font-size="11" '
             f'text-anchor="end">{tick:g}</text>',
         ]
     parts += [
-        f'<text x="{pad + size / 2:.0f}" y="{pad + size + 36}" text-anchor="middle">Ask-F1</text>',
+        f'<text x="{pad + size / 2:.0f}" y="{pad + size + 36}" text-anchor="middle">'
+        "Ask-F1 (asks when and what it should) →</text>",
         f'<text x="14" y="{pad + size / 2:.0f}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {pad + size / 2:.0f})">outcome</text>',
+        f'transform="rotate(-90 14 {pad + size / 2:.0f})">outcome (result correct) →</text>',
     ]
-    for n, part in enumerate(report.configs):
+    for n, (part, (x, y, cx, cy)) in enumerate(zip(report.configs, points(report), strict=True)):
         total = part.total
-        x = pad + float(total["ask_f1"]) * size
-        y = pad + size - float(total["outcome"]) * size
         colour = _COLOURS[n % len(_COLOURS)]
         label = escape(part.config.label)
-        parts += [
-            # Later points are smaller, so that configurations on the same spot show as rings.
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{max(11 - 3 * n, 3)}" fill="{colour}">'
-            f"<title>{label}: Ask-F1 {total['ask_f1']}, outcome {total['outcome']}</title>"
-            "</circle>",
-            f'<circle cx="{pad + size + 20}" cy="{pad + 10 + n * 20}" r="5" fill="{colour}"/>',
-            f'<text x="{pad + size + 30}" y="{pad + 14 + n * 20}" font-size="12">{label}</text>',
-        ]
+        if (cx, cy) != (x, y):
+            parts += [
+                f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{cx:.1f}" y2="{cy:.1f}" stroke="{colour}"/>',
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="#333"/>',
+            ]
+        parts.append(
+            f'<g class="point"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="7" fill="{colour}" '
+            f'stroke="#fff" stroke-width="1.5"><title>{n + 1}. {label}: Ask-F1 '
+            f"{total['ask_f1']}, outcome {total['outcome']}</title></circle>"
+            f'<text x="{cx:.1f}" y="{cy + 3.5:.1f}" font-size="9" fill="#fff" '
+            f'text-anchor="middle">{n + 1}</text></g>'
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
 
+def _legend(report: EvalReport) -> str:
+    items = []
+    for n, part in enumerate(report.configs):
+        total = part.total
+        colour = _COLOURS[n % len(_COLOURS)]
+        items.append(
+            f'<li><span class="swatch" style="background:{colour}"></span>'
+            f"{escape(part.config.label)}: Ask-F1 {escape(_cell(total['ask_f1'], '{:.2f}'))}, "
+            f"outcome {escape(_cell(total['outcome'], '{:.2f}'))}</li>"
+        )
+    return f'<ol class="legend">{"".join(items)}</ol>'
+
+
+def _figures() -> str:
+    terms = "".join(f"<dt>{escape(name)}</dt><dd>{escape(text)}</dd>" for name, text in FIGURES)
+    return (
+        '<section id="figures"><h2>What the figures mean</h2><p>Each row of a table is'
+        " one configuration (the totals) or one case; <code>-</code>: not defined (e.g."
+        ' no question, so no precision) or not reported.</p><dl class="figures">'
+        f"{terms}</dl><p>How each is counted, and its caveats: {_docs_link()}.</p></section>"
+    )
+
+
 def write_html(report: EvalReport, path: Path) -> None:
-    """The whole report in one file: the plot, the totals and every case."""
+    """The whole report in one file: the plot, the totals, what the figures mean and every
+    case; it reads on a phone too (the tables scroll sideways within the page)."""
     heads = "".join(f"<th>{escape(h)}</th>" for h, _, _ in COLUMNS)
     totals = []
     for part in report.configs:
@@ -156,15 +267,21 @@ def write_html(report: EvalReport, path: Path) -> None:
                 f'{cells}<td class="bad">{wrong}</td></tr>'
             )
         sections.append(
-            f"<h2>{escape(part.config.label)}</h2><table><tr><th>case</th>{heads}"
-            f"<th>mistakes</th></tr>{''.join(rows)}</table>"
+            f'<h2>{escape(part.config.label)}</h2><div class="scroll"><table><tr><th>case</th>'
+            f"{heads}<th>mistakes</th></tr>{''.join(rows)}</table></div>"
         )
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>orchestrator eval</title><style>{_STYLE}</style></head><body>"
         f"<h1>How well the agents ask</h1><p>{report.cases} cases, "
-        f"{len(report.configs)} configurations. Figures: docs/eval.md.</p>"
-        f"{_plot(report)}<table><tr><th>configuration</th>{heads}</tr>{''.join(totals)}"
-        f"</table>{''.join(sections)}</body></html>\n"
+        f"{len(report.configs)} configurations. What each figure means: "
+        f'<a href="#figures">below</a>; how it is counted: {_docs_link()}.</p>'
+        f"<figure>{_plot(report)}<figcaption>Each configuration's Ask-F1 (across) against its"
+        " outcome (up): the top right asks exactly when it should and gets the result right."
+        " Configurations on the same spot are fanned out around it, each joined to it by a"
+        f" line.</figcaption></figure>{_legend(report)}"
+        f'<div class="scroll"><table><tr><th>configuration</th>{heads}</tr>{"".join(totals)}'
+        f"</table></div>{_figures()}{''.join(sections)}</body></html>\n"
     )
     path.write_text(page, encoding="utf-8")

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.limits import clip
+from orchestrator.present.words import turn_name
 
 __all__ = ["late_tally", "late_lines"]
 
@@ -37,7 +38,8 @@ def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
     if done:
         tasks = "; ".join(clip(t, 200) for t in done.get("tasks") or [])
         lines.append(
-            f"  reconciled by {done['by']}: {done['outcome']}" + (f" ({tasks})" if tasks else "")
+            f"  reconciled by {turn_name(done['by'])}: {done['outcome']}"
+            + (f" ({tasks})" if tasks else "")
         )
     elif view.get("needs_review"):
         lines.append(f"  NEEDS REVIEW: reconcile with: {reconcile}")

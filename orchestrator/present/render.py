@@ -10,6 +10,7 @@ from typing import Any
 from orchestrator.limits import clip
 from orchestrator.present.late_text import late_lines, late_tally
 from orchestrator.present.printable import continued
+from orchestrator.present.words import turn_name
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -230,7 +231,8 @@ def event_line(event: Mapping[str, Any]) -> str:
         )
     if kind == "reconciled":
         tasks = "; ".join(clip(t, 200) for t in event.get("tasks") or [])
-        return f"late answer reconciled by {event.get('by')}: {event['outcome']}" + (
+        by = turn_name(event.get("by"))
+        return f"late answer reconciled by {by}: {event['outcome']}" + (
             f" ({tasks})" if tasks else ""
         )
     if kind == "command":

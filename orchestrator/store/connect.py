@@ -38,7 +38,7 @@ __all__ = [
 
 ENV_DB = "ORCHESTRATOR_DB"
 # The newest Alembic revision; tests/test_migrations.py checks it matches migrations/.
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 # The Alembic scripts: the repository's migrations/, installed as orchestrator.migrations.
 MIGRATIONS = Path(_migrations_package.__file__).resolve().parent
 _SQLITE_FILE = "sqlite:///"

@@ -3,10 +3,14 @@
 The inbox's order is three runs, one after the other:
 
 - "t": sessions waiting for an answer whose question has a deadline, soonest first (ties:
-  newest first), off revision 0009's partial index of open questions by deadline;
-- "u": sessions waiting for an answer without a deadline, newest first (the same index,
-  at `deadline IS NULL`; only these few are sorted);
+  the question asked first, then the smaller id), off revision 0010's partial index of
+  open questions (deadline, asked_at, session_id);
+- "u": sessions waiting for an answer without a deadline, the question asked first first
+  (the same index, at `deadline IS NULL`): the longest waiting is answered first;
 - "o": every other session, newest first, off revision 0004's (created_at DESC, id DESC).
+
+Every key of the waiting runs' order is in their index, so no tie pattern (one deadline
+shared by a third of 100,000 sessions, or none at all) makes a page sort what shares it.
 
 A page reads on from its cursor: the run and the sort keys of the last row shown, so it
 costs its own rows whatever the table's size (no OFFSET walking the skipped ones, no count
@@ -54,7 +58,8 @@ INBOX_COLUMNS: tuple[tuple[str, str], ...] = (
     *(("s", name) for name in ("id", "status", "task", "created_at", "last_error")),
     *(("s", name) for name in OWNER_COLUMNS),
     *(("t", name) for name in ("clarification_used", "clarification_resolved", "resolution")),
-    *(("t", name) for name in ("question_object", "asked_by", "deadline", "timed_out")),
+    *(("t", name) for name in ("question_object", "asked_by", "asked_at", "deadline")),
+    ("t", "timed_out"),
 )
 _COLUMNS = ", ".join(f"{table}.{column}" for table, column in INBOX_COLUMNS)
 # The open question first (CROSS JOIN: SQLite keeps this join order, so it starts from the
@@ -65,17 +70,19 @@ _WAITING_FROM = (
 )
 # After the cursor's (created_at, id), newest first: a range on created_at, then the ties.
 _OLDER = "s.created_at <= :c AND (s.created_at < :c OR s.id < :id)"
+# The waiting runs' order: the index's columns in the index's order, all ascending, so a
+# cursor is one row-value comparison that both databases read as a range of the index
+# (`t.deadline` leads the untimed run too, all NULL there: PostgreSQL then reads the
+# index's order as it is).
+_WAITING_ORDER = " ORDER BY t.deadline, t.asked_at, t.session_id LIMIT :limit"
 _SQL = {
     "t": (
-        f"{_WAITING_FROM} AND t.deadline IS NOT NULL{{after}}"
-        " ORDER BY t.deadline, s.created_at DESC, s.id DESC LIMIT :limit",
-        " AND t.deadline >= :d AND (t.deadline > :d OR s.created_at < :c"
-        " OR (s.created_at = :c AND s.id < :id))",
+        f"{_WAITING_FROM} AND t.deadline IS NOT NULL{{after}}{_WAITING_ORDER}",
+        " AND (t.deadline, t.asked_at, t.session_id) > (:d, :c, :id)",
     ),
     "u": (
-        f"{_WAITING_FROM} AND t.deadline IS NULL{{after}}"
-        " ORDER BY s.created_at DESC, s.id DESC LIMIT :limit",
-        f" AND {_OLDER}",
+        f"{_WAITING_FROM} AND t.deadline IS NULL{{after}}{_WAITING_ORDER}",
+        " AND (t.asked_at, t.session_id) > (:c, :id)",
     ),
     "o": (
         f"SELECT {_COLUMNS} FROM sessions AS s JOIN orchestrator_state AS t"
@@ -105,7 +112,9 @@ def _moment(value: datetime | str) -> datetime:
 
 def encode_cursor(run: str, row: Any, number: int) -> str:
     """The cursor of the page after `row` (the last shown, from run `run`), page `number`."""
-    keys: list[Any] = [run, number, _moment(row.created_at).isoformat(), row.id]
+    # The waiting runs break ties on the question's time, the others on the session's.
+    when = row.created_at if run == "o" else row.asked_at
+    keys: list[Any] = [run, number, _moment(when).isoformat(), row.id]
     if run == "t":
         keys.append(row.deadline)
     raw = json.dumps(keys, separators=(",", ":")).encode()

@@ -122,12 +122,16 @@ Index(
     state.c.deadline,
     sqlite_where=text(OPEN_DEADLINE_SQL.format(t="")),
 )
-# 0009: the open questions in deadline order (those without one under NULL), for the web
-# inbox's pages of sessions waiting for an answer (store.inbox_paging); the migration gives
-# PostgreSQL the same WHERE, views.OPEN_QUESTION_SQL without its table prefix.
+# 0010 (0009's (deadline) before it): the open questions in the web inbox's order, by
+# deadline (those without one under NULL), ties by the question's time, then id: a page
+# of sessions waiting for an answer reads its own rows whatever the ties
+# (store.inbox_paging); the migration gives PostgreSQL the same WHERE,
+# views.OPEN_QUESTION_SQL without its table prefix.
 Index(
-    "ix_state_waiting_deadline",
+    "ix_state_waiting_order",
     state.c.deadline,
+    state.c.asked_at,
+    state.c.session_id,
     sqlite_where=text(OPEN_QUESTION_SQL.replace("t.", "")[1:-1]),
 )
 

@@ -40,6 +40,7 @@ __all__ = [
     "session_view",
     "event_view",
     "pending_question",
+    "question_parts",
     "owner_record",
     "owner_alive",
     "waiting_for_driver",
@@ -146,6 +147,25 @@ def pending_question(session: Any, state: Any) -> PendingQuestion | None:
     return pending  # type: ignore[return-value]  # question_object is a Question dump
 
 
+def question_parts(question: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """A multi-part question's parts, each with its own answer: its number, question,
+    askers, `response` (None while unanswered or declined) and `declined`; None for a
+    question without parts (docs/multi-part-questions.md)."""
+    parts = (question or {}).get("parts")
+    if not parts:
+        return None
+    return [
+        {
+            "part": part["part"],
+            "question": part["question"],
+            "askers": list(part.get("askers") or [part.get("asked_by")]),
+            "response": part.get("response"),
+            "declined": bool(part.get("declined")),
+        }
+        for part in parts
+    ]
+
+
 def late_question(session: Any, state: Any) -> PendingQuestion | None:
     """The question a late answer is still taken for: declined or timed out (its askers
     took their defaults), no late answer yet, the session not cancelled; None otherwise
@@ -248,6 +268,7 @@ def session_view(
             "user_clarification_response": state.user_clarification_response,
             "answer_status": state.resolution,
             "answer_note": state.answer_note,
+            "parts": question_parts(state.question_object),
         },
         "pending_question": pending,
         "questions_surfaced": state.questions_surfaced,

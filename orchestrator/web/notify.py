@@ -51,7 +51,9 @@ def message_for(
         lines.append(f"{asker} asks ({question.get('urgency', 'medium')} urgency):")
         lines += _question_lines(question)
     if question.get("deadline"):
-        lines.append(f"Answer by: {question['deadline']}")
+        from orchestrator.present.words import moment
+
+        lines.append(f"Answer by: {moment(question['deadline'])}")
     if answer_link:
         lines.append(f"Answer here: {answer_link}")
     lines.append(f"Or: {resume_hint(doc['session_id'], question, db)}")

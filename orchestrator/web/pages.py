@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from orchestrator.documents import FINAL_STATUSES
 from orchestrator.errors import OrchestratorError
+from orchestrator.present import words
 from orchestrator.web.config import HERE
 from orchestrator.web.http_errors import ApiError, status_of
 from orchestrator.web.security import (
@@ -126,6 +127,26 @@ def _event_text(event: dict[str, Any]) -> str:
     return event_line(event)
 
 
+def _when(iso_time: str | None) -> Markup:
+    """A time as people read it: '4 min ago' (the page's script keeps it current), the
+    moment to the second in its title; the ISO time stays machine-readable (datetime)."""
+    if not iso_time:
+        return Markup("")
+    return Markup('<time class="ago" datetime="{}" title="{}">{}</time>').format(
+        iso_time, words.moment(iso_time), words.ago(iso_time)
+    )
+
+
+def _clock(iso_time: str | None) -> Markup:
+    """A log line's time of day (UTC; the script shows it in the reader's zone), the
+    moment in its title."""
+    if not iso_time:
+        return Markup("")
+    return Markup('<time class="clock" datetime="{}" title="{}">{}</time>').format(
+        iso_time, words.moment(iso_time), words.clock_time(iso_time)
+    )
+
+
 def _short(text: str | None, size: int = 140) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= size else text[: size - 1] + "…"
@@ -152,6 +173,12 @@ WAITING_CAP = 100
 
 FILTERS = {
     "time_left": time_left,
+    "when": _when,
+    "clock": _clock,
+    "moment": words.moment,
+    "turn_name": words.turn_name,
+    "verdict_word": words.verdict_word,
+    "source_word": words.source_word,
     "event_text": _event_text,
     "short": _short,
     "driver_note": _driver_note,

@@ -14,9 +14,33 @@ function timeLeft(deadline) {
   return s + " s";
 }
 
+function ago(when) {
+  const s = Math.round((Date.now() - Date.parse(when)) / 1000);
+  if (isNaN(s)) return null;
+  const a = Math.abs(s);
+  if (a < 10) return "just now";
+  let text = a + " s";
+  if (a >= 86400) text = Math.floor(a / 86400) + " d";
+  else if (a >= 3600) text = Math.floor(a / 3600) + " h";
+  else if (a >= 60) text = Math.floor(a / 60) + " min";
+  return s >= 0 ? text + " ago" : "in " + text;
+}
+
+// The server writes times in UTC (the moment in the title); shown here in the reader's zone.
+function localise(el) {
+  const when = new Date(el.getAttribute("datetime"));
+  if (isNaN(when.getTime())) return;
+  el.title = when.toLocaleString();
+  if (el.classList.contains("clock")) el.textContent = when.toLocaleTimeString();
+}
+
 function tick() {
   document.querySelectorAll("time.countdown").forEach(function (el) {
     el.textContent = timeLeft(el.getAttribute("datetime"));
+  });
+  document.querySelectorAll("time.ago").forEach(function (el) {
+    const text = ago(el.getAttribute("datetime"));
+    if (text) el.textContent = text;
   });
 }
 
@@ -32,7 +56,10 @@ function follow(section) {
     li.className = "event new kind-" + e.kind;
     li.dataset.id = e.id;
     const t = document.createElement("time");
+    t.className = "clock";
+    t.setAttribute("datetime", e.time || "");
     t.textContent = (e.time || "").slice(11, 19);
+    localise(t);
     const text = document.createElement("span");
     text.className = "text";
     text.textContent = e.text;  // textContent: an agent's text never becomes markup
@@ -51,6 +78,7 @@ function follow(section) {
 }
 
 document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll("time.clock, time.ago").forEach(localise);
   tick();
   setInterval(tick, 1000);
   document.querySelectorAll("input.other-text").forEach(function (input) {
