@@ -40,7 +40,9 @@ def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) 
 def load_eval(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
     from .reference import ReferencePolicy
 
-    return ReferencePolicy(description["policy"], description.get("blocker"))
+    return ReferencePolicy(
+        description["policy"], description.get("blocker"), description.get("solution")
+    )
 
 
 register_backend("script", load_script)

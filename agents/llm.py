@@ -49,6 +49,7 @@ from .replies import (
     feedback,
     read_arguments,
     read_text,
+    shown_schema,
     submit_schema,
 )
 
@@ -270,18 +271,21 @@ class LLMBackend:
         model = self._model(role)
         workspace = [t.as_langchain() for t in tools]
         mode = self.options.reply_mode
+        provider = self.models[role].partition(":")[0]
+        # A grammar server gets a branch per status (PLANNED with tasks); a hosted API
+        # the flat object (Anthropic refuses an anyOf at a tool schema's top level).
+        shape = shown_schema(agent, by_status=_models.grammar_server(provider, self.options))
         if mode == "tools":
             from langchain_core.tools import StructuredTool
 
-            schema = submit_schema(agent)
             submit = StructuredTool.from_function(
                 func=lambda **_: "received",
                 name=SUBMIT,
-                description=schema.__doc__ or SUBMIT,
+                description=submit_schema(agent).__doc__ or SUBMIT,
                 # As its JSON schema: from the pydantic class, LangChain drops
                 # `additionalProperties: false`, and a grammar-constrained server then lets
                 # the arguments run on (agents.replies: the schema is shown as it is).
-                args_schema=schema.model_json_schema(),
+                args_schema=shape,
             )
             extra = {"tool_choice": "required"} if self.options.tool_choice == "required" else {}
             try:
@@ -290,8 +294,7 @@ class LLMBackend:
                 return model, "text"  # no tool calling: the reply comes as a JSON object
         chat = model.bind_tools(workspace) if workspace else model
         if mode == "json_schema":
-            shape = submit_schema(agent).model_json_schema()
-            if self.models[role].partition(":")[0] == "ollama":
+            if provider == "ollama":
                 chat = chat.bind(format=shape)
             else:
                 # As the request body's own field: langchain-openai's `response_format`

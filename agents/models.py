@@ -15,6 +15,7 @@ __all__ = [
     "PROVIDER_EXTRAS",
     "call_kwargs",
     "check_models",
+    "grammar_server",
     "init_model",
     "resolve_models",
 ]
@@ -86,6 +87,16 @@ def call_kwargs(provider: str, options: ModelOptions) -> dict[str, Any]:
             # but the client insists on one: a placeholder, never a secret.
             kwargs["api_key"] = "not-needed"
     return kwargs
+
+
+def grammar_server(provider: str, options: ModelOptions) -> bool:
+    """Does the model run on a server that turns the reply schema into a grammar (Ollama,
+    or an OpenAI-compatible server that is not OpenAI: llama.cpp, llama-cpp-python, vLLM)?
+    Those get the schema with a branch per status (agents.replies.shown_schema)."""
+    if provider == "ollama":
+        return True
+    url = options.base_url
+    return provider == "openai" and bool(url) and not _is_openai(url or "")
 
 
 def _is_openai(base_url: str) -> bool:

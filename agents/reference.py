@@ -8,7 +8,10 @@ stands between them.
   offering its options, and plans with the answer.
 
 Every policy plans one task named after the session task, carries the user's answer (if
-any) into the plan and the summary, and completes once the developers are done.
+any) into the plan and the summary, and completes once the developers are done. In a case
+with a repository, the developer writes the case's `solution` file before its DONE: with
+the user's answer where the plan carries one, else with the case's guess; the case's
+checks then decide whether the task is done.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from orchestrator.domain.replies import parse_reply
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.agent import AgentRequest, AgentTurn
 
-__all__ = ["ReferencePolicy", "POLICIES", "BROAD_QUESTION"]
+__all__ = ["ReferencePolicy", "POLICIES", "BROAD_QUESTION", "SAID"]
 
 POLICIES = ("never-ask", "always-ask", "oracle")
 BROAD_QUESTION = "Before I plan this: is there anything else I should know?"
 ASSUMPTION = "Whatever the task leaves open takes the usual default of the codebase."
+# How the plan carries the user's answer to the developer.
+SAID = "As the user said: "
 
 
 class ReferencePolicy:
@@ -33,7 +38,12 @@ class ReferencePolicy:
 
     sequential = True
 
-    def __init__(self, policy: str, blocker: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        policy: str,
+        blocker: Mapping[str, Any] | None = None,
+        solution: Mapping[str, Any] | None = None,
+    ) -> None:
         if policy not in POLICIES:
             raise ConfigError(
                 f"unknown reference policy eval:{policy}; choose from "
@@ -41,11 +51,11 @@ class ReferencePolicy:
             )
         self.policy = policy
         self.blocker = dict(blocker) if blocker else None
+        self.solution = dict(solution) if solution else None
 
     def respond(self, request: AgentRequest) -> AgentTurn:
         if request.agent != "pm":
-            title = (request.assignment or {}).get("title", request.task)
-            return self._turn(request, {"status": "DONE", "summary": f"Done: {title}"})
+            return self._develop(request)
         answer = _answer(request)
         if request.tasks:
             summary = f"Completed: {request.task}" + (f" ({answer})" if answer else "")
@@ -55,7 +65,7 @@ class ReferencePolicy:
             return self._turn(request, question)
         task: dict[str, Any] = {"title": request.task}
         if answer:
-            task["description"] = f"As the user said: {answer}"
+            task["description"] = SAID + answer
         planned = {"status": "PLANNED", "tasks": [task]}
         if not answer:
             planned["assumptions"] = [ASSUMPTION]
@@ -77,12 +87,32 @@ class ReferencePolicy:
             return asked
         return None
 
+    def _develop(self, request: AgentRequest) -> AgentTurn:
+        assignment = request.assignment or {}
+        title = assignment.get("title", request.task)
+        reply = parse_reply(request.agent, {"status": "DONE", "summary": f"Done: {title}"})
+        if self.solution is None or request.desk is None:
+            return AgentTurn(reply)
+        from orchestrator.skills import play_calls
+
+        described = str(assignment.get("description") or "")
+        value = described.partition(SAID)[2] or str(self.solution.get("guess") or "")
+        content = str(self.solution["content"]).replace("{value}", value)
+        write = {"write_file": {"path": self.solution["path"], "content": content}}
+        changed, ran = play_calls(request.desk, request.agent, [write])
+        return AgentTurn(reply, files=tuple(sorted(changed)), commands=tuple(ran))
+
     @staticmethod
     def _turn(request: AgentRequest, reply: dict[str, Any]) -> AgentTurn:
         return AgentTurn(parse_reply(request.agent, reply))
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "eval", "policy": self.policy, "blocker": self.blocker}
+        return {
+            "kind": "eval",
+            "policy": self.policy,
+            "blocker": self.blocker,
+            "solution": self.solution,
+        }
 
 
 def _answer(request: AgentRequest) -> str | None:

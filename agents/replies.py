@@ -3,8 +3,11 @@ model's reply may look like.
 
 The contract, said once:
 - The model is shown one flat schema per role (`PmSubmit`, `DeveloperSubmit`): `status`
-  and every field any status uses, each described with the status it belongs to. Providers
-  and local servers handle a flat object far better than a union of shapes.
+  and every field any status uses, each described with the status it belongs to. Hosted
+  providers handle a flat object far better than a union of shapes (Anthropic refuses an
+  `anyOf` at a tool schema's top level). A server that turns the schema into a grammar
+  (llama.cpp, Ollama) gets the same object with one branch per status besides it
+  (`shown_schema(by_status=True)`): there a flat object let `PLANNED` come without tasks.
 - What is validated is the reply model of that status (orchestrator.domain.replies), exactly.
   Fields the schema offers that do not belong to the status (a `summary` with `PLANNED`,
   an `uncertainty` with `COMPLETE`), fields no status has, and nulls are dropped, each
@@ -25,7 +28,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -41,6 +44,7 @@ from orchestrator.domain.replies import (
 __all__ = [
     "SUBMIT",
     "NO_SUMMARY",
+    "PLANNED_WITHOUT_TASKS",
     "PmSubmit",
     "DeveloperSubmit",
     "Reading",
@@ -49,9 +53,17 @@ __all__ = [
     "feedback",
     "contract_summary",
     "submit_schema",
+    "shown_schema",
 ]
 
 SUBMIT = "submit_reply"
+# What a PLANNED reply without tasks is told.
+PLANNED_WITHOUT_TASKS = (
+    "tasks: missing or empty; a PLANNED reply lists at least one task, e.g. "
+    '"tasks": [{"title": "Add the export endpoint"}]. If you cannot plan without an '
+    "answer, reply NEEDS_CLARIFICATION with a question; if the work is done, COMPLETE "
+    "with a summary"
+)
 # The summary a DONE reply without one is given (noted in the turn's record).
 NO_SUMMARY = "done (the developer gave no summary)"
 
@@ -99,7 +111,7 @@ class Task(BaseModel):
 
     title: str
     description: str | None = None
-    files: list[str] | None = Field(
+    files: list[Annotated[str, Field(min_length=1)]] | None = Field(
         None,
         description="the files (paths or globs) this task expects to change; tasks whose "
         "lists overlap run one after another, the others in parallel",
@@ -153,7 +165,9 @@ class PmSubmit(_Submit):
     """Submit the PM's reply to the orchestrator."""
 
     status: Literal["NEEDS_CLARIFICATION", "PLANNED", "COMPLETE"]
-    tasks: list[Task] | None = Field(None, description="PLANNED: the tasks")
+    tasks: list[Task] | None = Field(
+        None, min_length=1, description="PLANNED: the tasks (at least one)"
+    )
     summary: str | None = Field(None, description="COMPLETE: what was delivered")
 
 
@@ -166,6 +180,52 @@ class DeveloperSubmit(_Submit):
 
 def submit_schema(agent: str) -> type[_Submit]:
     return PmSubmit if _role(agent) == "pm" else DeveloperSubmit
+
+
+def shown_schema(agent: str, *, by_status: bool = False) -> dict[str, Any]:
+    """The JSON schema of `agent`'s reply as a model is shown it: the flat object, and
+    with `by_status` also an `anyOf` of one branch per status (`status` a const, the
+    fields that status takes, the ones it needs required, PLANNED's tasks at least one).
+
+    A grammar converter (llama.cpp's, which Ollama and llama-cpp-python use) reads the
+    `anyOf` before the object's own properties, so the output takes one branch's shape; a
+    validator reads both, which agree. Names stay letters only and every object closed
+    (`additionalProperties: false`): see _SHOWN."""
+    schema = submit_schema(agent).model_json_schema()
+    if not by_status:
+        return schema
+    shown = schema["properties"]
+    branches = []
+    for status in _ROLE_STATUSES[_role(agent)]:
+        model = _STATUS_MODELS[status]
+        names = [name for name in _fields(status) if name in shown]
+        properties: dict[str, Any] = {"status": {"const": status}}
+        properties.update({name: _given(shown[name]) for name in names})
+        needed = [n for n in names if model.model_fields[n].is_required() or n in _ASKS]
+        branches.append(
+            {
+                "type": "object",
+                "properties": properties,
+                "required": ["status", *needed],
+                "additionalProperties": False,
+            }
+        )
+    return {**schema, "anyOf": branches}
+
+
+# A question without its text is no question (the reply model takes it leniently, to
+# repair it; the grammar need not let it be left out).
+_ASKS = ("question",)
+
+
+def _given(field_schema: dict[str, Any]) -> dict[str, Any]:
+    """A flat schema's optional field (`anyOf: [X, null]`, default null) as X: in a
+    status's branch a field is given or left out, never null."""
+    options = [o for o in field_schema.get("anyOf", []) if o.get("type") != "null"]
+    if len(options) != 1:
+        return {k: v for k, v in field_schema.items() if k not in ("default", "title")}
+    extra = {k: v for k, v in field_schema.items() if k == "description"}
+    return {**options[0], **extra}
 
 
 def contract_summary(agent: str) -> str:
@@ -274,11 +334,21 @@ def read_arguments(agent: str, given: Any) -> Reading:
             notes=notes,
         )
     data = _drop_nulls(data)
+    if isinstance(data.get("assumptions"), list):
+        given = data["assumptions"]
+        data["assumptions"] = [a for a in given if not (isinstance(a, str) and not a.strip())]
+        if len(data["assumptions"]) < len(given):
+            # SmolLM2 filled the list with "" (shown in the log as empty assumptions)
+            notes.append(f"dropped {len(given) - len(data['assumptions'])} blank assumption(s)")
     if status == "DONE" and not str(data.get("summary") or "").strip():
         # A small model's DONE often comes without one; the work itself (files, commits,
         # checks) is on the board all the same, so a retry would only spend a call.
         data["summary"] = NO_SUMMARY
         notes.append("DONE without a summary: recorded as " + repr(NO_SUMMARY))
+    if status == "PLANNED" and not data.get("tasks"):
+        # What a small model sends most (4 of 6 SmolLM2 sessions ended on it): said
+        # plainly, with what to send instead, rather than pydantic's "missing".
+        return Reading(problem=PLANNED_WITHOUT_TASKS, notes=notes)
     keep = _fields(status)
     ignored = sorted(k for k in data if k != "status" and k not in keep)
     if ignored:
@@ -288,6 +358,12 @@ def read_arguments(agent: str, given: Any) -> Reading:
         reply["options"] = _labels(reply["options"], "label", "options", notes)
     if "tasks" in reply:
         reply["tasks"] = _labels(reply["tasks"], "title", "tasks", notes)
+        for task in reply["tasks"]:
+            files = task.get("files") if isinstance(task, dict) else None
+            if isinstance(files, list) and any(isinstance(f, str) and not f.strip() for f in files):
+                # SmolLM2 sent "files": [""]: no file named, not a task to refuse
+                task["files"] = [f for f in files if not (isinstance(f, str) and not f.strip())]
+                notes.append("dropped blank file names from a task's files")
     try:
         return Reading(reply=parse_reply(agent, reply), notes=notes)
     except ValidationError as exc:

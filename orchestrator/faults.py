@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 __all__ = ["crash_point"]
 
@@ -23,4 +24,8 @@ def crash_point(name: str) -> None:
     if _TARGET is not None and name == _TARGET:
         os.kill(os.getpid(), signal.SIGKILL)
     if _STOP is not None and name == _STOP:
-        os.kill(os.getpid(), signal.SIGSTOP)
+        # Sent to this thread, not the process: a process-wide SIGSTOP is taken by the thread
+        # the kernel wakes for it (most often the main one), and this one ran on until the
+        # group stop reached it: under load, past the point (a worker read its session back
+        # after `after_finish` while the test, seeing the process stopped, made its outage).
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)

@@ -602,3 +602,28 @@ def test_the_html_report_keeps_every_dot_in_sight_and_explains_its_figures(
     assert page.count('<div class="scroll"><table>') == 6  # the totals and each configuration
     assert "src=" not in page and "<link" not in page
     assert set(re.findall(r'href="([^"]+)"', page)) == {"#figures", DOCS.as_uri()}
+
+
+def test_a_session_stalled_past_a_budget_is_scored_a_failure_and_the_eval_goes_on(
+    db_url: str,
+) -> None:
+    """A local model too slow for --call-timeout stalled its session, and the whole eval
+    stopped there (SmolLM2 on a loaded machine: 1 case of 6 run). The case is a failure;
+    the next case runs."""
+    from tests.openai_stub import hang
+
+    cases = [EvalCase.model_validate(CASE), EvalCase.model_validate(CONTROL)]
+    with serve() as stub:
+        stub.queue(hang(30))
+        report = run_eval(
+            cases,
+            configs_for(["openai:stub"]),
+            model_options={"base_url": stub.url, "call_timeout": 1},
+            db=db_url,
+        )
+    (part,) = report.configs
+    stalled, control = part.results
+    assert stalled.failed and stalled.status == "running" and not stalled.outcome
+    assert "call_timeout" in (stalled.error or "")
+    assert control.status == "completed"
+    assert part.total["failed"] == 1

@@ -86,7 +86,7 @@ def test_malformed_structured_output_is_sent_back_then_accepted(
     assert store.view(sid)["status"] == "completed"
     feedback = pm.seen[1][-1]
     assert isinstance(feedback, ToolMessage)
-    assert "tasks: missing; a PLANNED reply needs it" in feedback.content
+    assert "tasks: missing or empty; a PLANNED reply lists at least one task" in feedback.content
     assert "Call the submit_reply tool once more" in feedback.content
     assert "scenario" not in feedback.content
 

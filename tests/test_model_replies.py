@@ -20,7 +20,13 @@ from typing import Any
 
 import forkserver
 import pytest
-from orchestrator.agents.replies import NO_SUMMARY, feedback, read_arguments, read_text
+from orchestrator.agents.replies import (
+    NO_SUMMARY,
+    PLANNED_WITHOUT_TASKS,
+    feedback,
+    read_arguments,
+    read_text,
+)
 from orchestrator.skills import DEVELOPER_TOOLS
 
 from orchestrator import Sessions
@@ -66,6 +72,14 @@ DONE = {"status": "DONE", "summary": "wrote it"}
             "COMPLETE",
             "unwrapped",
         ),
+        # blank assumptions (a small model's filler): dropped
+        ({**COMPLETE, "assumptions": ["", " ", "kept"]}, "COMPLETE", "dropped 2 blank"),
+        # a task's blank file names (SmolLM2's filler): dropped
+        (
+            {"status": "PLANNED", "tasks": [{"title": "t", "files": ["", "a.py"]}]},
+            "PLANNED",
+            "dropped blank file names",
+        ),
         # options and tasks as plain strings
         ({"status": "PLANNED", "tasks": ["Write it"]}, "PLANNED", "plain text"),
         ({**QUESTION, "options": ["CSV", "S3"]}, "NEEDS_CLARIFICATION", "plain text"),
@@ -81,6 +95,7 @@ def test_recoverable_shapes_are_read_and_noted(
         assert reading.notes == []
     else:
         assert any(noted in note for note in reading.notes), reading.notes
+    assert all(str(a).strip() for a in getattr(reading.reply, "assumptions", []))
 
 
 def test_what_is_validated_is_the_status_model_exactly() -> None:
@@ -99,8 +114,9 @@ def test_what_is_validated_is_the_status_model_exactly() -> None:
 @pytest.mark.parametrize(
     ("given", "problem"),
     [
-        ({"status": "PLANNED"}, "tasks: missing; a PLANNED reply needs it"),
-        ({"status": "PLANNED", "tasks": []}, "tasks: List should have at least 1 item"),
+        ({"status": "PLANNED"}, PLANNED_WITHOUT_TASKS),
+        ({"status": "PLANNED", "tasks": []}, PLANNED_WITHOUT_TASKS),
+        ({"status": "PLANNED", "tasks": None, "summary": "all"}, PLANNED_WITHOUT_TASKS),
         ({"status": "DONE", "summary": "x"}, "status: 'DONE' is not a status you can give"),
         ({"status": "maybe"}, "give one of PLANNED, COMPLETE, NEEDS_CLARIFICATION"),
         ({"tasks": [{"title": "t"}]}, "status: missing"),
@@ -261,7 +277,7 @@ def test_an_invalid_text_reply_gets_text_feedback_and_a_tool_reply_tool_feedback
     assert "exactly one JSON object" in after_text["content"]
     after_tool = stub.requests[3]["messages"][-1]
     assert after_tool["role"] == "tool"
-    assert "tasks: missing; a PLANNED reply needs it" in after_tool["content"]
+    assert PLANNED_WITHOUT_TASKS in after_tool["content"]
     assert "Call the submit_reply tool once more" in after_tool["content"]
 
 
@@ -385,6 +401,91 @@ def test_the_schema_every_server_sees_suits_a_grammar_converter(
         assert all(name.isalpha() for name in names), names
         objects = [s for s in _walk(schema) if s.get("type") == "object"]
         assert objects and all(s.get("additionalProperties") is False for s in objects)
+
+
+def _submit_schema(request: dict[str, Any], mode: str) -> dict[str, Any]:
+    if mode == "json_schema":
+        return dict(request["response_format"]["json_schema"]["schema"])
+    (schema,) = [
+        t["function"]["parameters"]
+        for t in request["tools"]
+        if t["function"]["name"] == "submit_reply"
+    ]
+    return dict(schema)
+
+
+def _accepts(schema: dict[str, Any], reply: dict[str, Any]) -> bool:
+    """Does one of the schema's status branches take `reply` (what a grammar built from
+    it lets through: llama.cpp's converter reads the root anyOf before the properties)?"""
+    import jsonschema
+
+    return any(
+        jsonschema.Draft202012Validator({**branch, "$defs": schema.get("$defs", {})}).is_valid(
+            reply
+        )
+        for branch in schema["anyOf"]
+    )
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "tools"])
+def test_a_grammar_server_is_shown_a_branch_per_status_and_planned_needs_tasks(
+    db_url: str, stub: Stub, tmp_path: Path, mode: str
+) -> None:
+    """SmolLM2 under llama.cpp's grammar sent PLANNED without tasks in 4 of 6 sessions:
+    the flat object allowed it. A local server sees one branch per status, and the
+    PLANNED branch requires at least one task."""
+    if mode == "json_schema":
+        stub.queue(text(json.dumps(QUESTION)), text(json.dumps(PLAN)))
+        stub.queue(text(json.dumps(DONE)), text(json.dumps(COMPLETE)))
+    view = _start(db_url, stub, tmp_path, reply_mode=mode)
+    assert view["status"] == "completed", view
+    pm = _submit_schema(stub.requests[0], mode)
+    assert [b["properties"]["status"]["const"] for b in pm["anyOf"]] == [
+        "PLANNED",
+        "COMPLETE",
+        "NEEDS_CLARIFICATION",
+    ]
+    assert _accepts(pm, PLAN) and _accepts(pm, QUESTION) and _accepts(pm, COMPLETE)
+    assert not _accepts(pm, {"status": "PLANNED"})
+    assert not _accepts(pm, {"status": "PLANNED", "tasks": []})
+    assert not _accepts(pm, {"status": "PLANNED", "tasks": [{"title": "t"}], "summary": "s"})
+    assert not _accepts(pm, {"status": "COMPLETE"})
+    assert not _accepts(pm, {"status": "NEEDS_CLARIFICATION"})
+    developer = _submit_schema(stub.requests[2], mode)
+    assert _accepts(developer, DONE) and not _accepts(developer, PLAN)
+    assert not _accepts(developer, {"status": "BLOCKED"})
+
+
+def test_a_hosted_api_is_shown_the_flat_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anthropic refuses a tool schema with anyOf at its top level; OpenAI reads
+    max_completion_tokens and constrains nothing in non-strict mode: both get the flat
+    object, whose tasks still take at least one item when given."""
+    from orchestrator.agents.models import grammar_server
+    from orchestrator.agents.replies import shown_schema
+
+    from orchestrator.model_options import ModelOptions
+
+    assert not grammar_server("anthropic", ModelOptions())
+    assert not grammar_server("openai", ModelOptions())
+    assert not grammar_server("openai", ModelOptions(base_url="https://api.openai.com/v1"))
+    assert grammar_server("openai", ModelOptions(base_url="http://127.0.0.1:8080/v1"))
+    assert grammar_server("ollama", ModelOptions())
+    flat = shown_schema("pm")
+    assert "anyOf" not in flat
+    (array,) = [o for o in flat["properties"]["tasks"]["anyOf"] if o["type"] == "array"]
+    assert array["minItems"] == 1
+
+
+def test_planned_without_tasks_is_sent_back_saying_what_to_send(
+    db_url: str, stub: Stub, tmp_path: Path
+) -> None:
+    stub.queue(text(json.dumps(QUESTION)), text('{"status": "PLANNED"}'))
+    stub.queue(text(json.dumps(PLAN)), text(json.dumps(DONE)), text(json.dumps(COMPLETE)))
+    view = _start(db_url, stub, tmp_path, reply_mode="json_schema")
+    assert view["status"] == "completed", view
+    told = stub.requests[2]["messages"][-1]["content"]
+    assert "tasks: missing or empty; a PLANNED reply lists at least one task" in told
+    assert "reply NEEDS_CLARIFICATION with a question" in told
 
 
 def test_a_done_without_a_summary_is_accepted_and_noted(

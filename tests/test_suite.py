@@ -15,11 +15,12 @@ import yaml
 from tests.conftest import EXAMPLES, ROOT, argv, cli
 
 # Every shipped scenario: the examples, and examples/suite/ (steps, deadlines, policies);
-# examples/eval/ holds eval cases (`orchestrator eval`), which `test` leaves alone.
+# examples/eval/ and examples/eval-repos/ hold eval cases (`orchestrator eval`), which
+# `test` leaves alone.
 SHIPPED = sorted(
     p.relative_to(EXAMPLES).as_posix()
     for p in EXAMPLES.glob("**/*.yaml")
-    if not p.is_relative_to(EXAMPLES / "eval")
+    if not p.is_relative_to(EXAMPLES / "eval") and not p.is_relative_to(EXAMPLES / "eval-repos")
 )
 
 

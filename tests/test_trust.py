@@ -449,7 +449,7 @@ def test_ordinary_scenarios_are_not_refused_as_deep() -> None:
     from tests.conftest import EXAMPLES
 
     for path in sorted(EXAMPLES.glob("**/*.yaml")):
-        if path.parent.name == "eval":
+        if path.parent.name in ("eval", "eval-repos"):
             continue  # eval cases (docs/eval.md), not scenarios
         load_scenario(path)  # raises ScenarioError if refused
 

@@ -130,12 +130,15 @@ class Sessions:
         workdir: Path | None = None,
         max_retries: int | None = None,
         model_options: ModelOptions | Mapping[str, Any] | None = None,
+        fixture: Path | None = None,
     ) -> SessionDoc:
         """Start a session on `task` with chat-model agents (`models`: one PROVIDER:NAME for
         every agent, or {"pm": ..., "developer": ...}) or a ready `backend`, and run it until
         it ends or pauses. `model_options` (orchestrator.model_options.ModelOptions): the
         server's base URL, the reply mode and the budgets of the agents' model calls.
-        Models are checked before anything is written."""
+        `fixture`: a folder copied into a new git repository of the session's own, as a
+        scenario's `repo:` (an eval case's repository). Models are checked before anything
+        is written."""
         from orchestrator.settings import Settings
 
         if not task or not task.strip():
@@ -153,7 +156,7 @@ class Sessions:
         elif models is not None:
             raise ConfigError("give either models or a backend, not both")
         assert isinstance(chosen, Settings)
-        return self._started(task, backend, chosen.model_dump(), workdir=workdir)
+        return self._started(task, backend, chosen.model_dump(), workdir=workdir, fixture=fixture)
 
     def start_scenario(
         self,

@@ -18,6 +18,9 @@ from orchestrator.errors import ConfigError
 __all__ = [
     "Blocker",
     "EvalCase",
+    "Solution",
+    "Source",
+    "CASE_DIR",
     "Dimension",
     "Matcher",
     "bundled",
@@ -71,15 +74,56 @@ class Blocker(_Model):
         return bool(named(self.keywords, question_text(question)))
 
 
+# In a case's checks, the folder of its case file (its hidden check scripts live there,
+# outside the repository the developers see).
+CASE_DIR = "{case_dir}"
+
+
+class Solution(_Model):
+    """What the reference policies' developer writes (they call no model): one file of the
+    repository, where `{value}` stands for the critical blocker's answer when the user gave
+    it, else for `guess` (what a developer assumes without asking)."""
+
+    path: _Text
+    content: _Text
+    guess: str = ""
+
+
+class Source(_Model):
+    """Where a converted case comes from (the attribution its licence asks for)."""
+
+    dataset: _Text
+    id: _Text
+    license: _Text
+    url: str | None = None
+
+
 class EvalCase(_Model):
     """A task as a user would type it, the hidden specification behind it, its blockers
-    and the facts a correct outcome names. A case without blockers is a control."""
+    and the facts a correct outcome names. A case without blockers is a control.
+
+    A case with `repo` (a folder, relative to the case file) runs in a new git repository
+    made from it, with developers in worktrees; its `checks` run in the sandbox after a
+    developer's DONE (contract section 9), and its outcome needs every task done, i.e.
+    every check passed."""
 
     name: _Text
     task: _Text
     spec: _Text
     blockers: list[Blocker] = Field(default_factory=list)
     outcome: list[_Text] = Field(default_factory=list)
+    repo: str | None = None
+    checks: list[_Text] = Field(default_factory=list)
+    solution: Solution | None = None
+    source: Source | None = None
+
+    @model_validator(mode="after")
+    def _repository(self) -> EvalCase:
+        if self.checks and self.repo is None:
+            raise ValueError("checks run in the case's repository: give `repo` (a folder)")
+        if self.solution is not None and self.repo is None:
+            raise ValueError("a solution is written into the case's repository: give `repo`")
+        return self
 
     @model_validator(mode="after")
     def _one_critical(self) -> EvalCase:
@@ -190,6 +234,8 @@ def parse_cases(data: Any, source: str) -> list[EvalCase]:
     for index, entry in enumerate(entries, 1):
         if isinstance(entry, dict) and "name" not in entry:
             entry = {**entry, "name": stem if len(entries) == 1 else f"{stem}[{index}]"}
+        if isinstance(entry, dict):
+            entry = _in_folder(entry, Path(source).resolve().parent)
         try:
             cases.append(EvalCase.model_validate(entry))
         except ValidationError as exc:
@@ -201,6 +247,27 @@ def parse_cases(data: Any, source: str) -> list[EvalCase]:
             where = f"case {index}: " if len(entries) > 1 else ""
             raise ValueError(where + problems) from None
     return cases
+
+
+def _in_folder(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A case's `repo` as a folder relative to its file (checked to be one), and
+    `{case_dir}` in its checks as that file's folder (quoted for the shell)."""
+    import shlex
+
+    repo = entry.get("repo")
+    if isinstance(repo, str) and repo.strip():
+        found = folder / repo
+        if not found.is_dir():
+            raise ValueError(f"repo: {found} is not a folder (a path relative to the case file)")
+        entry = {**entry, "repo": str(found)}
+    checks = entry.get("checks")
+    if isinstance(checks, list):
+        quoted = shlex.quote(str(folder))
+        entry = {
+            **entry,
+            "checks": [c.replace(CASE_DIR, quoted) if isinstance(c, str) else c for c in checks],
+        }
+    return entry
 
 
 def load_cases(paths: Iterable[Path]) -> list[EvalCase]:

@@ -34,13 +34,16 @@ class CaseResult:
     late_goal: int  # questions about a goal blocker asked after LATE_GOAL of the plan
     assumptions: int
     assumptions_matching: int  # recorded assumptions that name a blocker's hidden answer
-    outcome: bool  # completed, and every required fact named in the plan or the summary
+    # completed, every required fact named in the plan or the summary, and in a case with
+    # checks every task done (its checks passed)
+    outcome: bool
     missing: tuple[str, ...]  # the required facts not named
     model_calls: int | None
     tokens: int | None
     error: str | None = None
     session_id: str | None = None
     asked: tuple[str, ...] = ()  # the questions surfaced, as asked
+    undone: tuple[str, ...] = ()  # in a case with checks: the tasks not done
 
     @property
     def failed(self) -> bool:
@@ -85,6 +88,7 @@ class CaseResult:
             "late_goal_questions": self.late_goal,
             "outcome": 1.0 if self.outcome else 0.0,
             "missing_facts": list(self.missing),
+            "undone_tasks": list(self.undone),
             "questions": self.questions,
             "asked": list(self.asked),
             "assumptions": self.assumptions,
@@ -151,6 +155,16 @@ def score_case(
     ]
     assumptions = [str(a.get("assumption") or "").lower() for a in doc.get("assumptions") or []]
     missing = tuple(fact for fact in case.outcome if fact.lower() not in said)
+    # Where checks decide "done", a task that is not done (BLOCKED after its checks kept
+    # failing) is work the outcome lacks, whatever the summary says.
+    tasks = list(doc.get("tasks") or [])
+    undone = tuple(
+        f"{t.get('number')}. {t.get('title')}: {t.get('status')}"
+        for t in tasks
+        if case.checks and t.get("status") != "done"
+    )
+    if case.checks and not tasks:
+        undone = ("no task was planned: the checks never ran",)
     usage = doc.get("usage") or {}
     status = str(doc.get("status"))
     return CaseResult(
@@ -166,8 +180,9 @@ def score_case(
         late_goal=late_goal,
         assumptions=len(assumptions),
         assumptions_matching=sum(1 for a in assumptions if any(x in a for x in answers)),
-        outcome=status == "completed" and not missing,
+        outcome=status == "completed" and not missing and not undone,
         missing=missing,
+        undone=undone,
         model_calls=usage.get("model_calls"),
         tokens=usage.get("total_tokens"),
         error=doc.get("error") or doc.get("last_error"),

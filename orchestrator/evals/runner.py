@@ -196,6 +196,7 @@ def run_eval(
                         user_model,
                         matcher,
                         on_created=created,
+                        keep_repository=db is not None,
                     )
             except BaseException:
                 runs.stopping.set()
@@ -394,9 +395,25 @@ def resume_case(
         if doc["status"] == "cancelled":
             return None
         if doc["status"] not in FINAL_STATUSES:
-            doc = sessions.resume(session_id)
+            doc = _scored_if_stalled(sessions, lambda: sessions.resume(session_id))
         events = sessions.log(session_id)
     return score_case(case, dict(doc), [dict(e) for e in events], judge)
+
+
+def _scored_if_stalled(sessions: Any, drive: Callable[[], Any]) -> Any:
+    """The session document `drive` (a start or resume) ends with. A session a model call
+    left stalled past one of its budgets (call_timeout, max_output_tokens, ...: the
+    model's own doing) is scored as it stands, a failure, and the eval goes on (`resume`
+    can still run it on); any other failed call (the provider down, a bad key) stops the
+    eval, as before."""
+    from orchestrator.errors import BudgetExceeded
+
+    try:
+        return drive()
+    except BudgetExceeded as exc:
+        if exc.session_id is None:
+            raise
+        return sessions.status(exc.session_id)
 
 
 def run_case(
@@ -409,14 +426,20 @@ def run_case(
     matcher: Matcher | None = None,
     *,
     on_created: Callable[[str], None] | None = None,
+    keep_repository: bool = True,
 ) -> CaseResult:
     """One session of `case` with `config` in the database `db`; the developers' workspace
     in `folder`. `matcher` decides what a question is about, for the user and the score;
-    `on_created(session_id)` is told once the session exists."""
+    `on_created(session_id)` is told once the session exists. A case with `repo` runs in a
+    new repository made from it (in the user's data folder, as a scenario's `repo:`),
+    removed afterwards unless `keep_repository` (the eval keeps its sessions: `--db`)."""
     from orchestrator.api import AskUser, Sessions
     from orchestrator.evals.user import ModelUser, SimulatedUser
 
     settings: dict[str, Any] = {"timeout": None}
+    if case.checks:
+        settings["checks"] = list(case.checks)
+    fixture = Path(case.repo) if case.repo is not None else None
     if config.uncertainty_threshold is not None:
         settings["uncertainty_threshold"] = config.uncertainty_threshold
     judge = matcher or Matcher([case])
@@ -433,16 +456,40 @@ def run_case(
             from orchestrator.agents.reference import ReferencePolicy
 
             critical = case.critical[0].model_dump() if case.critical else None
-            policy = ReferencePolicy(config.model.removeprefix("eval:"), critical)
-            doc = sessions.start(case.task, backend=policy, settings=settings)
+            solution = case.solution.model_dump() if case.solution else None
+            policy = ReferencePolicy(config.model.removeprefix("eval:"), critical, solution)
+            doc = _scored_if_stalled(
+                sessions,
+                lambda: sessions.start(
+                    case.task, backend=policy, settings=settings, fixture=fixture
+                ),
+            )
         else:
-            doc = sessions.start(
-                case.task,
-                models=config.model,
-                settings=settings,
-                prompts=config.prompts,
-                workdir=folder / "workspace",
-                model_options=model_options,
+            doc = _scored_if_stalled(
+                sessions,
+                lambda: sessions.start(
+                    case.task,
+                    models=config.model,
+                    settings=settings,
+                    prompts=config.prompts,
+                    workdir=folder / "workspace",
+                    model_options=model_options,
+                    fixture=fixture,
+                ),
             )
         events = sessions.log(doc["session_id"])
-    return score_case(case, dict(doc), [dict(e) for e in events], judge)
+    result = score_case(case, dict(doc), [dict(e) for e in events], judge)
+    if fixture is not None and not keep_repository:
+        _remove_repository(doc)
+    return result
+
+
+def _remove_repository(doc: Mapping[str, Any]) -> None:
+    """Remove the repository a case's session was given (a copy of the case's `repo`,
+    named after the session), once its scratch database is going too."""
+    import shutil
+
+    bench = doc.get("workbench") or {}
+    repository = Path(str(bench.get("repository") or ""))
+    if repository.name == doc.get("session_id") and repository.is_dir():
+        shutil.rmtree(repository, ignore_errors=True)
