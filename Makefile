@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/web.py
 	$(BIN)/python benchmarks/slow_bodies.py
 	$(BIN)/python benchmarks/developers.py
+	$(BIN)/python benchmarks/mcp_doors.py
 
 # Regenerate requirements.lock after changing dependencies in pyproject.toml.
 lock:

@@ -105,6 +105,55 @@ async def in_memory(
 
 
 @asynccontextmanager
+async def served_over_http(server: Any) -> AsyncIterator[str]:
+    """`server` as `orchestrator mcp --http` serves it, without the bearer token's check,
+    on a free loopback port in this process (uvicorn in this event loop): its URL."""
+    import socket
+
+    import uvicorn
+
+    from orchestrator.mcp_server.transports import http_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    served = uvicorn.Server(uvicorn.Config(http_app(server), log_level="warning"))
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def serve() -> None:
+                await served._serve(sockets=[sock])  # no signal handlers: a test's loop
+
+            tg.start_soon(serve)
+            with anyio.fail_after(30):
+                while not served.started:
+                    await anyio.sleep(0.01)
+            try:
+                yield f"http://127.0.0.1:{port}/mcp"
+            finally:
+                served.should_exit = True
+    finally:
+        sock.close()
+
+
+@asynccontextmanager
+async def over_http_in_process(
+    server: Any, person: Person | None = None, modes: Iterable[str] = ("form", "url")
+) -> AsyncIterator[Session]:
+    """A client of `server` over streamable HTTP in this process, where its threads can be
+    counted (the handshake era, as real clients)."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with (
+        served_over_http(server) as url,
+        streamable_http_client(url) as (read, write),
+        _session(read, write, person, modes) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
 async def over_stdio(
     db: str, person: Person | None = None, modes: Iterable[str] = ("form", "url")
 ) -> AsyncIterator[Session]:

@@ -304,8 +304,10 @@ class Asker:
             "answer_url": opened[0],
             "resume_command": hint,
             "collect": (
-                f"The person answers on answer_url, at a terminal (resume_command) or at any "
-                f"other door, until the deadline. Call session_status with session_id {sid} "
+                f"The person answers at a terminal (resume_command), on answer_url while this "
+                f"MCP server runs (a stdio server stops when its client exits), or at any other "
+                f"door (the inbox, answer_session), until the deadline. Call session_status "
+                f"with session_id {sid} "
                 "to collect the answer: once answered its status is completed and "
                 "orchestrator_state.user_clarification_response holds it (summary "
                 "'answered: ...'); while it is waiting, pending_question is set."

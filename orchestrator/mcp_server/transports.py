@@ -5,12 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.mcp_server.server import build_server
 
-__all__ = ["serve_stdio", "serve_http", "log_to_stderr"]
+if TYPE_CHECKING:
+    from mcp.server import Server
+    from starlette.types import ASGIApp
+
+__all__ = ["serve_stdio", "serve_http", "http_app", "log_to_stderr"]
 
 log = logging.getLogger("orchestrator.mcp")
 
@@ -40,14 +45,26 @@ def serve_stdio(db: str | None) -> None:
     anyio.run(main)
 
 
+# How long a client whose stream dropped waits before it reconnects (SSE `retry`).
+RETRY_MS = 1000
 # A tool call's arguments: a scenario is at most 1 MB, as JSON perhaps twice that.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
+def http_app(server: Server[Any], host: str = "127.0.0.1") -> ASGIApp:
+    """`server` as streamable HTTP at /mcp, before the bearer token's check: DNS-rebinding
+    protection on loopback, and resumable streams (a client whose stream dropped gets the
+    call's result by reconnecting with Last-Event-ID, a second later: replay.py)."""
+    from orchestrator.mcp_server.replay import ReplayBuffer, opening
+
+    app = server.streamable_http_app(host=host, event_store=ReplayBuffer(), retry_interval=RETRY_MS)
+    return opening(app)
+
+
 def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int = 8766) -> None:
     """Serve streamable HTTP at http://HOST:PORT/mcp (DNS-rebinding protection on loopback),
-    in both protocol eras as over stdio. Every request needs `Authorization: Bearer TOKEN`,
-    checked before its body is read."""
+    in both protocol eras as over stdio, with resumable streams. Every request needs
+    `Authorization: Bearer TOKEN`, checked before its body is read."""
     import uvicorn
 
     from orchestrator.errors import ConfigError
@@ -55,7 +72,7 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
     from orchestrator.web.security import RequestGuard
 
     app = RequestGuard(
-        build_server(db).streamable_http_app(host=host),
+        http_app(build_server(db), host),
         token=token,
         max_body=MAX_BODY_BYTES,
         everything=True,
@@ -65,5 +82,6 @@ def serve_http(db: str | None, *, token: str, host: str = "127.0.0.1", port: int
     except OSError as exc:
         why = exc.strerror or str(exc)
         raise ConfigError(f"--port {port}: cannot listen on {host}:{port} ({why})") from None
-    print(f"orchestrator mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    served = f"http://{host}:{port}/mcp"
+    print(f"orchestrator mcp: serving {served} (pid {os.getpid()})", file=sys.stderr, flush=True)
     uvicorn.Server(server_config(app, log_level="warning")).run(sockets=[sock])
