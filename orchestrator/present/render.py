@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.limits import clip
 from orchestrator.present.late_text import late_lines, late_tally
 from orchestrator.present.printable import continued
-from orchestrator.present.words import moment, turn_name
+from orchestrator.present.words import moment, parse_time, span, turn_name
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -35,23 +35,10 @@ WAITING_FOR_DRIVER = "answered, waiting for a driver"
 
 def relative(iso_time: str | None, now: datetime | None = None) -> str:
     """An ISO time as people say it: '3 h ago', 'in 4 min', '' when there is none."""
-    if not iso_time:
-        return ""
-    try:
-        when = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
-    except ValueError:
-        return iso_time
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    seconds = ((now or datetime.now(UTC)) - when).total_seconds()
-    amount = abs(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if amount >= size:
-            text = f"{int(amount // size)} {unit}"
-            break
-    else:
-        text = f"{int(amount)} s"
-    return f"{text} ago" if seconds >= 0 else f"in {text}"
+    when = parse_time(iso_time)
+    if when is None:
+        return iso_time or ""
+    return span(((now or datetime.now(UTC)) - when).total_seconds())
 
 
 def driver_note(view: Mapping[str, Any]) -> str:

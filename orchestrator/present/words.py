@@ -13,6 +13,7 @@ __all__ = [
     "moment",
     "clock_time",
     "ago",
+    "span",
     "turn_name",
     "agent_name",
     "verdict_word",
@@ -54,9 +55,12 @@ def ago(iso_time: str | None, now: datetime | None = None) -> str:
     if when is None:
         return iso_time or ""
     seconds = ((now or datetime.now(UTC)) - when).total_seconds()
+    return "just now" if abs(seconds) < 10 else span(seconds)
+
+
+def span(seconds: float) -> str:
+    """'4 min ago' for a time that many seconds past, 'in 4 min' for one to come."""
     amount = abs(seconds)
-    if amount < 10:
-        return "just now"
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if amount >= size:
             text = f"{int(amount // size)} {unit}"
