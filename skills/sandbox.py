@@ -244,6 +244,8 @@ class Sandbox:
         assert self.binary is not None
         argv = [self.binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         argv += ["--tmpfs", "/tmp"]  # before any bind under /tmp
+        for path in _outermost(_python_under(Path("/tmp"))):
+            argv += ["--ro-bind", str(path), str(path)]  # a Python installed under /tmp
         home = _real_home()
         if home is not None:
             # The user's home holds their keys (~/.ssh, ~/.aws, ~/.netrc, …): hidden, but
@@ -342,15 +344,30 @@ def _real_home() -> Path | None:
     return home
 
 
+def _python_under(root: Path) -> list[Path]:
+    """The running Python's installation and environment, and this package's own files
+    (an editable install's checkout: the venv's pytest plugin entry point imports it),
+    where they lie under `root`."""
+    found = []
+    ours = str(Path(__file__).resolve().parents[1])
+    for prefix in {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        str(Path(sys.executable).parent),
+        ours,
+    }:
+        path = Path(prefix).resolve()
+        if path.is_relative_to(root) and path != root:
+            found.append(path)
+    return found
+
+
 def _exposed(home: Path) -> list[Path]:
     """What commands still see of `home`: the running Python's installation and
     environment, and the folders on PATH (with the tool folder each lies in, e.g.
     ~/.pyenv for ~/.pyenv/shims), read-only."""
-    found: list[Path] = []
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).parent)}:
-        path = Path(prefix).resolve()
-        if path.is_relative_to(home) and path != home:
-            found.append(path)
+    found = _python_under(home)
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue

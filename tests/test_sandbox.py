@@ -380,3 +380,25 @@ def test_sandbox_none_is_shown_as_a_warning(tmp_path: Path) -> None:
     assert "WARNING: --sandbox none: commands and checks run unconfined" in done.stderr
     assert "sandbox none" in done.stderr  # the command's line names the sandbox that ran it
     assert "WARNING: commands run unconfined" in done.stdout
+
+
+def test_a_check_kept_under_tmp_runs_in_the_sandbox(tmp_path: Path) -> None:
+    """The sandbox gives commands a /tmp of their own, which hid a check script the user
+    keeps under /tmp (an eval case's checks folder in a clone under /tmp: every check
+    exited 2, "can't open file"). What a check names by absolute path is shown read-only;
+    the agent's commands still cannot write it."""
+    folder = Path(tempfile.mkdtemp(prefix="orch-check-", dir="/tmp"))
+    try:
+        script = folder / "check.py"
+        script.write_text("print('the check ran')\n")
+        room = Room(tmp_path, checks=[f"python3 -B {script}"])
+        (result,) = room.room.run_checks(1)
+        assert result["passed"], result
+        assert "the check ran" in result["output"]
+        attempt = room.run(f"echo changed > {script}")
+        assert attempt["exit_code"] != 0
+        assert script.read_text() == "print('the check ran')\n"
+    finally:
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()

@@ -15,8 +15,10 @@ branch; the re-run resets the branch past it, so nothing half-done survives into
 
 from __future__ import annotations
 
+import os
+import shlex
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,20 @@ def prepare(
             raise ConfigError(f"--check {checks[0]!r} cannot run: {exc.message}") from None
     bench = Workbench.create(session_id, repo, _data_dir() / "worktrees" / session_id)
     return {**bench.describe(), "dirty": repo.dirty}
+
+
+def named_paths(commands: Sequence[str]) -> tuple[Path, ...]:
+    """The existing files and folders the user's check commands name by absolute path:
+    shown to commands read-only, so that a check kept outside the repository runs in the
+    sandbox wherever it lies (one under /tmp was hidden by the sandbox's own /tmp)."""
+    found: list[Path] = []
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        found += [Path(w) for w in words if os.path.isabs(w) and os.path.exists(w)]
+    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -181,7 +197,9 @@ class Workroom:
 
     def _commands(self, number: int) -> Commands:
         return self._commands_in(
-            self.bench.worktree(number), self.bench.home(number), self.bench.read_only(number)
+            self.bench.worktree(number),
+            self.bench.home(number),
+            self.bench.read_only(number) + named_paths(self.checks),
         )
 
     def _commands_in(self, path: Path, home: Path, read_only: tuple[Path, ...]) -> Commands:
