@@ -4,6 +4,7 @@ through the OpenAI stub server is scored like any other (no network, no hosted m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -451,8 +452,9 @@ def test_a_storage_fault_that_stops_eval_j2_names_every_session_and_resume_finis
     try:  # the other job may reach the stop point too: it goes on each time
         deadline = time.monotonic() + 120
         while process.poll() is None:
-            if _stopped(process):
-                os.kill(process.pid, signal.SIGCONT)
+            if _stopped(process) and process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):  # it may end in between
+                    os.kill(process.pid, signal.SIGCONT)
             assert time.monotonic() < deadline, "the eval did not end"
             time.sleep(0.05)
         out, err = process.communicate()
