@@ -60,6 +60,18 @@ Timeout = Annotated[
         description="Seconds to wait for the person's answer; then the result is `timeout`.",
     ),
 ]
+WaitForAnswer = Annotated[
+    bool | None,
+    Field(
+        description=(
+            "true: the call waits for the answer (up to timeout_seconds); false: it returns "
+            "at once with where the person answers (action_status `pending`, session_id, "
+            "answer_url, resume_command) and session_status collects the answer. Unset: "
+            "it waits when the client shows forms or sent a progress token (which keeps the "
+            "call alive), and otherwise returns at once."
+        )
+    ),
+]
 
 
 class _Input(BaseModel):
@@ -91,16 +103,7 @@ class ProvideChoiceInput(_Input):
         True, description="Whether the person may cancel instead of choosing (default true)."
     )
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
-    wait_for_answer: bool | None = Field(
-        None,
-        description=(
-            "true: the call waits for the answer (up to timeout_seconds); false: it returns "
-            "at once with where the person answers (action_status `pending`, session_id, "
-            "answer_url, resume_command) and session_status collects the answer. Unset: "
-            "it waits when the client shows forms or sent a progress token (which keeps the "
-            "call alive), and otherwise returns at once."
-        ),
-    )
+    wait_for_answer: WaitForAnswer = None
 
     @model_validator(mode="after")
     def _unique_labels(self) -> ProvideChoiceInput:
@@ -124,16 +127,7 @@ class AskUserInput(_Input):
         "medium", description="How urgent the answer is (shown to the person)."
     )
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
-    wait_for_answer: bool | None = Field(
-        None,
-        description=(
-            "true: the call waits for the answer (up to timeout_seconds); false: it returns "
-            "at once with where the person answers (action_status `pending`, session_id, "
-            "answer_url, resume_command) and session_status collects the answer. Unset: "
-            "it waits when the client shows forms or sent a progress token (which keeps the "
-            "call alive), and otherwise returns at once."
-        ),
-    )
+    wait_for_answer: WaitForAnswer = None
 
 
 class StartSessionInput(_Input):
