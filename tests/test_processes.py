@@ -27,6 +27,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, argv, cli
 from dbcheck import dump_db, payload, query, session_row, write_lock, writing_now
+from waiting import until
 
 from orchestrator.store import Owner, Store
 
@@ -656,10 +657,10 @@ def test_session_held_by_live_process_is_not_taken(db_url: str, store: Store) ->
 # -- 5. exactly one driver: fenced claims, identities, first use, racing plain resumes ------
 
 # The real CLI with slow scripted agents: every agent call is logged (pid, agent, call,
-# time) to $HARNESS_LOG, and calls of agents whose name starts with $HARNESS_SLOW sleep
-# $HARNESS_DELAY seconds first, or, with $HARNESS_HOLD set, wait until that file exists
-# (a test releases them when it is done). $HARNESS_SNAPSHOT_DELAY holds a plain resume's first
-# decision read open that long (a marker file says when it is in it).
+# time) to $HARNESS_LOG, and calls of agents whose name starts with $HARNESS_SLOW wait
+# until the file $HARNESS_HOLD exists (a test releases them when it is done).
+# $HARNESS_SNAPSHOT_HOLD holds a plain resume's first decision read open until that file
+# exists (the marker file $HARNESS_MARK says when it is in it).
 SLOW_AGENTS = """
 import json, os, sys, time
 
@@ -675,17 +676,19 @@ def respond(self, request):
                 "time": time.time()}
         log.write(json.dumps(line) + "\\n")
     if request.agent.startswith(os.environ.get("HARNESS_SLOW", "-")):
-        hold = os.environ.get("HARNESS_HOLD")
-        until = time.monotonic() + 120
-        while hold and not os.path.exists(hold) and time.monotonic() < until:
-            time.sleep(0.02)
-        time.sleep(float(os.environ.get("HARNESS_DELAY", "0")))
+        _released(os.environ["HARNESS_HOLD"])
     return _respond(self, request)
+
+
+def _released(hold):
+    until = time.monotonic() + 120  # a bound for a test that hangs, never a margin
+    while not os.path.exists(hold) and time.monotonic() < until:
+        time.sleep(0.02)
 
 
 ScriptedBackend.respond = respond
 
-if os.environ.get("HARNESS_SNAPSHOT_DELAY"):
+if os.environ.get("HARNESS_SNAPSHOT_HOLD"):
     from orchestrator.store import views
 
     _snapshot = views.snapshot
@@ -696,7 +699,7 @@ if os.environ.get("HARNESS_SNAPSHOT_DELAY"):
         if not _held:
             _held.append(1)
             open(os.environ["HARNESS_MARK"], "w").close()
-            time.sleep(float(os.environ["HARNESS_SNAPSHOT_DELAY"]))
+            _released(os.environ["HARNESS_SNAPSHOT_HOLD"])
         return snap
 
     views.snapshot = snapshot
@@ -870,20 +873,21 @@ def test_plain_resume_racing_an_answer_exits_2_or_3_never_1(
     harness: Harness, db_url: str, tmp_path: Path
 ) -> None:
     session_id = start_paused(db_url)["session_id"]
-    mark = tmp_path / "in-snapshot"
+    mark, hold = tmp_path / "in-snapshot", tmp_path / "answered"
     plain = forkserver.Popen(
         harness.argv("resume", session_id),
-        env=harness.env(HARNESS_SNAPSHOT_DELAY="3", HARNESS_MARK=str(mark)),
+        env=harness.env(HARNESS_SNAPSHOT_HOLD=str(hold), HARNESS_MARK=str(mark)),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not mark.exists():  # the plain resume has read the session: it is waiting
+    try:
+        # the plain resume has read the session, and waits in its read
+        until(lambda: mark.exists() or plain.poll() is not None, "the plain resume's read")
         assert plain.poll() is None, plain.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
-    assert answered.returncode == 0, describe(answered)
+        answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
+        assert answered.returncode == 0, describe(answered)
+    finally:
+        hold.touch()  # the answer is in: the plain resume goes on from what it read
     stdout, stderr = plain.communicate(timeout=120)
     assert plain.returncode in (2, 3), f"exit {plain.returncode}\n{stdout}\n{stderr}"
     assert "Traceback" not in stderr
