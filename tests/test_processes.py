@@ -465,7 +465,7 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
                 lock.release()
                 assert proc.poll() is None, f"the run ended (exit {proc.returncode}) too soon"
                 assert time.monotonic() < deadline, "the run never got going"
-                time.sleep(0.002)
+                time.sleep(0.002)  # a bounded poll; the lock is let go for the run to write
             ((session_id, status),) = rows
             assert status == "running"
             assert replies < total_replies
@@ -750,11 +750,11 @@ class Harness:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
 
     def wait_for_call(self, agent: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(c["agent"] == agent for c in self.calls()):
+        def called() -> bool:
             assert proc.poll() is None, f"exit {proc.returncode}: {proc.communicate()}"
-            assert time.monotonic() < deadline, f"{agent} was never called"
-            time.sleep(0.05)
+            return any(c["agent"] == agent for c in self.calls())
+
+        until(called, f"{agent} to be called", timeout=timeout)
 
 
 @pytest.fixture
@@ -817,14 +817,16 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
         assert row["owner_pidns"] != os.readlink("/proc/self/ns/pid")  # really elsewhere
         first_lease = float(row["lease_expires_at"])
         _refused_as_driven_elsewhere(session_id, db_url, harness)
+
         # The first lease runs out; only the owner's heartbeats keep it from a takeover.
-        deadline = time.monotonic() + 60
-        while time.time() <= first_lease + 0.1 or (
-            float(session_row(db_url, session_id)["lease_expires_at"]) <= first_lease
-        ):
+        # (Leases keep real time, not the project's clock: the first one must run out.)
+        def renewed() -> bool:
             assert owner.poll() is None, f"exit {owner.returncode}: {owner.communicate()}"
-            assert time.monotonic() < deadline, "the owner never renewed its lease"
-            time.sleep(0.05)
+            return time.time() > first_lease + 0.1 and (
+                float(session_row(db_url, session_id)["lease_expires_at"]) > first_lease
+            )
+
+        until(renewed, "the owner to renew its lease")
         _refused_as_driven_elsewhere(session_id, db_url, harness)
         assert owner.poll() is None  # held: both refusals came while it was running
     except BaseException:
@@ -954,13 +956,13 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
             if not writing_now(db_url):
                 break
             os.kill(first.pid, signal.SIGCONT)
-            time.sleep(0.01)
+            time.sleep(0.01)  # the point: let it finish that write before freezing it again
         else:  # pragma: no cover - a heartbeat takes milliseconds of every third of a second
             pytest.fail("the owner was always inside a write")
         # Past the lease the frozen process last wrote: it renews nothing while stopped.
         lease = float(session_row(db_url, session_id)["lease_expires_at"])
         while time.time() <= lease + 0.1:
-            time.sleep(0.05)
+            time.sleep(0.05)  # the point: a lease keeps real time, and must run out here
         taken = forkserver.run(
             harness.argv("resume", session_id),
             env=harness.env(ORCHESTRATOR_LEASE_SECONDS="1"), timeout=120, cwd=ROOT,
@@ -1020,9 +1022,9 @@ def test_ctrl_c_while_an_agent_works_names_the_session_its_state_and_how_to_go_o
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        while not _stopped(proc.pid):  # waits on the process's own stop, never a margin
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.01)
+        # waits on the process's own stop, never a margin
+        until(lambda: _stopped(proc.pid) or proc.poll() is not None, "the stop point")
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         proc.send_signal(signal.SIGCONT)
         out, err = proc.communicate(timeout=120)

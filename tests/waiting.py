@@ -18,15 +18,22 @@ __all__ = ["until"]
 T = TypeVar("T")
 
 
-def until(condition: Callable[[], T], what: str, *, timeout: float = 60, every: float = 0.02) -> T:
+def until(
+    condition: Callable[[], T],
+    what: str | Callable[[], str],
+    *,
+    timeout: float = 60,
+    every: float = 0.02,
+) -> T:
     """Call `condition` until it returns something true, and return that. Fails naming
-    `what` after `timeout` seconds; `condition` may itself fail sooner (e.g. when the
-    process it waits on has ended)."""
+    `what` (a callable: what it says at that moment) after `timeout` seconds; `condition`
+    may itself fail sooner (e.g. when the process it waits on has ended)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {said}")
         time.sleep(every)  # the poll's interval: nothing waits on a margin
