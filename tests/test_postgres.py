@@ -218,3 +218,44 @@ def test_a_held_setup_lock_on_a_new_database_times_out_naming_its_holder(
         holder.close()  # type: ignore[attr-defined]
     again = cli("run", "--script", scenario, "--json", db=empty_db_url, timeout=60)
     assert again.returncode == 3, again.stderr
+
+
+def test_a_failure_on_a_live_connection_is_told_by_its_sqlstate() -> None:
+    """Once connected, psycopg's error class says what failed, whatever its words: the
+    server going away is a retry hint, a refusal is bad input, a statement's own failure
+    (a timeout) is neither; a message that only reads like one decides nothing."""
+    from psycopg import OperationalError, errors
+
+    from orchestrator.store._pg import connection_error, is_connection_failure
+
+    url = "postgresql+psycopg://app:secret@db.internal:5432/orchestrator"
+    for gone in (errors.AdminShutdown, errors.CrashShutdown, errors.CannotConnectNow):
+        error = connection_error(gone("bye"), url)
+        assert isinstance(error, DatabaseUnavailable) and "Is the server running" in str(error)
+        assert is_connection_failure(gone("bye"))
+    assert is_connection_failure(errors.ConnectionTimeout("took too long"))
+    for refusal in (errors.InvalidPassword, errors.InvalidCatalogName, errors.TooManyConnections):
+        error = connection_error(refusal("no"), url)
+        assert type(error) is ConfigError and "refused the connection" in str(error)
+        assert "secret" not in str(error)
+    timed_out = errors.QueryCanceled("canceling statement: connection refused")
+    assert not is_connection_failure(timed_out)  # its words do not make it one
+    assert not is_connection_failure(errors.UndefinedTable("server closed the connection"))
+    # A connection attempt carries no SQLSTATE (libpq keeps the server's code): only
+    # then libpq's words say which it was.
+    assert is_connection_failure(OperationalError("connection failed: Connection refused"))
+    assert not is_connection_failure(OperationalError("something else"))
+
+
+def test_a_connection_cut_under_a_statement_is_a_retry_hint(db_url: str) -> None:
+    """The server ends this connection (57P01, as a shutdown does): the statement's error
+    is the user's retry hint, and the next read gets a fresh connection."""
+    store = Store.open(db_url)
+    with store.db.read() as tx:
+        pid = tx.scalar("SELECT pg_backend_pid()")
+        with store.db.read() as other:
+            other.scalar("SELECT pg_terminate_backend(:pid)", {"pid": pid})
+        with pytest.raises(DatabaseUnavailable, match="try again"):
+            tx.scalar("SELECT 1")
+    assert store.list_views() == []
+    store.close()

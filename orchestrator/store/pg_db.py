@@ -145,7 +145,7 @@ class PgDb:
     def failure(self, exc: psycopg.OperationalError, conn: Connection[Any]) -> BaseException:
         """The error to raise for `exc`, raised on `conn`: a user's message when the
         connection failed, else `exc` itself (a statement timeout, say)."""
-        if conn.broken or is_connection_failure(exc):
+        if conn.broken or conn.closed or is_connection_failure(exc):
             return connection_error(exc, self.url)
         return exc
 

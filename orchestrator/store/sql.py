@@ -85,7 +85,7 @@ def configure_sqlite(conn: Any, *, foreign_keys: bool = True) -> None:
                 conn.execute("PRAGMA journal_mode = WAL")
             break
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise
             if time.monotonic() + pause > deadline:
                 raise
