@@ -23,6 +23,7 @@ from typing import Any
 
 from orchestrator.errors import ConfigError, StorageFailed
 from orchestrator.install_hints import install_extra
+from orchestrator.outages import Backoff
 from orchestrator.store.connect import sqlite_path
 from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx, configure_sqlite
 
@@ -247,10 +248,11 @@ def _setup_postgres(saver: Any) -> None:
     lock = "SELECT pg_try_advisory_lock(%s) AS taken"
     wait = float(os.environ.get(SETUP_WAIT_ENV, _DEFAULT_SETUP_WAIT))
     deadline = time.monotonic() + wait
+    backoff = Backoff(0.05, 0.5)
     while not (saver.conn.execute(lock, (key,)).fetchone() or {}).get("taken"):
         if time.monotonic() >= deadline:
             raise StorageFailed(_setup_held(saver, key, wait))
-        time.sleep(0.05)
+        time.sleep(min(backoff.next(), max(deadline - time.monotonic(), 0.0)))
     try:
         if not _set_up_already(saver):  # the holder we waited for may have done it
             saver.setup()
