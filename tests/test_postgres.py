@@ -104,8 +104,8 @@ def test_the_pool_survives_a_server_restart(db_url: str, pg_cluster: pgcluster.C
         assert a.scalar("SELECT 1") == b.scalar("SELECT 1") == 1
     pg_cluster.stop_server()
     try:
-        with pytest.raises(DatabaseUnavailable, match="try again"):
-            store.list_views()
+        with pytest.raises(DatabaseUnavailable, match="Is the server running.*try again"):
+            store.list_views()  # at once: not the busy pool's 30 s wait
     finally:
         pg_cluster.start_server()
     assert store.list_views() == []
@@ -257,5 +257,42 @@ def test_a_connection_cut_under_a_statement_is_a_retry_hint(db_url: str) -> None
             other.scalar("SELECT pg_terminate_backend(:pid)", {"pid": pid})
         with pytest.raises(DatabaseUnavailable, match="try again"):
             tx.scalar("SELECT 1")
+    assert store.list_views() == []
+    store.close()
+
+
+def test_a_connection_the_pool_does_not_give_in_time_is_made_here(
+    db_url: str, pg_cluster: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg_pool lets a client wait its whole timeout while it reconnects in the
+    background; ours connects itself when the pool gave nothing in time and is not full:
+    that connection is lent, then closed (not kept), and its failure is the user's
+    message. A pool that is full says it is busy."""
+    import psycopg_pool
+
+    from orchestrator.store.pg_db import MAX_OPEN, _Pool
+
+    store = Store.open(db_url)
+    pool = store.db.pool
+
+    def nothing_in_time(self: object, timeout: float | None = None) -> object:
+        raise psycopg_pool.PoolTimeout("nothing in time")
+
+    monkeypatch.setattr(psycopg_pool.ConnectionPool, "getconn", nothing_in_time)
+    with store.db.read() as tx:
+        assert tx.scalar("SELECT 1") == 1
+        lent = tx.cursor.connection
+    assert lent.closed  # made for this block only
+    pg_cluster.stop_server()
+    try:
+        with pytest.raises(DatabaseUnavailable, match="Is the server running"):
+            store.list_views()
+    finally:
+        pg_cluster.start_server()
+    full = {**pool.get_stats(), "pool_size": MAX_OPEN}
+    monkeypatch.setattr(_Pool, "get_stats", lambda self: full)
+    with pytest.raises(DatabaseUnavailable, match=f"all {MAX_OPEN} .* stayed busy"):
+        pool.getconn(timeout=0.01)
+    monkeypatch.undo()
     assert store.list_views() == []
     store.close()

@@ -218,7 +218,8 @@ class _Pool(ConnectionPool[Connection[Any]]):
         )
 
     def getconn(self, timeout: float | None = None) -> Connection[Any]:
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        patience = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + patience
         while True:
             wait = max(min(FIRST_WAIT_S, deadline - time.monotonic()), 0.001)
             try:
@@ -229,7 +230,7 @@ class _Pool(ConnectionPool[Connection[Any]]):
                 if time.monotonic() >= deadline:
                     raise DatabaseUnavailable(
                         f"all {MAX_OPEN} of this process's PostgreSQL connections stayed "
-                        f"busy for {WAIT_S:.0f} s; try again when the load is lower"
+                        f"busy for {patience:g} s; try again when the load is lower"
                     ) from None
                 continue
             if _alive(conn):
