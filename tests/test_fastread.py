@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.api.lean import sqlite_file
 from orchestrator.cli.fastread import Request, parse, serve
+from orchestrator.store.lean_sql import sqlite_file
 from tests.conftest import EXAMPLES, ROOT
 
 HEAVY = ("sqlalchemy", "typer", "pydantic")

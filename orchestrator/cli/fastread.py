@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orchestrator.api import lean
-from orchestrator.api.lean import LeanFile, NeedsFullPath
 from orchestrator.cli.read_options import READ_COMMANDS, STATUSES
 from orchestrator.documents import filtered_status
 from orchestrator.errors import SessionNotFound
@@ -61,7 +60,7 @@ def serve(argv: Sequence[str]) -> int | None:
     out = _Output(request.as_json)
     try:
         _answer(request, path, out)
-    except (NeedsFullPath, sqlite3.Error):
+    except (lean.NeedsFullPath, sqlite3.Error):
         if out.started:  # pragma: no cover - an error in the middle of `list --all`
             raise
         return None
@@ -142,13 +141,13 @@ def _utf8(text: str) -> bool:
 def _answer(request: Request, path: Path, out: _Output) -> None:
     if not path.exists():
         if not next(p for p in path.parents if p.exists()).is_dir():
-            raise NeedsFullPath  # the full path says which part of the path is a file
+            raise lean.NeedsFullPath  # the full path says which part of the path is a file
         # Read commands create nothing: a missing file is an empty database.
         if request.command != "list" or request.after is not None:
             raise SessionNotFound(request.session_id or request.after or "")
         out.document([], list_text([]))
         return
-    with LeanFile(path) as conn:
+    with lean.LeanFile(path) as conn:
         if request.command == "status":
             assert request.session_id is not None
             view = lean.status(conn, request.session_id)
