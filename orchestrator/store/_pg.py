@@ -116,7 +116,7 @@ def _kind(message: str) -> str:
     return "other"
 
 
-def connection_error(exc: BaseException, url: str) -> ConfigError:
+def connection_error(exc: BaseException, url: str) -> ConfigError | DatabaseUnavailable:
     """The error to raise for a failed connection to `url` (password hidden)."""
     from orchestrator.store.connect import url_origin
 
