@@ -23,13 +23,14 @@ __all__ = [
     "parse_scenario",
     "OrchestratorError",
     "UserError",
+    "EnvironmentFailure",
     "RunError",
     "__version__",
 ]
 
 if TYPE_CHECKING:
     from orchestrator.api import Reply, Sessions
-    from orchestrator.errors import OrchestratorError, RunError, UserError
+    from orchestrator.errors import EnvironmentFailure, OrchestratorError, RunError, UserError
     from orchestrator.model_options import ModelOptions
     from orchestrator.scenario import Scenario, load_scenario, parse_scenario
     from orchestrator.settings import Settings
@@ -44,6 +45,7 @@ _LAZY = {
     "parse_scenario": "orchestrator.scenario",
     "OrchestratorError": "orchestrator.errors",
     "UserError": "orchestrator.errors",
+    "EnvironmentFailure": "orchestrator.errors",
     "RunError": "orchestrator.errors",
 }
 

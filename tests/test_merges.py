@@ -320,7 +320,7 @@ def test_two_mergers_of_one_session_one_merges_the_other_refuses(tmp_path: Path)
     for thread in threads:
         thread.join()
     outcomes = sorted(
-        str(type(r).__name__ if isinstance(r, Exception) else r) for r in results.values()
+        str(type(r).__name__ if isinstance(r, BaseException) else r) for r in results.values()
     )
     assert outcomes == ["MergeRaced", "clean"]
     # The branch holds exactly one merge, and the compare-and-swap refuses a stale move.

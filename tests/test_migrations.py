@@ -269,3 +269,45 @@ def test_answer_links_made_before_0008_keep_working_and_are_hashed(empty_db_url:
         (hashlib.sha256(token.encode()).hexdigest(),)
     ]
     assert token not in repr(query(url, "SELECT * FROM answer_links"))
+
+
+@pytest.mark.backends()
+def test_stalled_sessions_before_0011_get_the_kind_their_message_shows(empty_db_url: str) -> None:
+    """0011 stores a stalled session's error kind (the queue reads it instead of the
+    message's words); rows written before it get the kind their message shows."""
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from orchestrator.api import Sessions
+    from tests.web_support import paused
+
+    url = empty_db_url
+    messages = {
+        "budget exceeded: pm made 12 model calls in one turn": "budget_exceeded",
+        "interrupted (Ctrl+C) while the agents worked; every finished agent call is kept": (
+            "interrupted"
+        ),
+        "session x is not run here: /repo is on host-b; run it on from the machine that has it": (
+            "repository_elsewhere"
+        ),
+        "the model call for pm failed: APIConnectionError": "agent_call_failed",
+    }
+    with Sessions(url) as sessions:
+        ids = [paused(sessions) for _ in range(len(messages) + 1)]  # the last: no error
+    old = create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with old.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0010")
+    with old.begin() as conn:
+        for session_id, message in zip(ids, messages, strict=False):
+            conn.execute(
+                text("UPDATE sessions SET last_error = :message WHERE id = :id"),
+                {"message": message, "id": session_id},
+            )
+    old.dispose()
+    with Sessions(url) as sessions:  # migrates to head, at the first read
+        assert sessions.status(ids[0])["status"] == "paused"
+    kinds = dict(query(url, "SELECT id, last_error_kind FROM sessions"))
+    assert kinds == {**dict(zip(ids, messages.values(), strict=False)), ids[-1]: None}

@@ -20,6 +20,7 @@ from typing import Any
 
 import forkserver
 import pytest
+from dbcheck import query
 from orchestrator.agents.replies import (
     NO_SUMMARY,
     PLANNED_WITHOUT_TASKS,
@@ -321,6 +322,10 @@ def test_endless_tool_calls_hit_the_turn_budget_stalled_and_resumable(
     session_id, last_error = _stalled(db_url, stub, tmp_path, max_model_calls=4)
     assert "developer-1 made 4 model calls in one turn" in last_error
     assert "max_model_calls=4" in last_error
+    # stored as a budget's kind: the worker's queue leaves it for `resume`
+    assert query(db_url, "SELECT last_error_kind FROM sessions WHERE id = ?", session_id) == [
+        ("budget_exceeded",)
+    ]
     failed = _failed_event(db_url, session_id)
     assert failed["agent"] == "developer-1"
     assert failed["usage"]["model_calls"] == 4  # the failed turn's calls, counted

@@ -285,7 +285,7 @@ def test_a_worker_applies_a_passed_deadline_and_runs_on_what_it_answers(
 def test_a_session_stalled_by_a_budget_waits_for_resume_not_a_worker(db_url: str) -> None:
     """A provider outage is retried by workers; a budget stall is not (the same turn
     would spend the same again): only an explicit `resume` runs it."""
-    from orchestrator.errors import BudgetExceeded
+    from orchestrator.errors import AgentCallError, BudgetExceeded
     from orchestrator.store import Owner
 
     outage, budget = answered(db_url, 2)
@@ -297,13 +297,40 @@ def test_a_session_stalled_by_a_budget_waits_for_resume_not_a_worker(db_url: str
             (budget, BudgetExceeded("pm made 12 model calls in one turn").message),
         ):
             claim = store.claim(session_id, owner)
-            store.record_failure(claim, "pm", error)
+            kind = BudgetExceeded.code if session_id == budget else AgentCallError.code
+            store.record_failure(claim, "pm", error, code=kind)  # as the engine records it
         assert sessions.status(budget)["stalled"] and sessions.status(outage)["stalled"]
         taken = claim_ready(store, Owner(), failed_before=time.time() + 1)
         assert taken is not None and taken.session_id == outage
         assert claim_ready(store, Owner(), busy={outage}, failed_before=time.time() + 1) is None
         assert sessions.status(budget)["last_error"].startswith("budget exceeded: pm made 12")
         assert sessions.run_on(budget)["status"] == "completed"  # `resume` runs it
+
+
+def test_the_queue_reads_the_stored_error_kind_not_the_messages_words(db_url: str) -> None:
+    """A budget stall is told by sessions.last_error_kind (migration 0011), whatever its
+    message says: an outage whose message happens to start like a budget's is retried."""
+    from orchestrator.errors import AgentCallError, BudgetExceeded
+    from orchestrator.store import Owner
+
+    budget, outage = answered(db_url, 2)
+    with Sessions(db_url) as sessions:
+        store = sessions._opened
+        owner = Owner()
+        for session_id, error, kind in (
+            (budget, "pm went past its turn", BudgetExceeded.code),
+            (outage, "budget exceeded: words from the provider", AgentCallError.code),
+        ):
+            store.record_failure(store.claim(session_id, owner), "pm", error, code=kind)
+        kinds = dict(query(db_url, "SELECT id, last_error_kind FROM sessions"))
+        assert kinds == {budget: "budget_exceeded", outage: "agent_call_failed"}
+        taken = claim_ready(store, Owner(), failed_before=time.time() + 1)
+        assert taken is not None and taken.session_id == outage
+        assert claim_ready(store, Owner(), busy={outage}, failed_before=time.time() + 1) is None
+        assert sessions.run_on(budget)["status"] == "completed"  # `resume` runs it
+    # a new claim clears the kind with the message
+    cleared = "SELECT last_error, last_error_kind FROM sessions WHERE id = ?"
+    assert query(db_url, cleared, budget) == [(None, None)]
 
 
 def test_a_session_whose_drive_raises_a_bug_does_not_stop_the_others(

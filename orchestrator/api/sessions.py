@@ -31,7 +31,7 @@ from orchestrator.api.storage_errors import (
 from orchestrator.documents import STATUS_FILTERS, EventDoc, SessionDoc, filtered_status
 from orchestrator.domain.expect import ENDED, check_expect
 from orchestrator.domain.question import UserReply, check_reply
-from orchestrator.errors import ConfigError, StorageFailed
+from orchestrator.errors import ClaimLost, ConfigError, StorageFailed
 
 if TYPE_CHECKING:
     from orchestrator.api.inbox import Inbox
@@ -208,7 +208,7 @@ class Sessions:
             return self.status(
                 engine.start(task, backend, settings, workdir=workdir, fixture=fixture)
             )
-        except Exception as exc:
+        except (Exception, ClaimLost) as exc:
             if engine.started is None:
                 raise
             raise_storage_failed(exc, self.url, engine.started, answered=None)
@@ -227,7 +227,7 @@ class Sessions:
         reply = check_reply(reply)
         try:
             self._opened.answer(session_id, self.owner, reply, hand_off=True)
-        except Exception as exc:
+        except (Exception, ClaimLost) as exc:
             raise_storage_failed(exc, self.url, session_id, answered=False)
         try:
             return self.status(session_id)
@@ -239,7 +239,7 @@ class Sessions:
         or pauses. A session still waiting for an answer is asked through `ask` again."""
         try:
             return self._ended_on(session_id, self._engine().resume(session_id))
-        except Exception as exc:
+        except (Exception, ClaimLost) as exc:
             raise_storage_failed(exc, self.url, session_id, answered=None)
 
     def resume(self, session_id: str, reply: UserReply | None = None) -> SessionDoc:
@@ -248,7 +248,7 @@ class Sessions:
         engine = self._engine()
         try:  # (reading back what it ended on too: a fault then still says it was kept)
             return self._ended_on(session_id, engine.resume(session_id, reply))
-        except Exception as exc:
+        except (Exception, ClaimLost) as exc:
             answered = None if reply is None else engine.answered == session_id
             raise_storage_failed(exc, self.url, session_id, answered=answered)
 
@@ -262,7 +262,7 @@ class Sessions:
         try:
             view = engine.reconcile(session_id, hand_off=not run)
             return self._ended_on(session_id, view) if run else self.status(session_id)
-        except Exception as exc:
+        except (Exception, ClaimLost) as exc:
             # Once the reopening committed the session runs: a plain `resume` goes on.
             again = () if engine.reopened == session_id else ("--reconcile",)
             raise_storage_failed(exc, self.url, session_id, answered=None, again=again)

@@ -69,7 +69,7 @@ def _translated(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def raise_storage_failed(
-    exc: Exception,
+    exc: Exception | ClaimLost,
     url: str,
     session_id: str,
     *,

@@ -85,7 +85,7 @@ def serve(argv: Sequence[str]) -> int | None:
             raise
         return None
     except SessionNotFound as exc:
-        return _fail(request.as_json, exc.message)
+        return _fail(request.as_json, exc.message, exc.code)
     except BrokenPipeError:  # `orchestrator list | head`: as cli.output.pipe_safe does,
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the rest goes
     return 0  # nowhere, and the exit code is the one earned
@@ -235,14 +235,14 @@ def _echo(text: str, *, err: bool = False, nl: bool = True, json_text: bool = Fa
         stream.flush()
 
 
-def _fail(as_json: bool, message: str) -> int:
+def _fail(as_json: bool, message: str, code: str) -> int:
     from orchestrator.limits import clip_message
     from orchestrator.redact import mask_url
 
     message = clip_message(mask_url(message))  # as cli.output.fail: the same text
     _echo(f"error: {message}", err=True)
     if as_json:
-        document = {"error": message, "exit_code": EXIT_BAD_INPUT}
+        document = {"error": message, "exit_code": EXIT_BAD_INPUT, "code": code}
         _echo(json.dumps(document, indent=2, ensure_ascii=False), json_text=True)
     return EXIT_BAD_INPUT
 

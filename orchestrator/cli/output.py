@@ -20,7 +20,14 @@ import typer
 
 from orchestrator import limits
 from orchestrator.documents import TO_MCP_CLIENT
-from orchestrator.errors import OrchestratorError, UserError
+from orchestrator.errors import (
+    ClaimLost,
+    EnvironmentFailure,
+    OrchestratorError,
+    SessionBusy,
+    StorageFailed,
+    UserError,
+)
 from orchestrator.limits import clip_message
 from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.render import answer_hint, session_text
@@ -104,8 +111,10 @@ def emit(as_json: bool, document: Any, text: str) -> None:
         typer.echo(printable(text))
 
 
-def error_document(message: str, code: int, **more: Any) -> str:
-    document = {"error": message, "exit_code": code}
+def error_document(message: str, exit_code: int, /, **more: Any) -> str:
+    """`{"error", "exit_code"}` (the contract's), then what more is known: the session it
+    concerns, whether the answer is kept, the error's `code` (errors.py)."""
+    document = {"error": message, "exit_code": exit_code}
     document.update({name: value for name, value in more.items() if value is not None})
     return printable_json(json.dumps(document, indent=2, ensure_ascii=False))
 
@@ -117,16 +126,18 @@ def user_errors(as_json: bool, session_id: str | None = None) -> Iterator[None]:
     (`_concerned`); one about an unknown session does not (as the fast read path prints it)."""
     try:
         yield
-    except UserError as exc:
+    except (UserError, EnvironmentFailure, ClaimLost) as exc:
+        # bad input, a database away or full, a session another command drives: exit 2
         fail(
             as_json,
             exc.message,
             EXIT_BAD_INPUT,
             session_id=_concerned(exc, session_id),
             answer_kept=getattr(exc, "answer_kept", None),
+            code=exc.code,
         )
     except OrchestratorError as exc:
-        fail(as_json, exc.message, 1, session_id=_concerned(exc, session_id))
+        fail(as_json, exc.message, 1, session_id=_concerned(exc, session_id), code=exc.code)
     except Exception as exc:
         # A storage fault outside `Sessions` (the fast read path, `db` commands).
         from orchestrator.api.storage_errors import fault_message
@@ -134,27 +145,28 @@ def user_errors(as_json: bool, session_id: str | None = None) -> Iterator[None]:
         message = fault_message(exc)
         if message is None:
             raise
-        fail(as_json, message, EXIT_BAD_INPUT)
+        fail(as_json, message, EXIT_BAD_INPUT, code=StorageFailed.code)
 
 
-def _concerned(exc: OrchestratorError, session_id: str | None) -> str | None:
+def _concerned(exc: OrchestratorError | ClaimLost, session_id: str | None) -> str | None:
     """The session an error is about: the one it names, else the command's, but never an
-    unknown one, nor the command's for a ConfigError (the database, the options: nothing
-    about the session was read, and the id may be anything the user typed)."""
-    from orchestrator.errors import ConfigError, SessionNotFound
+    unknown one, nor the command's for a ConfigError or DatabaseUnavailable (the database,
+    the options: nothing about the session was read, and the id may be anything the user
+    typed)."""
+    from orchestrator.errors import ConfigError, DatabaseUnavailable, SessionNotFound
 
     if isinstance(exc, SessionNotFound):
         return None
     named: str | None = getattr(exc, "session_id", None)
-    return named or (None if isinstance(exc, ConfigError) else session_id)
+    return named or (None if isinstance(exc, ConfigError | DatabaseUnavailable) else session_id)
 
 
-def fail(as_json: bool, message: str, code: int, **more: Any) -> NoReturn:
+def fail(as_json: bool, message: str, exit_code: int, /, **more: Any) -> NoReturn:
     message = clip_message(mask_url(message))  # it may quote what the user gave
     err(f"error: {message}")
     if as_json:
-        typer.echo(error_document(message, code, **more))
-    raise typer.Exit(code)
+        typer.echo(error_document(message, exit_code, **more))
+    raise typer.Exit(exit_code)
 
 
 def finish(
@@ -179,6 +191,7 @@ def finish(
             f"session {view['session_id']} is being run on by another process; "
             f"see orchestrator status {view['session_id']}",
             EXIT_BAD_INPUT,
+            code=SessionBusy.code,
         )
     code = EXIT_CODES.get(view["status"], 1)
     text = session_text(view, db)

@@ -11,15 +11,15 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from orchestrator.errors import (
+    ClaimLost,
     ConfigError,
-    DatabaseUnavailable,
+    EnvironmentFailure,
     InvalidAnswer,
     OrchestratorError,
     ScenarioError,
     SessionBusy,
     SessionNotFound,
     SessionNotWaiting,
-    StorageFailed,
     validation_text,
 )
 
@@ -55,10 +55,12 @@ def fail(code: str, message: str) -> CallToolResult:
     return _result({"ok": False, "error": {"code": code, "message": message}}, is_error=True)
 
 
-_CODES: tuple[tuple[type[Exception], str], ...] = (
+# The contract's codes (section 6), which our own `code`s (errors.py) map onto.
+_CODES: tuple[tuple[type[BaseException], str], ...] = (
     (SessionNotFound, "not_found"),
     (SessionNotWaiting, "not_waiting"),
     (SessionBusy, "conflict"),
+    (ClaimLost, "conflict"),
     (InvalidAnswer, "invalid_input"),
     (ScenarioError, "invalid_input"),
     (ConfigError, "invalid_input"),
@@ -72,7 +74,7 @@ def from_exception(tool: str, exc: BaseException) -> CallToolResult:
         return fail(exc.code, exc.message)
     if isinstance(exc, ValidationError):
         return fail("invalid_input", validation_message(exc))
-    if isinstance(exc, StorageFailed | DatabaseUnavailable):
+    if isinstance(exc, EnvironmentFailure):
         # The server's storage, not the caller's input: the same call works later.
         log.warning("tool %s: %s", tool, exc.message)
         return fail("internal", exc.message)

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ValidationError
 from orchestrator import __version__
 from orchestrator.api import Reply
 from orchestrator.api.mcp_questions import QuestionLog
+from orchestrator.errors import ClaimLost
 from orchestrator.mcp_server.asking import (
     Asker,
     PageFactory,
@@ -400,7 +401,7 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
         body = getattr(tools, spec.name)
         try:
             data = await body(ctx, args, params)
-        except Exception as exc:
+        except (Exception, ClaimLost) as exc:  # (ClaimLost is no Exception: errors.py)
             return from_exception(spec.name, exc)
         if isinstance(data, InputRequiredResult):
             return data  # 2026-07-28 era: the client asks the person and calls again

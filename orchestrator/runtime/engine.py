@@ -268,7 +268,7 @@ class Engine:
             except RepositoryElsewhere as exc:
                 # Its repository is not on this machine: left alone, and its document
                 # says why (`last_error`: which host and path it needs); the claim goes.
-                self.store.record_failure(claim, None, exc.message)
+                self.store.record_failure(claim, None, exc.message, code=exc.code)
                 raise
             # The heartbeat covers the whole drive, the user's time at a prompt included.
             with held(self.store, claim) as lease:
@@ -375,7 +375,7 @@ class Engine:
         except AgentCallError as exc:
             # Nothing of the failed call was recorded: the session is left stalled (the
             # failure logged, the claim dropped); `resume` retries it, `cancel` ends it.
-            self.store.record_failure(claim, exc.agent, exc.message, exc.usage)
+            self.store.record_failure(claim, exc.agent, exc.message, exc.usage, code=exc.code)
             stalled = type(exc)(
                 f"{exc.message}\nsession {session_id} is kept; try again with: "
                 f"orchestrator resume {session_id}"
@@ -393,7 +393,9 @@ class Engine:
             try:
                 if isinstance(stopped, KeyboardInterrupt):
                     # Said in the session (`status`: stalled, why, how to go on).
-                    self.store.record_failure(claim, None, INTERRUPTED, kind="interrupted")
+                    self.store.record_failure(
+                        claim, None, INTERRUPTED, kind="interrupted", code="interrupted"
+                    )
                 else:
                     self.store.abandon(claim)
             except Exception as exc:

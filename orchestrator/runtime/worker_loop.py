@@ -32,6 +32,7 @@ from typing import Any
 
 from orchestrator.errors import (
     AgentCallError,
+    ClaimLost,
     DatabaseUnavailable,
     RepositoryElsewhere,
     SessionBusy,
@@ -250,8 +251,8 @@ class _Worker:
         log.info("session %s: taken by this worker (pid %d)", session_id, self.owner.pid)
         try:
             view = engine.resume(session_id)
-        except (SessionBusy, SessionNotWaiting, SessionNotFound) as exc:
-            # Taken over, cancelled or deleted meanwhile (ClaimLost is a SessionBusy).
+        except (SessionBusy, ClaimLost, SessionNotWaiting, SessionNotFound) as exc:
+            # Taken over, cancelled or deleted meanwhile.
             self.stats.count("interrupted")
             log.info("session %s: %s", session_id, exc.message)
             return

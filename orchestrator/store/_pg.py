@@ -147,7 +147,7 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(str(exc).strip().splitlines()[0].split()) if str(exc).strip() else ""
 
 
-def connection_error(exc: BaseException, url: str) -> ConfigError:
+def connection_error(exc: BaseException, url: str) -> ConfigError | DatabaseUnavailable:
     """The error to raise for a failed connection to `url` (password hidden)."""
     from orchestrator.store.connect import url_origin
 

@@ -285,7 +285,7 @@ def json_value(value: Any) -> Any:
 
 
 # A session nobody drives: its claim columns cleared (on finishing, or on a hand-off).
-RELEASED = dict.fromkeys((*OWNER_COLUMNS, "cancel_requested_at", "last_error"))
+RELEASED = dict.fromkeys((*OWNER_COLUMNS, "cancel_requested_at", "last_error", "last_error_kind"))
 
 
 def finish(

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import orchestrator.migrations as _migrations_package
-from orchestrator.errors import ConfigError, DatabaseUnavailable, StorageFailed, UserError
+from orchestrator.errors import ConfigError, DatabaseUnavailable, StorageFailed
 from orchestrator.redact import mask_url
 from orchestrator.store.sql import open_in_this_process
 
@@ -39,7 +39,7 @@ __all__ = [
 
 ENV_DB = "ORCHESTRATOR_DB"
 # The newest Alembic revision; tests/test_migrations.py checks it matches migrations/.
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 # The Alembic scripts: the repository's migrations/, installed as orchestrator.migrations.
 MIGRATIONS = Path(_migrations_package.__file__).resolve().parent
 _SQLITE_FILE = "sqlite:///"
@@ -380,7 +380,7 @@ def storage_failure(exc: BaseException) -> str | None:
     return None
 
 
-def open_failed(where: str, exc: BaseException) -> UserError:
+def open_failed(where: str, exc: BaseException) -> ConfigError | StorageFailed:
     """The error for a database that could not be opened: StorageFailed for a storage
     fault (a full disk, a read-only file, a folder that cannot be written, a lock held),
     which the web answers 503 and MCP `internal`; else a ConfigError naming the cause."""

@@ -25,6 +25,7 @@ from typing import Any
 from orchestrator.documents import PendingQuestion
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
+from orchestrator.errors import AgentCallError
 from orchestrator.faults import crash_point
 from orchestrator.store import gate_tx, late_tx, lifecycle, round_tx, turns, views
 from orchestrator.store._tx import (
@@ -236,9 +237,10 @@ class Store:
         usage: dict[str, dict[str, int]] | None = None,
         *,
         kind: str = "agent_failed",
+        code: str = AgentCallError.code,
     ) -> None:
         with self.writing() as tx:
-            lifecycle.record_failure(tx, claim, agent, message, usage, kind=kind)
+            lifecycle.record_failure(tx, claim, agent, message, usage, kind=kind, code=code)
 
     def cancel(self, session_id: str) -> str:
         """Stop a session that has not ended: "cancelled" at once (waiting, or its process

@@ -14,7 +14,13 @@ from typing import Any
 
 from orchestrator.documents import FINAL_STATUSES
 from orchestrator.domain.clock import iso_epoch
-from orchestrator.errors import CancelRequested, SessionBusy, SessionNotFound, SessionNotWaiting
+from orchestrator.errors import (
+    AgentCallError,
+    CancelRequested,
+    SessionBusy,
+    SessionNotFound,
+    SessionNotWaiting,
+)
 from orchestrator.store._tx import (
     RELEASED,
     add_event,
@@ -170,6 +176,7 @@ def _run_again(tx: Tx, row: Any, holder: dict[str, Any], **also: Any) -> int:
         **holder,
         "cancel_requested_at": None,
         "last_error": None,
+        "last_error_kind": None,
         "updated_at": utcnow(),
         **also,
     }
@@ -293,11 +300,13 @@ def record_failure(
     usage: dict[str, dict[str, int]] | None = None,
     *,
     kind: str = "agent_failed",
+    code: str = AgentCallError.code,
 ) -> None:
     """An agent call failed (or, `kind` "interrupted", the user stopped the process): log
     it, show it (`stalled`, `last_error`), and let go of the session so that `resume`
     retries the call and `cancel` ends it at once. `usage`: the tokens the failed turn
-    spent (counted, and in the event)."""
+    spent (counted, and in the event). `code`: the error's kind (errors.py), stored as
+    `last_error_kind` for the queue (store.queue)."""
     row = fence(tx, claim)
     spent: dict[str, Any] = (
         {"usage": next(iter(usage.values()))} if usage and len(usage) == 1 else {}
@@ -305,9 +314,9 @@ def record_failure(
     add_event(tx, claim.session_id, kind, agent=agent, error=message, **spent)
     _add_usage(tx, row, usage)
     tx.run(
-        "UPDATE sessions SET last_error = :last_error, lease_expires_at = 0.0,"
-        " updated_at = :updated_at WHERE id = :sid",
-        {"last_error": message, "updated_at": utcnow(), "sid": claim.session_id},
+        "UPDATE sessions SET last_error = :last_error, last_error_kind = :kind,"
+        " lease_expires_at = 0.0, updated_at = :updated_at WHERE id = :sid",
+        {"last_error": message, "kind": code, "updated_at": utcnow(), "sid": claim.session_id},
     )
 
 

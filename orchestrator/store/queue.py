@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.domain import clock
-from orchestrator.errors import BUDGET_PREFIX
+from orchestrator.errors import BudgetExceeded
 from orchestrator.store import gate_tx, lifecycle
 from orchestrator.store.core import Store
 from orchestrator.store.owner import DRIVER_COLUMNS, Claim, Owner
@@ -47,11 +47,11 @@ _OVERDUE = (
 # columns `ready` reads: a whole row carries the session's script and task board, and a
 # claim reads a batch of candidates (the one taken is read whole, under its lock).
 _CANDIDATES = (
-    f"SELECT {', '.join(DRIVER_COLUMNS)}, updated_at FROM sessions"
+    f"SELECT {', '.join(DRIVER_COLUMNS)}, last_error_kind, updated_at FROM sessions"
     " WHERE status = 'running' AND (lease_expires_at IS NULL"
     " OR lease_expires_at < :now OR owner_host = :host OR owner = :owner)"
     # stalled by a budget: left for `resume` (and out of the batch, not filling it)
-    f" AND (last_error IS NULL OR last_error NOT LIKE '{BUDGET_PREFIX}%')"
+    f" AND (last_error_kind IS NULL OR last_error_kind <> '{BudgetExceeded.code}')"
     " ORDER BY updated_at LIMIT :batch"
 )
 
@@ -79,7 +79,7 @@ def claim_ready(
             return False
         if row.owner != owner.id and owner_alive(row):
             return False
-        if row.last_error is not None and row.last_error.startswith(BUDGET_PREFIX):
+        if row.last_error_kind == BudgetExceeded.code:
             return False  # the same turn would spend the same again: `resume` retries it
         return row.last_error is None or _epoch(row.updated_at) <= failed_before
 

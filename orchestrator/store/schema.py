@@ -73,6 +73,8 @@ sessions = Table(
     Column("owner_started", BigInteger),
     Column("cancel_requested_at", DateTime(timezone=True)),
     Column("last_error", Text),
+    # 0011: that error's kind, its code in orchestrator.errors (the queue reads it).
+    Column("last_error_kind", String(40)),
     # 0007: tokens and model calls of the agents' recorded turns, {agent: {input_tokens,
     # output_tokens, total_tokens, model_calls}} (orchestrator.store.turns.add_usage).
     Column("usage", JSON),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.running import load_runtime
-from orchestrator.errors import UserError
+from orchestrator.errors import EnvironmentFailure, UserError
 from orchestrator.suite.results import Result
 
 load_runtime()  # preloaded: the children start warm
@@ -61,7 +61,7 @@ def run_file(path: str, name: str, *, keep_on_failure: bool = True) -> Result:
     try:
         try:
             played = play(load_scenario(path), sessions, source=name)
-        except UserError as exc:
+        except (UserError, EnvironmentFailure) as exc:
             keep = keep_on_failure
             return Result(
                 name=name,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.domain import clock
 from orchestrator.domain.expect import unmet_lines
 from orchestrator.domain.question import UserReply
-from orchestrator.errors import StorageFailed, UserError
+from orchestrator.errors import ClaimLost, UserError
 from orchestrator.scenario.steps import from_scripted
 
 if TYPE_CHECKING:
@@ -95,9 +95,7 @@ def _step(sessions: Sessions, session_id: str, step: Step, where: str) -> tuple[
         if reply is None and step.action != "resume":
             return sessions.status(session_id), []  # applies a deadline that has passed
         doc = sessions.resume(session_id, reply)
-    except StorageFailed:
-        raise  # the storage's fault, not the step's refusal
-    except UserError as exc:
+    except (UserError, ClaimLost) as exc:  # (a storage fault is no refusal: it goes up)
         doc = sessions.status(session_id)
         if step.refused is None:
             return doc, [f"{where}: the {_verb(step)} was refused: {exc.message}"]

@@ -16,7 +16,7 @@ from starlette.background import BackgroundTask
 
 from orchestrator.api.part_answers import AnswerFields
 from orchestrator.documents import StatusFilter
-from orchestrator.web.http_errors import ApiError
+from orchestrator.web.http_errors import ApiError, conflict_if_lost
 from orchestrator.web.security import bearer_or_cookie, csrf_ok
 
 __all__ = ["router", "AnswerBody", "after_answer"]
@@ -94,7 +94,8 @@ def get_events(request: Request, session_id: str) -> Any:
 )
 def answer(request: Request, session_id: str, body: AnswerBody) -> Any:
     web = request.app.state.web
-    doc = web.sessions.answer(session_id, body.reply())
+    with conflict_if_lost():
+        doc = web.sessions.answer(session_id, body.reply())
     return JSONResponse(doc, background=after_answer(request, doc))
 
 
@@ -105,10 +106,12 @@ def answer(request: Request, session_id: str, body: AnswerBody) -> Any:
 )
 def reconcile(request: Request, session_id: str) -> Any:
     web = request.app.state.web
-    doc = web.sessions.reconcile(session_id, run=False)
+    with conflict_if_lost():
+        doc = web.sessions.reconcile(session_id, run=False)
     return JSONResponse(doc, background=after_answer(request, doc))
 
 
 @router.post("/sessions/{session_id}/cancel", summary="Stop the session (as `orchestrator cancel`)")
 def cancel(request: Request, session_id: str) -> Any:
-    return request.app.state.web.sessions.cancel(session_id)
+    with conflict_if_lost():
+        return request.app.state.web.sessions.cancel(session_id)

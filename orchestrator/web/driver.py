@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from orchestrator.errors import AgentCallError, StorageFailed, UserError
+from orchestrator.errors import AgentCallError, ClaimLost, EnvironmentFailure, UserError
 from orchestrator.faults import crash_point
 
 __all__ = ["Runner"]
@@ -93,9 +93,9 @@ class Runner:
             crash_point("web_run_on")  # tests: SIGKILL after the answer, before the run
             doc = self.sessions.run_on(session_id)
             log.info("session %s ran on: %s", session_id, doc["status"])
-        except StorageFailed as exc:  # its answer is committed: the next poll runs it on
+        except EnvironmentFailure as exc:  # its answer is committed: the next poll runs it on
             log.warning("session %s not run on: %s", session_id, exc.message)
-        except UserError as exc:  # e.g. a CLI `resume` took it first: that one runs it
+        except (UserError, ClaimLost) as exc:  # e.g. a CLI `resume` took it: that one runs it
             log.info("session %s not run on here: %s", session_id, exc.message)
         except AgentCallError as exc:  # stalled; kept for `resume` or the next start
             log.warning("session %s stalled: %s", session_id, exc.message)

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.errors import OrchestratorError, StorageFailed
+from orchestrator.errors import ClaimLost, OrchestratorError, StorageFailed
 from orchestrator.web.http_errors import ApiError, status_of
 
 __all__ = ["router", "link_refusal"]
@@ -86,7 +86,7 @@ async def answer_by_link(request: Request, token: str) -> HTMLResponse:
         doc = await run_in_threadpool(commit)
     except ApiError:
         raise
-    except OrchestratorError as exc:
+    except (OrchestratorError, ClaimLost) as exc:
         status = status_of(exc)
         if status == 422:  # show the question again with what was wrong
             _sid, current = await run_in_threadpool(_open_question, request, token)

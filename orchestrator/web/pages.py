@@ -20,7 +20,7 @@ from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 
 from orchestrator.documents import FINAL_STATUSES
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import ClaimLost, OrchestratorError
 from orchestrator.present import words
 from orchestrator.web.config import HERE
 from orchestrator.web.http_errors import ApiError, status_of
@@ -323,7 +323,7 @@ async def _then_back(request: Request, session_id: str, work: Any) -> Any:
     server runs the session on); a refusal shows the page with the message."""
     try:
         doc = await run_in_threadpool(work)
-    except OrchestratorError as exc:
+    except (OrchestratorError, ClaimLost) as exc:
         if status_of(exc) == 404:
             raise
         return await run_in_threadpool(
@@ -360,7 +360,7 @@ async def cancel_form(request: Request, session_id: str) -> Any:
         return RedirectResponse(f"/sessions/{session_id}", status_code=303)
     try:
         await run_in_threadpool(web.sessions.cancel, session_id)
-    except OrchestratorError as exc:
+    except (OrchestratorError, ClaimLost) as exc:
         if status_of(exc) == 404:
             raise
         return await run_in_threadpool(
