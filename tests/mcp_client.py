@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass
 class Person:
     """Answers elicitations in order: ("accept", content), ("decline",), ("cancel",),
-    ("silent",): never answers (the tool's deadline passes), or ("slow", seconds, content):
-    accepts, but only after that long."""
+    ("silent",): never answers (the tool's deadline passes), ("slow", seconds, content):
+    accepts, but only after that long, or ("after", event, content): accepts once the
+    `threading.Event` is set (by the test, e.g. once it has cancelled the session)."""
 
     plan: list[tuple[Any, ...]] = field(default_factory=list)
     seen: list[types.ElicitRequestParams] = field(default_factory=list)
@@ -42,6 +43,9 @@ class Person:
             await anyio.sleep_forever()
         if step[0] == "slow":
             await anyio.sleep(step[1])
+            return types.ElicitResult(action="accept", content=step[2])
+        if step[0] == "after":
+            assert await anyio.to_thread.run_sync(step[1].wait, 60), "the event never came"
             return types.ElicitResult(action="accept", content=step[2])
         if step[0] == "accept" and len(step) > 1:
             return types.ElicitResult(action="accept", content=step[1])

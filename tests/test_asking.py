@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import time
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from orchestrator.domain import clock
 from orchestrator.domain.gate import FALLBACK_MESSAGE
 from orchestrator.domain.question import UserReply
 from orchestrator.errors import InvalidAnswer, SessionNotWaiting
@@ -111,17 +112,20 @@ def test_every_outcome_is_recorded_with_its_status(
 
 
 def expire_now(db_url: str, session_id: str) -> Store:
-    """Wait out the (tiny) deadline, then do what `orchestrator status` does."""
+    """Let the question's deadline pass on the project's clock (virtual: nothing waits it
+    out), then do what `orchestrator status` does."""
     store = Store.open(db_url)
     deadline = store.view(session_id)["pending_question"]["deadline"]
     assert deadline is not None
-    time.sleep(1.1)  # past the 1 s deadline of the tests below
-    store.expire(session_id)
+    with clock.virtual(start=datetime.fromisoformat(deadline).timestamp() - 1):
+        assert store.expire(session_id) is None  # a second before it: nothing applies
+        clock.advance(2)
+        assert store.expire(session_id) is not None
     return store
 
 
 def test_on_timeout_wait_records_the_timeout_and_stays_answerable(db_url: str) -> None:
-    _, sid, _ = start(db_url, flow(SELECT), timeout=1.0)
+    _, sid, _ = start(db_url, flow(SELECT), timeout=300)
     store = expire_now(db_url, sid)
     view = store.view(sid)
     assert view["status"] == "paused"
@@ -132,7 +136,7 @@ def test_on_timeout_wait_records_the_timeout_and_stays_answerable(db_url: str) -
 
 
 def test_on_timeout_proceed_gives_the_asker_the_fallback_with_its_default(db_url: str) -> None:
-    _, sid, backend = start(db_url, flow(SELECT), timeout=1.0, on_timeout="proceed")
+    _, sid, backend = start(db_url, flow(SELECT), timeout=300, on_timeout="proceed")
     store = expire_now(db_url, sid)
     assert store.view(sid)["orchestrator_state"]["answer_status"] == "timeout"
     resume(db_url, sid)  # a plain resume runs the session on
@@ -144,7 +148,7 @@ def test_on_timeout_proceed_gives_the_asker_the_fallback_with_its_default(db_url
 
 
 def test_on_timeout_cancel_ends_the_session(db_url: str) -> None:
-    _, sid, _ = start(db_url, flow(SELECT), timeout=1.0, on_timeout="cancel")
+    _, sid, _ = start(db_url, flow(SELECT), timeout=300, on_timeout="cancel")
     store = expire_now(db_url, sid)
     assert store.view(sid)["status"] == "cancelled"
     with pytest.raises(SessionNotWaiting):
@@ -153,12 +157,13 @@ def test_on_timeout_cancel_ends_the_session(db_url: str) -> None:
 
 def test_a_prompt_that_outlives_the_deadline_applies_the_policy(db_url: str) -> None:
     def slow_user(question: Any) -> None:
-        time.sleep(0.3)  # the prompt closes at the deadline without an answer
+        clock.advance(301)  # the prompt stays open past its deadline, and closes unanswered
         return None
 
-    store, sid, backend = start(
-        db_url, flow(SELECT), ask=slow_user, timeout=0.1, on_timeout="proceed"
-    )
+    with clock.virtual():
+        store, sid, backend = start(
+            db_url, flow(SELECT), ask=slow_user, timeout=300, on_timeout="proceed"
+        )
     view = store.view(sid)
     assert view["status"] == "completed"
     pm_calls = [r for r in backend.requests if r.agent == "pm"]

@@ -456,7 +456,7 @@ def test_a_storage_fault_that_stops_eval_j2_names_every_session_and_resume_finis
                 with contextlib.suppress(ProcessLookupError):  # it may end in between
                     os.kill(process.pid, signal.SIGCONT)
             assert time.monotonic() < deadline, "the eval did not end"
-            time.sleep(0.05)
+            time.sleep(0.05)  # a poll that also continues each stop: not a plain `until`
         out, err = process.communicate()
     finally:
         if process.poll() is None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.fastread import Request, parse, serve
+from orchestrator.domain import clock
 from orchestrator.store.lean_sql import sqlite_file
 from tests.conftest import EXAMPLES, ROOT
 
@@ -323,12 +324,12 @@ def test_a_status_whose_deadline_passed_is_applied_by_the_full_path(tmp_path: Pa
     from orchestrator import Sessions
 
     db = tmp_path / "deadline.db"
-    with Sessions(str(db)) as sessions:
+    with clock.virtual(start=time.time() - 3600), Sessions(str(db)) as sessions:
+        # asked an hour ago with a minute to answer (the commands below read real time)
         doc = sessions.start_scenario(
-            EXAMPLES / "pause-and-resume.yaml", settings={"timeout": 1, "on_timeout": "wait"}
+            EXAMPLES / "pause-and-resume.yaml", settings={"timeout": 60, "on_timeout": "wait"}
         )
     assert doc["status"] == "paused"
-    time.sleep(1.2)
     assert serve(["status", doc["session_id"], "--db", str(db)]) is None
     shutil.copy(db, tmp_path / "copy.db")
     args = ["status", doc["session_id"], "--json", "--db"]
@@ -491,10 +492,10 @@ def test_an_answered_session_past_its_old_deadline_stays_on_the_fast_path(tmp_pa
     from orchestrator import Reply, Sessions
 
     db = tmp_path / "answered.db"
-    with Sessions(str(db)) as sessions:
-        doc = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml", settings={"timeout": 1})
+    with clock.virtual(start=time.time() - 3600), Sessions(str(db)) as sessions:
+        # asked and answered an hour ago, with a minute to answer (its deadline has passed)
+        doc = sessions.start_scenario(EXAMPLES / "pause-and-resume.yaml", settings={"timeout": 60})
         sessions.answer(doc["session_id"], Reply(text="Weekly"))  # handed off, not run
-    time.sleep(1.2)
     args = ["status", doc["session_id"], "--json", "--db", str(db)]
     assert parse(args) is not None
     (out, _, code), imported = both(args, tmp_path)

@@ -50,7 +50,7 @@ def test_a_forked_command_is_a_process_of_its_own(tmp_path: Path) -> None:
     script.write_text(
         "import os, sys, time\n"
         "print(os.getpid(), os.getcwd(), os.environ.get('PROBE'), sys.stdin.read(), flush=True)\n"
-        "time.sleep(float(sys.argv[1]))\n"
+        "time.sleep(float(sys.argv[1]))\n"  # the point: alive until it is killed
     )
     done = forkserver.run(
         [sys.executable, str(script), "0"], input="from stdin", cwd=tmp_path,

@@ -5,7 +5,6 @@ web page, the JSON API and MCP."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from orchestrator.domain import gate
 from orchestrator.domain.reconcile import due, instruction, judge, needs_review
 from orchestrator.errors import InvalidAnswer, SessionNotWaiting
 from tests.conftest import EXAMPLES
+from tests.waiting import until
 
 CACHE = {
     "question": "Which cache should the reports use?",
@@ -332,13 +332,13 @@ def test_the_command_line_takes_the_late_answer_and_reconciles(tmp_path: Path) -
 
 
 def _wait_reconciled(sessions: Sessions, sid: str, timeout: float = 60) -> dict[str, Any]:
-    end = time.time() + timeout
-    while time.time() < end:
+
+    def reconciled() -> dict[str, Any] | None:
         doc = sessions.status(sid)
-        if doc["status"] == "completed" and (doc["late_answer"] or {}).get("reconciled"):
-            return dict(doc)
-        time.sleep(0.05)
-    raise AssertionError(f"not reconciled: {sessions.status(sid)}")
+        done = doc["status"] == "completed" and (doc["late_answer"] or {}).get("reconciled")
+        return dict(doc) if done else None
+
+    return until(reconciled, f"{sid}'s late answer to be reconciled", timeout=timeout)
 
 
 def test_the_web_page_takes_a_late_answer_and_reconciles(tmp_path: Path) -> None:

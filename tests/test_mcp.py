@@ -8,6 +8,7 @@ real stdio subprocess in test_mcp_stdio.py.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from orchestrator.mcp_server.inputs import (
 )
 from tests.conftest import EXAMPLES, cli
 from tests.mcp_client import TOOLS, FakePage, Person, call, in_memory, shaped, snapshot
+from tests.waiting import until
 
 CHOICE = {
     "title": "Export format",
@@ -732,17 +734,20 @@ def test_the_real_web_page_answers_a_client_without_form_elicitation(
     from orchestrator.mcp_server.server import default_page
 
     urls: list[str] = []
+    linked = threading.Event()  # the page's link reached the person
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         urls.extend(re.findall(r"http://127\.0\.0\.1:\d+/\S+", message or ""))
+        if urls:
+            linked.set()
 
     async def opens_the_link(context: Any, params: Any) -> Any:
         urls.append(params.url)
+        linked.set()
         return mcp_types.ElicitResult(action="accept")
 
     def person_on_the_page() -> None:
-        while not urls:
-            time.sleep(0.05)
+        assert linked.wait(60), "the page's link never came"
         jar = http.cookiejar.CookieJar()
         browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         page = browser.open(urls[0], timeout=10).read().decode()
@@ -783,14 +788,17 @@ def test_cancelling_the_session_withdraws_an_open_question(
     from orchestrator.api.mcp_questions import WITHDRAWN
 
     monkeypatch.setenv("ORCHESTRATOR_LEASE_SECONDS", "0.6")  # the keeper looks every 0.2 s
-    person = Person([("slow", 3.0, {"answer": "too late"})])
+    withdrawn = threading.Event()
+    person = Person([("after", withdrawn, {"answer": "too late"})])
 
     def cancel_once_open() -> None:
-        while only_session_status(db) != "running":
-            time.sleep(0.05)
+        until(lambda: only_session_status(db) == "running", "the question to open")
         with Sessions(f"sqlite:///{db}") as sessions:
             (open_,) = sessions.list("running")
             assert sessions.cancel(open_["session_id"])["cancel_requested"]
+        # The person answers only once the server has withdrawn the question: no race.
+        until(lambda: only_session_status(db) == "cancelled", "the question's withdrawal")
+        withdrawn.set()
 
     async def main() -> dict[str, Any]:
         server = build_server(str(db))

@@ -7,7 +7,6 @@ here offers form elicitation but its person never answers, so only another door 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from orchestrator.mcp_server import build_server
 from tests.conftest import cli
 from tests.mcp_client import Person, call, in_memory
 from tests.test_mcp import CHOICE
+from tests.waiting import until
 from tests.web_support import TOKEN
 
 pytestmark = pytest.mark.backends()
@@ -26,14 +26,13 @@ pytestmark = pytest.mark.backends()
 
 def _waiting_question(db_url: str) -> str:
     """The id of the MCP question once it is open (the tool call is waiting)."""
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
+
+    def opened() -> str | None:
         with Sessions(db_url) as sessions:
-            for doc in sessions.list():
-                if doc["pending_question"] is not None:
-                    return str(doc["session_id"])
-        time.sleep(0.05)
-    raise AssertionError("the MCP question never opened")
+            waiting = [d for d in sessions.list() if d["pending_question"] is not None]
+        return str(waiting[0]["session_id"]) if waiting else None
+
+    return until(opened, "the MCP question to open")
 
 
 def _by_resume(db_url: str, session_id: str, _session: Any) -> None:
@@ -123,11 +122,10 @@ def test_every_door_answers_a_question_an_mcp_client_asked(db_url: str, door: st
     assert doc["data"]["action_status"] == "selected"
     assert doc["data"]["selected"] == ["Excel"] and doc["data"]["selected_indices"] == [1]
     with Sessions(db_url) as sessions:
-        end = time.monotonic() + 30
-        final = sessions.status(answered["sid"])
-        while final["status"] == "running" and time.monotonic() < end:
-            time.sleep(0.05)
-            final = sessions.status(answered["sid"])
+        final = until(
+            lambda: (doc := sessions.status(answered["sid"]))["status"] != "running" and doc,
+            "the session to end",
+        )
         log = [e["kind"] for e in sessions.log(answered["sid"])]
     assert final["status"] == "completed", final
     assert final["summary"] == "answered: Excel"

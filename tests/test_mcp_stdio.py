@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.conftest import EXAMPLES, ROOT, argv, cli
 from tests.mcp_client import TOOLS, Person, Session, call, over_stdio, shaped, snapshot
 from tests.test_mcp import ASK, CHOICE, MALFORMED, MULTI
+from tests.waiting import until
 
 
 def test_the_tools_over_stdio(tmp_path: Path) -> None:
@@ -242,14 +242,16 @@ def test_streamable_http_on_loopback(tmp_path: Path) -> None:
 
 def _wait_for(server: subprocess.Popen[str], port: int) -> None:
     """Until the server accepts connections on `port` (failing if it ends first)."""
-    deadline = time.monotonic() + 60
-    while True:
+
+    def accepts() -> bool:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
+            return True
         except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "no server"
-            time.sleep(0.1)
+            assert server.poll() is None, "the server ended"
+            return False
+
+    until(accepts, f"the server to accept connections on port {port}")
 
 
 def _authorized(url: str) -> Any:

@@ -34,6 +34,7 @@ from tests.mcp_client import Session, call
 from tests.test_mcp import CHOICE
 from tests.test_mcp_doors import _by_inbox, _by_link
 from tests.test_mcp_stdio import MCP_TOKEN, _authorized, _wait_for
+from tests.waiting import until
 
 pytestmark = pytest.mark.backends()
 
@@ -148,14 +149,15 @@ def listening_ports(pid: int) -> set[int]:
 
 def _open_question(db_url: str) -> str:
     """The id of the MCP question once it is open (the tool call is waiting)."""
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
+
+    def opened() -> str | None:
         with Sessions(db_url) as sessions:
             for doc in sessions.list():
                 if doc["pending_question"] is not None and doc["task"] == CHOICE["title"]:
                     return str(doc["session_id"])
-        time.sleep(0.05)
-    raise AssertionError("the MCP question never opened")
+        return None
+
+    return until(opened, "the MCP question to open")
 
 
 def _page_url(text: str) -> str:

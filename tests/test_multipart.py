@@ -3,6 +3,7 @@ rule per part, and sessions end to end on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from typing import Any
@@ -109,6 +110,73 @@ def test_an_answer_with_the_wrong_number_of_parts_is_refused() -> None:
     state = spent(surfaced)
     wrong = gate.decide(state, gate.Answer("x", parts=("x",)), **LIMITS)
     assert isinstance(wrong, gate.Reject)
+
+
+def two_parts_surfaced() -> tuple[list[gate.Ask], gate.GateState]:
+    """developer-1 and developer-2 asked in one round: one question of two parts, open."""
+    asks = [ask("developer-1", "A?", default="a"), ask("developer-2", "B?", default="b")]
+    surfaced = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)[0]
+    state = spent(surfaced)
+    assert len(state.parts) == 2 and state.request_key == "developer-1#1"
+    return asks, state
+
+
+@pytest.mark.parametrize("settled_by", ["declined", "timeout"])
+def test_a_late_answer_to_a_multi_part_question_takes_one_response_per_part(
+    settled_by: str,
+) -> None:
+    """After a decline (or a deadline that proceeded) a late answer is taken once: part by
+    part when it gives one response per part, or plain; any other count of parts is
+    refused, naming both counts."""
+    _, state = two_parts_surfaced()
+    event = gate.Decline(parts=2) if settled_by == "declined" else gate.Timeout("proceed")
+    settled = gate.decide(state, event, **LIMITS)
+    assert isinstance(settled, gate.Resolve)
+    state = state.apply(settled.update)
+    assert state.resolution == settled_by and all(part.declined for part in state.parts)
+
+    by_part = gate.decide(state, gate.Answer("1. x\n2. y", parts=("x", "y")), **LIMITS)
+    assert by_part == gate.Late("1. x\n2. y", ("x", "y"))
+    plain = gate.decide(state, gate.Answer("x"), **LIMITS)  # a scripted answer has no parts
+    assert plain == gate.Late("x", ())
+    for wrong in (("x",), ("x", "y", "z")):
+        refused = gate.decide(state, gate.Answer("x", parts=wrong), **LIMITS)
+        assert refused == gate.Reject(f"the question has 2 part(s); the answer has {len(wrong)}"), (
+            wrong
+        )
+    once = dataclasses.replace(state, late=True)
+    again = gate.decide(once, gate.Answer("1. x\n2. y", parts=("x", "y")), **LIMITS)
+    assert again == gate.Reject("the session's question was already answered late")
+
+
+def test_a_late_answer_with_parts_to_a_one_part_question_is_refused() -> None:
+    declined = gate.GateState(
+        used=True, resolved=True, question="Q?", asked_by="pm", request_key="pm#1",
+        resolution="declined",
+    )  # fmt: skip
+    refused = gate.decide(declined, gate.Answer("x", parts=("x", "y")), **LIMITS)
+    assert refused == gate.Reject("the question has 1 part(s); the answer has 2")
+
+
+def test_an_answer_without_parts_to_a_multi_part_question_answers_the_surfaced_ask_only() -> None:
+    """A scripted answer written before parts settles the surfaced ask, as a one-part
+    question's answer does; the other part stays unsettled, so its asker asking again is
+    an agent asking twice (the hard cap), never a re-run with a response it was not given."""
+    asks, state = two_parts_surfaced()
+    resolved = gate.decide(state, gate.Answer("Use a"), **LIMITS)
+    assert isinstance(resolved, gate.Resolve) and "parts" not in resolved.update
+    state = state.apply(resolved.update)
+    assert not any(part.declined or part.response is not None for part in state.parts)
+
+    first, second = (gate.decide(state, a, **LIMITS) for a in asks)
+    assert first == gate.Rerun("developer-1", "A?", "Use a")
+    assert isinstance(second, gate.Fallback) and second.why == "hard_cap", second
+    assert second.agent == "developer-2" and second.update == gate.GateUpdate(
+        fallback_counts={"developer-2": 1}
+    )
+    # An ask below the threshold is not the question's own ask either: it proceeds.
+    unsure = dataclasses.replace(asks[1], uncertainty=10)
+    assert isinstance(gate.decide(state, unsure, **LIMITS), gate.Proceed)
 
 
 AGENTS = st.sampled_from(["pm", "developer-1", "developer-2", "developer-3", "developer-4"])

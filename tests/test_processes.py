@@ -27,6 +27,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, argv, cli
 from dbcheck import dump_db, payload, query, session_row, write_lock, writing_now
+from waiting import until
 
 from orchestrator.store import Owner, Store
 
@@ -464,7 +465,7 @@ def test_kill_9_from_outside_then_plain_resume_finishes(
                 lock.release()
                 assert proc.poll() is None, f"the run ended (exit {proc.returncode}) too soon"
                 assert time.monotonic() < deadline, "the run never got going"
-                time.sleep(0.002)
+                time.sleep(0.002)  # a bounded poll; the lock is let go for the run to write
             ((session_id, status),) = rows
             assert status == "running"
             assert replies < total_replies
@@ -656,10 +657,10 @@ def test_session_held_by_live_process_is_not_taken(db_url: str, store: Store) ->
 # -- 5. exactly one driver: fenced claims, identities, first use, racing plain resumes ------
 
 # The real CLI with slow scripted agents: every agent call is logged (pid, agent, call,
-# time) to $HARNESS_LOG, and calls of agents whose name starts with $HARNESS_SLOW sleep
-# $HARNESS_DELAY seconds first, or, with $HARNESS_HOLD set, wait until that file exists
-# (a test releases them when it is done). $HARNESS_SNAPSHOT_DELAY holds a plain resume's first
-# decision read open that long (a marker file says when it is in it).
+# time) to $HARNESS_LOG, and calls of agents whose name starts with $HARNESS_SLOW wait
+# until the file $HARNESS_HOLD exists (a test releases them when it is done).
+# $HARNESS_SNAPSHOT_HOLD holds a plain resume's first decision read open until that file
+# exists (the marker file $HARNESS_MARK says when it is in it).
 SLOW_AGENTS = """
 import json, os, sys, time
 
@@ -675,17 +676,19 @@ def respond(self, request):
                 "time": time.time()}
         log.write(json.dumps(line) + "\\n")
     if request.agent.startswith(os.environ.get("HARNESS_SLOW", "-")):
-        hold = os.environ.get("HARNESS_HOLD")
-        until = time.monotonic() + 120
-        while hold and not os.path.exists(hold) and time.monotonic() < until:
-            time.sleep(0.02)
-        time.sleep(float(os.environ.get("HARNESS_DELAY", "0")))
+        _released(os.environ["HARNESS_HOLD"])
     return _respond(self, request)
+
+
+def _released(hold):
+    until = time.monotonic() + 120  # a bound for a test that hangs, never a margin
+    while not os.path.exists(hold) and time.monotonic() < until:
+        time.sleep(0.02)
 
 
 ScriptedBackend.respond = respond
 
-if os.environ.get("HARNESS_SNAPSHOT_DELAY"):
+if os.environ.get("HARNESS_SNAPSHOT_HOLD"):
     from orchestrator.store import views
 
     _snapshot = views.snapshot
@@ -696,7 +699,7 @@ if os.environ.get("HARNESS_SNAPSHOT_DELAY"):
         if not _held:
             _held.append(1)
             open(os.environ["HARNESS_MARK"], "w").close()
-            time.sleep(float(os.environ["HARNESS_SNAPSHOT_DELAY"]))
+            _released(os.environ["HARNESS_SNAPSHOT_HOLD"])
         return snap
 
     views.snapshot = snapshot
@@ -747,11 +750,11 @@ class Harness:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
 
     def wait_for_call(self, agent: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(c["agent"] == agent for c in self.calls()):
+        def called() -> bool:
             assert proc.poll() is None, f"exit {proc.returncode}: {proc.communicate()}"
-            assert time.monotonic() < deadline, f"{agent} was never called"
-            time.sleep(0.05)
+            return any(c["agent"] == agent for c in self.calls())
+
+        until(called, f"{agent} to be called", timeout=timeout)
 
 
 @pytest.fixture
@@ -814,14 +817,16 @@ def test_live_owner_in_another_pid_namespace_is_not_taken_over(
         assert row["owner_pidns"] != os.readlink("/proc/self/ns/pid")  # really elsewhere
         first_lease = float(row["lease_expires_at"])
         _refused_as_driven_elsewhere(session_id, db_url, harness)
+
         # The first lease runs out; only the owner's heartbeats keep it from a takeover.
-        deadline = time.monotonic() + 60
-        while time.time() <= first_lease + 0.1 or (
-            float(session_row(db_url, session_id)["lease_expires_at"]) <= first_lease
-        ):
+        # (Leases keep real time, not the project's clock: the first one must run out.)
+        def renewed() -> bool:
             assert owner.poll() is None, f"exit {owner.returncode}: {owner.communicate()}"
-            assert time.monotonic() < deadline, "the owner never renewed its lease"
-            time.sleep(0.05)
+            return time.time() > first_lease + 0.1 and (
+                float(session_row(db_url, session_id)["lease_expires_at"]) > first_lease
+            )
+
+        until(renewed, "the owner to renew its lease")
         _refused_as_driven_elsewhere(session_id, db_url, harness)
         assert owner.poll() is None  # held: both refusals came while it was running
     except BaseException:
@@ -870,20 +875,21 @@ def test_plain_resume_racing_an_answer_exits_2_or_3_never_1(
     harness: Harness, db_url: str, tmp_path: Path
 ) -> None:
     session_id = start_paused(db_url)["session_id"]
-    mark = tmp_path / "in-snapshot"
+    mark, hold = tmp_path / "in-snapshot", tmp_path / "answered"
     plain = forkserver.Popen(
         harness.argv("resume", session_id),
-        env=harness.env(HARNESS_SNAPSHOT_DELAY="3", HARNESS_MARK=str(mark)),
+        env=harness.env(HARNESS_SNAPSHOT_HOLD=str(hold), HARNESS_MARK=str(mark)),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=ROOT,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not mark.exists():  # the plain resume has read the session: it is waiting
+    try:
+        # the plain resume has read the session, and waits in its read
+        until(lambda: mark.exists() or plain.poll() is not None, "the plain resume's read")
         assert plain.poll() is None, plain.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
-    assert answered.returncode == 0, describe(answered)
+        answered = cli("resume", session_id, "--answer", "Weekly", "--json", db=db_url)
+        assert answered.returncode == 0, describe(answered)
+    finally:
+        hold.touch()  # the answer is in: the plain resume goes on from what it read
     stdout, stderr = plain.communicate(timeout=120)
     assert plain.returncode in (2, 3), f"exit {plain.returncode}\n{stdout}\n{stderr}"
     assert "Traceback" not in stderr
@@ -950,13 +956,13 @@ def test_frozen_owner_taken_over_calls_no_agent_and_writes_nothing_after(
             if not writing_now(db_url):
                 break
             os.kill(first.pid, signal.SIGCONT)
-            time.sleep(0.01)
+            time.sleep(0.01)  # the point: let it finish that write before freezing it again
         else:  # pragma: no cover - a heartbeat takes milliseconds of every third of a second
             pytest.fail("the owner was always inside a write")
         # Past the lease the frozen process last wrote: it renews nothing while stopped.
         lease = float(session_row(db_url, session_id)["lease_expires_at"])
         while time.time() <= lease + 0.1:
-            time.sleep(0.05)
+            time.sleep(0.05)  # the point: a lease keeps real time, and must run out here
         taken = forkserver.run(
             harness.argv("resume", session_id),
             env=harness.env(ORCHESTRATOR_LEASE_SECONDS="1"), timeout=120, cwd=ROOT,
@@ -1016,9 +1022,9 @@ def test_ctrl_c_while_an_agent_works_names_the_session_its_state_and_how_to_go_o
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        while not _stopped(proc.pid):  # waits on the process's own stop, never a margin
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.01)
+        # waits on the process's own stop, never a margin
+        until(lambda: _stopped(proc.pid) or proc.poll() is not None, "the stop point")
+        assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         proc.send_signal(signal.SIGCONT)
         out, err = proc.communicate(timeout=120)

@@ -348,6 +348,36 @@ def test_gate_writes_are_idempotent_when_a_node_reruns(db_url: str) -> None:
     assert [e for e in store.events(sid) if e["kind"] == "fallback"] == fallback_events
 
 
+def test_a_stored_proceed_is_replayed_as_it_was_decided(db_url: str) -> None:
+    """A re-run gate node gets the `proceed` it stored (its message and default), not a
+    fresh decision: under a lower threshold a fresh one would surface the question."""
+    from orchestrator.domain import gate
+
+    unsure = {**SELECT, "uncertainty": 30, "default": "Per API key"}
+    store, sid, backend = start(db_url, {"agents": {"pm": [unsure, COMPLETE]}})
+    told = backend.requests[1].instruction
+    assert "below the threshold" in told and "Per API key" in told
+    events = store.events(sid)
+    (proceed,) = [e for e in events if e["kind"] == "proceed"]
+    from orchestrator.store import gate_tx
+    from orchestrator.store.views import joined_row
+
+    ask = gate.Ask("pm", "pm#1", SELECT["question"], uncertainty=30, default="Per API key")
+    with store.db.write() as tx:  # the node's transaction, as a re-run makes it
+        row = joined_row(
+            tx, sid, lock=True, extra=gate_tx.STORED_DECISION, params={"final_key": "gate:pm#1"}
+        )
+        again = gate_tx.ask(
+            tx, row, ask, {"question": SELECT["question"]}, max_fallbacks=2,
+            uncertainty_threshold=10, timeout=None, repaired=None,
+        )  # fmt: skip
+    assert isinstance(again, gate.Proceed)
+    assert (again.agent, again.default) == ("pm", "Per API key")
+    assert again.message == proceed["message"] and again.message in told
+    assert store.events(sid) == events  # nothing written twice
+    assert len(store.view(sid)["assumptions"]) == 1
+
+
 def test_shared_developer_list_is_consumed_in_task_order(db_url: str) -> None:
     store, sid, _ = start(
         db_url,

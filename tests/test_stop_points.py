@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.waiting import until
 
 # A worker's drive in a thread of its own while the main thread waits on it, as in
 # `orchestrator worker` and `serve`. Everything on one CPU, the main thread at the lowest
@@ -61,9 +61,8 @@ def test_a_stop_point_in_a_thread_stops_that_thread_at_the_point(tmp_path: Path)
             cwd=ROOT,
         )
         try:
-            while not _all_stopped(process.pid):
-                assert process.poll() is None, "the process ended without stopping"
-                time.sleep(0.01)
+            until(lambda p=process: _all_stopped(p.pid) or p.poll() is not None, "the stop point")
+            assert process.poll() is None, "the process ended without stopping"
             assert not marker.exists(), f"run {run}: the thread ran on past its stop point"
             os.kill(process.pid, signal.SIGCONT)
             assert process.wait(timeout=60) == 0

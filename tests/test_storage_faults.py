@@ -24,6 +24,7 @@ import pytest
 from tests import pgcluster
 from tests.conftest import EXAMPLES, ROOT, argv, cli, invoke
 from tests.dbcheck import sqlite_fault
+from tests.waiting import until
 
 SCENARIO = str(EXAMPLES / "pause-and-resume.yaml")
 
@@ -591,26 +592,34 @@ def _stop_at(point: str, *args: str, db: str, **env: str) -> subprocess.Popen[st
         env={**os.environ, "ORCHESTRATOR_STOP_AT": point, **env},
         cwd=ROOT,
     )
-    while not _stopped(process):
-        time.sleep(0.05)
+    until(lambda: _stopped(process) or process.poll() is not None, f"the stop at {point}")
     assert process.poll() is None, process.communicate()
     return process
 
 
 def _outage(
-    pg_cluster: pgcluster.Cluster, process: subprocess.Popen[str], *, down_for: float | None = None
+    pg_cluster: pgcluster.Cluster,
+    process: subprocess.Popen[str],
+    *,
+    down_for: float | None = None,
+    down_until: Callable[[], object] | None = None,
 ) -> tuple[str, str]:
     """Stop the server, let the stopped `process` go on, and start the server again:
-    after the process has ended (`down_for` None: it meets only the outage), or after
-    `down_for` seconds (it meets the server coming back). Returns its stdout and stderr;
-    a process still alive at the end is killed."""
+    after the process has ended (neither given: it meets only the outage), once
+    `down_until()` holds (it has met the outage, and meets the server coming back), or
+    after `down_for` seconds (an outage that must last that long in real time: a lease
+    runs out meanwhile). Returns its stdout and stderr; a process still alive at the end
+    is killed."""
     try:
         pg_cluster.stop_server()
         try:
             os.kill(process.pid, signal.SIGCONT)
-            if down_for is None:
+            if down_until is not None:
+                until(lambda: down_until() or process.poll() is not None, "the outage to be met")
+            elif down_for is None:
                 return process.communicate(timeout=120)
-            time.sleep(down_for)
+            else:
+                time.sleep(down_for)  # the point: real time passes for the lease
         finally:
             pg_cluster.start_server()
         return process.communicate(timeout=120)
@@ -868,7 +877,8 @@ def test_a_worker_records_its_kept_turn_when_postgresql_restarts(
         handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
         assert handed.returncode == 0, handed.stderr
         process = _stop_at("reply_received:pm#2", "worker", "--exit-when-idle", "3", db=db)
-        _, err = _outage(pg_cluster, process, down_for=2.0)  # it meets the outage, turn in hand
+        # it meets the outage, turn in hand: the turn it could not record is kept on disk
+        _, err = _outage(pg_cluster, process, down_until=lambda: _kept_turns(session_id))
         assert process.returncode == 0, err
         assert "Traceback" not in err
         view = _status(db, session_id)
@@ -893,8 +903,7 @@ def test_serve_runs_on_a_session_whose_run_an_outage_cut_off(
         with server(db, env=env) as (_, proc):
             handed = cli("resume", session_id, "--answer", "Weekly", "--no-run", "--json", db=db)
             assert handed.returncode == 0, handed.stderr
-            while not _stopped(proc):  # the server's poll took it and ran pm#2
-                time.sleep(0.05)
+            until(lambda: _stopped(proc), "the server's poll to take it and run pm#2")
             pg_cluster.stop_server()
             try:
                 os.kill(proc.pid, signal.SIGCONT)
@@ -903,10 +912,10 @@ def test_serve_runs_on_a_session_whose_run_an_outage_cut_off(
             finally:
                 pg_cluster.start_server()
             assert met, "".join(lines)
-            deadline = time.monotonic() + 60
-            while _status(db, session_id)["status"] != "completed":
-                assert time.monotonic() < deadline, (_status(db, session_id), "".join(lines))
-                time.sleep(0.2)
+            until(
+                lambda: _status(db, session_id)["status"] == "completed",
+                lambda: f"the server to run it on: {_status(db, session_id)} {''.join(lines)}",
+            )
         log = json.loads(cli("log", session_id, "--json", db=db).stdout)
         assert len([e for e in log if e["kind"] == "agent_reply" and e["agent"] == "pm"]) == 3
 
@@ -954,6 +963,13 @@ def test_a_worker_counts_a_drive_that_ended_just_before_an_outage(
         assert process.returncode == 0, err
         assert json.loads(out)["ended"] == {"completed": 1}, err
         assert _status(db, session_id)["status"] == "completed"
+
+
+def _kept_turns(session_id: str) -> list[Path]:
+    """The turns of `session_id` a process kept on disk, not yet recorded (kept_turns)."""
+    from orchestrator.runtime.kept_turns import reserve_path
+
+    return list(reserve_path().parent.glob(f"*/{session_id}/*#*.json"))
 
 
 def _logged(

@@ -608,7 +608,7 @@ def test_activity_is_safe_to_use_from_many_threads() -> None:
     def work(n: int) -> None:
         for _ in range(20):
             activity.start(f"developer-{n}")
-            time.sleep(0.001)
+            time.sleep(0.001)  # the point: the other threads run in between
             activity.stop(f"developer-{n}")
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(1, 7)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ from fastapi.testclient import TestClient
 from orchestrator.api import Sessions
 from orchestrator.web import WebConfig, create_app
 from tests.dbcheck import sqlite_fault
+from tests.waiting import until
 from tests.web_support import AUTH, BASE, TOKEN, paused
 
 
@@ -37,13 +37,14 @@ def client(db_url: str) -> Iterator[TestClient]:
 
 
 def wait_for(client: TestClient, session_id: str, status: str, timeout: float = 60) -> dict:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        doc = client.get(f"/api/sessions/{session_id}").json()
-        if doc["status"] == status:
-            return doc  # type: ignore[no-any-return]
-        time.sleep(0.1)
-    raise AssertionError(f"session {session_id} did not reach {status}: {doc}")
+    docs: list[dict] = []
+
+    def reached() -> bool:
+        docs.append(client.get(f"/api/sessions/{session_id}").json())
+        return bool(docs[-1]["status"] == status)
+
+    until(reached, f"session {session_id} to reach {status}", timeout=timeout)
+    return docs[-1]
 
 
 def test_reads_are_the_cli_documents(client: TestClient, sessions: Sessions) -> None:

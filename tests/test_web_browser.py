@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 
 from orchestrator.api import Sessions
 from tests.conftest import ROOT
+from tests.waiting import until
 from tests.web_support import TOKEN, paused, scenario
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -71,8 +71,7 @@ def server(db_url: str) -> Iterator[tuple[str, Any]]:
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    while not srv.started:
-        time.sleep(0.02)
+    until(lambda: srv.started, "the server to start")
     yield f"http://127.0.0.1:{port}", app
     srv.should_exit = True
     thread.join(timeout=10)
@@ -94,16 +93,19 @@ def browser(chromium: Path, tmp_path: Path) -> Iterator[Any]:
         context.close()
 
 
-def slow_agents(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+def held_agents(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Agents answer only once the returned event is set: the page sees the run going."""
     from orchestrator.agents.scripted import ScriptedBackend
 
     respond = ScriptedBackend.respond
+    release = threading.Event()
 
-    def slowly(self: ScriptedBackend, request: Any) -> Any:
-        time.sleep(seconds)
+    def held(self: ScriptedBackend, request: Any) -> Any:
+        assert release.wait(60), "the test never released the agents"
         return respond(self, request)
 
-    monkeypatch.setattr(ScriptedBackend, "respond", slowly)
+    monkeypatch.setattr(ScriptedBackend, "respond", held)
+    return release
 
 
 def test_answering_in_a_real_browser(
@@ -191,7 +193,7 @@ def test_answering_in_a_real_browser(
     assert "<b>markup</b>" in page.locator("p.task").inner_text()
 
     # single select, recommended preselected; the run on is followed live
-    slow_agents(monkeypatch, 0.7)
+    release = held_agents(monkeypatch)
     page.goto(f"{base}/sessions/{single}")
     assert page.locator("input[value='A fixed summary set']").is_checked()
     assert "what the table shows now" in page.locator("fieldset.options").inner_text()
@@ -200,6 +202,7 @@ def test_answering_in_a_real_browser(
     page.click("button[value='answer']")
     page.wait_for_url(f"{base}/sessions/{single}")
     assert page.locator("#status").inner_text() == "running"
+    release.set()  # the agents go on: what they record reaches the open page
     page.locator("#timeline li.new").first.wait_for(timeout=30_000)  # appended by SSE
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
     assert "CSV export shipped" in page.content()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from orchestrator.web.security import MAX_BODY_BYTES
+from tests.waiting import until
 from tests.web_support import TOKEN
 
 pytest.importorskip("uvicorn")
@@ -36,11 +37,7 @@ def server(db_url: str) -> Iterator[tuple[int, Any]]:
     srv = uvicorn.Server(server_config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    for _ in range(500):
-        if srv.started:
-            break
-        time.sleep(0.02)
-    assert srv.started, "the server did not start"
+    until(lambda: srv.started, "the server to start")
     yield number, srv
     srv.should_exit = True
     thread.join(timeout=10)
@@ -82,11 +79,7 @@ def running(app: Any, **options: Any) -> Iterator[int]:
     )
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    for _ in range(500):
-        if srv.started:
-            break
-        time.sleep(0.02)
-    assert srv.started, "the server did not start"
+    until(lambda: srv.started, "the server to start")
     try:
         yield sock.getsockname()[1]
     finally:
@@ -306,7 +299,7 @@ def test_connections_past_the_cap_are_answered_503_and_closed() -> None:
             conn.close()
             if status == 200:
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # a bounded poll (100 tries): each try is itself a request
         assert status == 200
         for sock in held:
             sock.close()

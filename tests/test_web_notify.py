@@ -16,6 +16,7 @@ import pytest
 from orchestrator.api import Sessions
 from orchestrator.web.notify import Notifier
 from tests.conftest import cli
+from tests.waiting import until
 from tests.web_support import free_port, paused, scenario
 
 
@@ -41,10 +42,8 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def wait(self, count: int = 1, timeout: float = 30) -> list[dict]:
-        end = time.time() + timeout
-        while len(self.received) < count and time.time() < end:
-            time.sleep(0.05)
-        assert len(self.received) >= count, self.received
+        until(lambda: len(self.received) >= count, f"{count} message(s): {self.received}",
+              timeout=timeout)  # fmt: skip
         return self.received
 
 
@@ -154,15 +153,27 @@ def test_the_server_notifies_new_questions_and_near_deadlines(
     from orchestrator.web import WebConfig, create_app
 
     monkeypatch.setattr(notify, "WATCH_SECONDS", 0.2)
+    looks, looked = [0], threading.Condition()  # the watcher's looks at the deadline
+    epoch = notify._epoch
+
+    def counted(iso: str | None) -> float:
+        with looked:
+            looks[0] += 1
+            looked.notify_all()
+        return epoch(iso)
+
+    monkeypatch.setattr(notify, "_epoch", counted)
     config = WebConfig(db=db_url, token="t", notify=(receiver.url,), reminder_seconds=3600)
     with TestClient(create_app(config), base_url="http://127.0.0.1:8765"):
-        time.sleep(0.05)
+        time.sleep(0.05)  # asked strictly after the server started (wall-clock times compared)
         with Sessions(db_url) as sessions:  # a process without --notify asks
             sid = paused(sessions)
             messages = receiver.wait(2)
             kinds = sorted(m["title"].split(":")[0] for m in messages)
             assert kinds == ["Deadline near", "pm asks"]
-            time.sleep(1)  # recorded once: the watcher does not send them again
+            with looked:  # recorded once: three more looks, and nothing is sent again
+                target = looks[0] + 3
+                assert looked.wait_for(lambda: looks[0] >= target, timeout=60)
             assert len(receiver.received) == 2
             abouts = sorted(
                 e["about"] for e in sessions.log(sid) if e["kind"] == "notification_sent"

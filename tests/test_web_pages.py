@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import time
 from collections.abc import Iterator
 from html import unescape as html_unescape
 
@@ -15,6 +14,7 @@ from fastapi.testclient import TestClient
 from orchestrator.api import Reply, Sessions
 from orchestrator.web import WebConfig, create_app
 from tests.dbcheck import sqlite_fault
+from tests.waiting import until
 from tests.web_support import BASE, TOKEN, paused
 
 
@@ -46,13 +46,11 @@ def csrf_of(html: str) -> str:
 
 
 def wait_status(sessions: Sessions, sid: str, status: str, timeout: float = 60) -> dict:
-    end = time.time() + timeout
-    while time.time() < end:
-        doc = sessions.status(sid)
-        if doc["status"] == status:
-            return dict(doc)
-        time.sleep(0.1)
-    raise AssertionError(f"{sid}: {sessions.status(sid)['status']} != {status}")
+    return until(
+        lambda: (doc := dict(sessions.status(sid)))["status"] == status and doc,
+        f"{sid} to reach {status}",
+        timeout=timeout,
+    )
 
 
 def test_inbox_lists_waiting_sessions_first(page: TestClient, sessions: Sessions) -> None:

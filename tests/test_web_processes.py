@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, argv, cli
+from tests.waiting import until
 from tests.web_support import AUTH, TOKEN, free_port, scenario
 
 
@@ -33,16 +33,15 @@ def server(db: str, *, env: dict[str, str] | None = None) -> Iterator[tuple[str,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while True:
+
+        def serving() -> bool:
             try:
-                if httpx.get(f"{base}/api/sessions", headers=AUTH, timeout=2).status_code == 200:
-                    break
+                return httpx.get(f"{base}/api/sessions", headers=AUTH, timeout=2).status_code == 200
             except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise AssertionError(f"the server did not start: {proc.communicate()}")
-            time.sleep(0.1)
+                assert proc.poll() is None, f"the server ended: {proc.communicate()}"
+                return False
+
+        until(serving, "the server to start")
         yield base, proc
     finally:
         if proc.poll() is None:
@@ -65,14 +64,12 @@ def paused_by_cli(tmp_path: Path, db: str) -> str:
 
 
 def wait_status(base: str, sid: str, status: str, timeout: float = 60) -> dict:
-    deadline = time.time() + timeout
-    doc: dict = {}
-    while time.time() < deadline:
-        doc = httpx.get(f"{base}/api/sessions/{sid}", headers=AUTH).json()
-        if doc["status"] == status:
-            return doc
-        time.sleep(0.2)
-    raise AssertionError(f"{sid} did not reach {status}: {doc}")
+
+    def reached() -> dict | None:
+        doc: dict = httpx.get(f"{base}/api/sessions/{sid}", headers=AUTH).json()
+        return doc if doc["status"] == status else None
+
+    return until(reached, f"{sid} to reach {status}", timeout=timeout)
 
 
 def test_server_prints_the_start_url_without_a_token_it_was_given(db_url: str) -> None:
@@ -157,12 +154,11 @@ def test_an_answer_racing_a_cli_resume_has_one_winner(
             text=True,
         )
         if not web_first:  # the CLI's answer is in: the page comes second
-            deadline = time.time() + 60
-            while time.time() < deadline:
-                log = httpx.get(f"{base}/api/sessions/{sid}/events", headers=AUTH).json()
-                if any(e["kind"] == "answer" for e in log):
-                    break
-                time.sleep(0.05)
+            events = f"{base}/api/sessions/{sid}/events"
+            until(
+                lambda: any(e["kind"] == "answer" for e in httpx.get(events, headers=AUTH).json()),
+                "the CLI's answer",
+            )
         r = httpx.post(
             f"{base}/api/sessions/{sid}/answer",
             headers=AUTH,

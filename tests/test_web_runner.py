@@ -128,7 +128,7 @@ def test_after_the_main_thread_a_runner_takes_no_new_run() -> None:
         "        return {'status': 'completed'}\n"
         "runner = Runner(S(), 1)\n"
         "for n in range(5): runner.submit(f'queued-{n}')\n"
-        "def poll():\n"
+        "def poll():\n"  # a server's pick-up poll, submitting on while the main thread ends
         "    for n in range(100): runner.submit(f'polled-{n}'); time.sleep(0.05)\n"
         "threading.Thread(target=poll, daemon=True).start()\n"
         "started.wait(30)\n"

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, argv
 from dbcheck import payload, query
+from waiting import until
 
 from orchestrator import Reply, Sessions
 from orchestrator.domain import clock
@@ -178,10 +179,7 @@ def replies_so_far(db_url: str, session_id: str) -> int:
 
 
 def wait_for(condition: Any, timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+    until(condition, what, timeout=timeout)
 
 
 def test_sigterm_finishes_the_session_being_driven(db_url: str, tmp_path: Path) -> None:
