@@ -3,6 +3,7 @@ rule per part, and sessions end to end on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from typing import Any
@@ -19,7 +20,13 @@ from orchestrator.runtime.engine import Engine
 from orchestrator.store import Store
 from tests.test_sessions import COMPLETE, DONE, PLAN2, start
 
-LIMITS = {"max_fallbacks": 2, "uncertainty_threshold": 70}
+LIMITS = gate.GateLimits(
+    max_fallbacks=2, uncertainty_threshold=70, max_question_parts=4, timeout=None
+)
+
+
+def parts_up_to(max_parts: int) -> gate.GateLimits:
+    return dataclasses.replace(LIMITS, max_question_parts=max_parts)
 
 
 def ask(agent: str, question: str, **kw: Any) -> gate.Ask:
@@ -39,7 +46,7 @@ def spent(decision: gate.Decision) -> gate.GateState:
 
 def test_two_asks_of_one_round_surface_one_question_with_two_parts() -> None:
     asks = [ask("developer-2", "Where?"), ask("developer-1", "Which cache?", default="Redis")]
-    d2, d1 = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)
+    d2, d1 = decide_round(gate.GateState(), asks, parts_up_to(4))
     assert isinstance(d1, gate.Surface) and isinstance(d2, gate.Wait)
     assert [p.askers for p in d1.parts] == [("developer-1",), ("developer-2",)]
     assert d1.parts[0].default == "Redis"
@@ -49,7 +56,7 @@ def test_two_asks_of_one_round_surface_one_question_with_two_parts() -> None:
 
 def test_max_parts_one_is_the_gate_of_one_ask() -> None:
     asks = [ask("developer-1", "A?"), ask("developer-2", "B?")]
-    d1, d2 = decide_round(gate.GateState(), asks, max_parts=1, **LIMITS)
+    d1, d2 = decide_round(gate.GateState(), asks, parts_up_to(1))
     assert isinstance(d1, gate.Surface) and not d1.parts
     assert isinstance(d2, gate.Wait)
 
@@ -62,14 +69,14 @@ def test_duplicates_are_one_part_answered_to_both_askers() -> None:
     ]
     plan = plan_parts(sorted(asks, key=lambda a: gate.ask_order(a.agent)), 4)
     assert [p.askers for p in plan.parts] == [("developer-1", "developer-3"), ("developer-2",)]
-    decisions = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)
+    decisions = decide_round(gate.GateState(), asks, parts_up_to(4))
     surfaced = decisions[0]
     assert isinstance(surfaced, gate.Surface)
     state = spent(surfaced)
-    answered = gate.decide(state, gate.Answer("1. PG\n2. MySQL", parts=("PG", "MySQL")), **LIMITS)
+    answered = gate.decide(state, gate.Answer("1. PG\n2. MySQL", parts=("PG", "MySQL")), LIMITS)
     assert isinstance(answered, gate.Resolve)
     state = state.apply(answered.update)
-    reruns = decide_round(state, asks, max_parts=4, **LIMITS)
+    reruns = decide_round(state, asks, parts_up_to(4))
     assert [(type(d).__name__, getattr(d, "response", None)) for d in reruns] == [
         ("Rerun", "PG"),
         ("Rerun", "PG"),
@@ -79,7 +86,7 @@ def test_duplicates_are_one_part_answered_to_both_askers() -> None:
 
 def test_asks_over_the_cap_fall_back_to_their_defaults_at_once() -> None:
     asks = [ask(f"developer-{n}", f"Q{n}?", default=f"d{n}") for n in range(1, 5)]
-    decisions = decide_round(gate.GateState(), asks, max_parts=2, **LIMITS)
+    decisions = decide_round(gate.GateState(), asks, parts_up_to(2))
     assert isinstance(decisions[0], gate.Surface) and len(decisions[0].parts) == 2
     assert isinstance(decisions[1], gate.Wait)
     for n, decision in ((3, decisions[2]), (4, decisions[3])):
@@ -90,13 +97,13 @@ def test_asks_over_the_cap_fall_back_to_their_defaults_at_once() -> None:
 
 def test_a_part_declined_falls_back_and_the_other_is_answered() -> None:
     asks = [ask("developer-1", "A?", default="a"), ask("developer-2", "B?", default="b")]
-    surfaced = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)[0]
+    surfaced = decide_round(gate.GateState(), asks, parts_up_to(4))[0]
     assert isinstance(surfaced, gate.Surface)
     state = spent(surfaced)
-    resolved = gate.decide(state, gate.Answer("1. yes", parts=("yes", None)), **LIMITS)
+    resolved = gate.decide(state, gate.Answer("1. yes", parts=("yes", None)), LIMITS)
     assert isinstance(resolved, gate.Resolve)
     after = state.apply(resolved.update)
-    rerun, fallback = decide_round(after, asks, max_parts=4, **LIMITS)
+    rerun, fallback = decide_round(after, asks, parts_up_to(4))
     assert isinstance(rerun, gate.Rerun) and rerun.response == "yes" and rerun.question == "A?"
     assert isinstance(fallback, gate.Fallback) and fallback.why == "declined"
     assert "b" in fallback.message
@@ -104,10 +111,10 @@ def test_a_part_declined_falls_back_and_the_other_is_answered() -> None:
 
 def test_an_answer_with_the_wrong_number_of_parts_is_refused() -> None:
     asks = [ask("developer-1", "A?"), ask("developer-2", "B?")]
-    surfaced = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)[0]
+    surfaced = decide_round(gate.GateState(), asks, parts_up_to(4))[0]
     assert isinstance(surfaced, gate.Surface)
     state = spent(surfaced)
-    wrong = gate.decide(state, gate.Answer("x", parts=("x",)), **LIMITS)
+    wrong = gate.decide(state, gate.Answer("x", parts=("x",)), LIMITS)
     assert isinstance(wrong, gate.Reject)
 
 
@@ -130,7 +137,7 @@ def test_a_round_spends_at_most_one_question_and_decides_every_ask_once(
     """Invariants: at most one Surface; every ask of the round gets exactly one decision;
     parts never exceed the cap; every ask is in a part, waits, proceeds or falls back."""
     asks = [ask(agent, q, uncertainty=u, default="d") for agent, q, u in asked]
-    decisions = decide_round(gate.GateState(), asks, max_parts=max_parts, **LIMITS)
+    decisions = decide_round(gate.GateState(), asks, parts_up_to(max_parts))
     assert len(decisions) == len(asks)
     surfaces = [d for d in decisions if isinstance(d, gate.Surface)]
     assert len(surfaces) <= 1
