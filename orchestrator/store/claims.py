@@ -56,6 +56,9 @@ __all__ = [
 ]
 
 
+# -- the fence --------------------------------------------------------------------------
+
+
 def holds(row: Any, claim: Claim) -> bool:
     return bool(
         row.status == "running"
@@ -134,6 +137,9 @@ def finish(
     tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
     details = {k: v for k, v in (("summary", summary), ("error", error)) if v is not None}
     add_event(tx, session_id, "status", status=status, **details)
+
+
+# -- the lifecycle ----------------------------------------------------------------------
 
 
 def _insert_sql(table: str, columns: list[str]) -> str:

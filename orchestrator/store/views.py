@@ -55,6 +55,9 @@ __all__ = [
     "page_sql",
 ]
 
+
+# -- the listing's SQL ------------------------------------------------------------------
+
 # "A question is open", in SQL over `orchestrator_state AS t`: GateState.waiting, term for
 # term (surfaced, not resolved, not withdrawn by a cancel). Every query that asks for open
 # questions uses it; tests/test_open_question.py holds it equal to the Python property.
@@ -141,6 +144,9 @@ def page_sql(*, status: bool, after: bool, limit: bool, waiting: bool = False) -
         + " ORDER BY s.created_at DESC, s.id DESC"
         + (" LIMIT :limit" if limit else "")
     )
+
+
+# -- rows -------------------------------------------------------------------------------
 
 
 SESSION_SQL = "SELECT * FROM sessions WHERE id = :id"
