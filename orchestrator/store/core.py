@@ -29,10 +29,10 @@ import sqlite3
 from contextlib import AbstractContextManager
 from typing import Any
 
+from orchestrator.documents import PendingQuestion
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
 from orchestrator.faults import crash_point
-from orchestrator.records import PendingQuestion
 from orchestrator.redact import mask_url
 from orchestrator.store import claims, gate_tx, turns, views
 from orchestrator.store.claims import fence
