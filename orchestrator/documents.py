@@ -39,7 +39,7 @@ STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
 
 def filtered_status(status: str | None) -> str | None:
     """What the store's listing filters on for a list's filter: a session status, or
-    "waiting", which the store reads as "a question is open" (store.listing.WAITING_SQL,
+    "waiting", which the store reads as "a question is open" (store.views.WAITING_SQL,
     the one definition on every door; tests/test_open_question.py holds it to
     `GateState.waiting`)."""
     return status

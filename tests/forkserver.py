@@ -54,7 +54,7 @@ PRELOAD = (
     "orchestrator.api.sessions",
     "orchestrator.api.running",
     "orchestrator.api.database",
-    "orchestrator.store.opener",
+    "orchestrator.store.core",
     "orchestrator.store.lean_sql",
     "sqlalchemy.dialects.sqlite",
     "yaml",

@@ -28,12 +28,10 @@ from orchestrator.domain.gate import (
 
 def decide(state: GateState, event: object, *, max_fallbacks: int = 2) -> gate.Decision:
     """gate.decide with the limits every call must name (here: the contract's defaults)."""
-    return gate.decide(
-        state,
-        event,  # type: ignore[arg-type]
-        max_fallbacks=max_fallbacks,
-        uncertainty_threshold=70,
+    limits = gate.GateLimits(
+        max_fallbacks=max_fallbacks, uncertainty_threshold=70, max_question_parts=4, timeout=None
     )
+    return gate.decide(state, event, limits)  # type: ignore[arg-type]
 
 
 ASK = Ask("pm", "pm#1", "Which columns?")
@@ -221,8 +219,31 @@ def test_an_answer_with_a_note_names_only_fields_the_state_has() -> None:
 def test_update_fields_are_state_fields_and_the_store_maps_every_one() -> None:
     import dataclasses
 
-    from orchestrator.store._tx import GATE_COLUMNS
+    from orchestrator.store.gate_tx import GATE_COLUMNS
 
     update_fields = set(GateUpdate.__annotations__)
     assert update_fields <= {f.name for f in dataclasses.fields(GateState)}
     assert set(GATE_COLUMNS) == update_fields
+
+
+def test_the_gate_limits_are_read_from_the_sessions_settings_as_one_value() -> None:
+    """GateLimits.of: what a session stored is what its gate decides with; a session stored
+    before a limit existed takes that limit's one default (Settings), never a second copy."""
+    from orchestrator.settings import Settings
+
+    stored = {"max_fallbacks": 0, "uncertainty_threshold": 10, "max_question_parts": 2}
+    limits = gate.GateLimits.of({**stored, "timeout": 90, "max_rounds": 3})
+    assert limits == gate.GateLimits(
+        max_fallbacks=0, uncertainty_threshold=10, max_question_parts=2, timeout=90.0
+    )
+    assert gate.GateLimits.of({"timeout": None}).timeout is None  # no deadline
+    defaults = Settings()
+    assert gate.GateLimits.of({}) == gate.GateLimits(
+        max_fallbacks=defaults.max_fallbacks,
+        uncertainty_threshold=defaults.uncertainty_threshold,
+        max_question_parts=defaults.max_question_parts,
+        timeout=defaults.timeout,
+    )
+    # Every limit is a setting: its default and bounds live there, once.
+    names = {f.name for f in dataclasses.fields(gate.GateLimits)}
+    assert names <= set(Settings.model_fields)

@@ -1,4 +1,4 @@
-"""The web inbox's pages, read with a cursor (orchestrator.store.inbox_paging): one order
+"""The web inbox's pages, read with a cursor (orchestrator.store.inbox_sql): one order
 across pages of any size, cursors that do not decode refused, each run off an index."""
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def test_each_run_is_read_off_an_index(db_url: str) -> None:
     (created_at DESC, id DESC), the waiting off the partial index of open questions whose
     columns are their whole order (issue 44: ties on the deadline were sorted, 1-5 s a
     page on 100,000 sessions)."""
-    from orchestrator.store.inbox_paging import _WAITING_CAPPED, page_sql
+    from orchestrator.store.inbox_sql import _WAITING_CAPPED, page_sql
 
     params = {"c": "2026-11-01 12:00:00.000000", "id": "abc", "d": 1.0, "limit": 5, "cap": 5}
     conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
@@ -264,7 +264,7 @@ def test_postgresql_reads_each_run_in_its_index_order(db_url: str) -> None:
     none), no run's plan has a Sort: the index gives the order, ties included."""
     import psycopg
 
-    from orchestrator.store.inbox_paging import page_sql
+    from orchestrator.store.inbox_sql import page_sql
     from tests.dbcheck import conninfo
 
     fill_tied(db_url, 3000)

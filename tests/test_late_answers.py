@@ -144,7 +144,9 @@ def test_the_pms_instruction_names_the_conflicts_and_the_tasks_and_asks_nothing(
 
 # -- the gate: a late answer never reopens it -------------------------------------------------
 
-LIMITS = {"max_fallbacks": 2, "uncertainty_threshold": 70}
+LIMITS = gate.GateLimits(
+    max_fallbacks=2, uncertainty_threshold=70, max_question_parts=4, timeout=None
+)
 
 
 @given(
@@ -161,7 +163,7 @@ def test_the_gate_takes_one_late_answer_and_never_asks_again(
     state = gate.GateState(
         used=True, resolved=resolved, question="q?", resolution=resolution, late=late
     )
-    decision = gate.decide(state, event, **LIMITS)
+    decision = gate.decide(state, event, LIMITS)
     defaulted = resolved and resolution in ("declined", "timeout")
     is_late = isinstance(decision, gate.Late)
     assert is_late == (
@@ -170,7 +172,7 @@ def test_the_gate_takes_one_late_answer_and_never_asks_again(
     if is_late:
         assert not decision.update  # the gate's state is left as it was: no second question
         # and an agent asking afterwards still gets the fallback, never a question
-        after = gate.decide(state, gate.Ask("developer-9", "k", "again?"), **LIMITS)
+        after = gate.decide(state, gate.Ask("developer-9", "k", "again?"), LIMITS)
         assert isinstance(after, gate.Fallback | gate.Fail)
     if defaulted and late:
         assert isinstance(decision, gate.Reject)

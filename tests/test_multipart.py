@@ -20,7 +20,13 @@ from orchestrator.runtime.engine import Engine
 from orchestrator.store import Store
 from tests.test_sessions import COMPLETE, DONE, PLAN2, start
 
-LIMITS = {"max_fallbacks": 2, "uncertainty_threshold": 70}
+LIMITS = gate.GateLimits(
+    max_fallbacks=2, uncertainty_threshold=70, max_question_parts=4, timeout=None
+)
+
+
+def parts_up_to(max_parts: int) -> gate.GateLimits:
+    return dataclasses.replace(LIMITS, max_question_parts=max_parts)
 
 
 def ask(agent: str, question: str, **kw: Any) -> gate.Ask:
@@ -40,7 +46,7 @@ def spent(decision: gate.Decision) -> gate.GateState:
 
 def test_two_asks_of_one_round_surface_one_question_with_two_parts() -> None:
     asks = [ask("developer-2", "Where?"), ask("developer-1", "Which cache?", default="Redis")]
-    d2, d1 = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)
+    d2, d1 = decide_round(gate.GateState(), asks, parts_up_to(4))
     assert isinstance(d1, gate.Surface) and isinstance(d2, gate.Wait)
     assert [p.askers for p in d1.parts] == [("developer-1",), ("developer-2",)]
     assert d1.parts[0].default == "Redis"
@@ -50,7 +56,7 @@ def test_two_asks_of_one_round_surface_one_question_with_two_parts() -> None:
 
 def test_max_parts_one_is_the_gate_of_one_ask() -> None:
     asks = [ask("developer-1", "A?"), ask("developer-2", "B?")]
-    d1, d2 = decide_round(gate.GateState(), asks, max_parts=1, **LIMITS)
+    d1, d2 = decide_round(gate.GateState(), asks, parts_up_to(1))
     assert isinstance(d1, gate.Surface) and not d1.parts
     assert isinstance(d2, gate.Wait)
 
@@ -63,14 +69,14 @@ def test_duplicates_are_one_part_answered_to_both_askers() -> None:
     ]
     plan = plan_parts(sorted(asks, key=lambda a: gate.ask_order(a.agent)), 4)
     assert [p.askers for p in plan.parts] == [("developer-1", "developer-3"), ("developer-2",)]
-    decisions = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)
+    decisions = decide_round(gate.GateState(), asks, parts_up_to(4))
     surfaced = decisions[0]
     assert isinstance(surfaced, gate.Surface)
     state = spent(surfaced)
-    answered = gate.decide(state, gate.Answer("1. PG\n2. MySQL", parts=("PG", "MySQL")), **LIMITS)
+    answered = gate.decide(state, gate.Answer("1. PG\n2. MySQL", parts=("PG", "MySQL")), LIMITS)
     assert isinstance(answered, gate.Resolve)
     state = state.apply(answered.update)
-    reruns = decide_round(state, asks, max_parts=4, **LIMITS)
+    reruns = decide_round(state, asks, parts_up_to(4))
     assert [(type(d).__name__, getattr(d, "response", None)) for d in reruns] == [
         ("Rerun", "PG"),
         ("Rerun", "PG"),
@@ -80,7 +86,7 @@ def test_duplicates_are_one_part_answered_to_both_askers() -> None:
 
 def test_asks_over_the_cap_fall_back_to_their_defaults_at_once() -> None:
     asks = [ask(f"developer-{n}", f"Q{n}?", default=f"d{n}") for n in range(1, 5)]
-    decisions = decide_round(gate.GateState(), asks, max_parts=2, **LIMITS)
+    decisions = decide_round(gate.GateState(), asks, parts_up_to(2))
     assert isinstance(decisions[0], gate.Surface) and len(decisions[0].parts) == 2
     assert isinstance(decisions[1], gate.Wait)
     for n, decision in ((3, decisions[2]), (4, decisions[3])):
@@ -91,13 +97,13 @@ def test_asks_over_the_cap_fall_back_to_their_defaults_at_once() -> None:
 
 def test_a_part_declined_falls_back_and_the_other_is_answered() -> None:
     asks = [ask("developer-1", "A?", default="a"), ask("developer-2", "B?", default="b")]
-    surfaced = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)[0]
+    surfaced = decide_round(gate.GateState(), asks, parts_up_to(4))[0]
     assert isinstance(surfaced, gate.Surface)
     state = spent(surfaced)
-    resolved = gate.decide(state, gate.Answer("1. yes", parts=("yes", None)), **LIMITS)
+    resolved = gate.decide(state, gate.Answer("1. yes", parts=("yes", None)), LIMITS)
     assert isinstance(resolved, gate.Resolve)
     after = state.apply(resolved.update)
-    rerun, fallback = decide_round(after, asks, max_parts=4, **LIMITS)
+    rerun, fallback = decide_round(after, asks, parts_up_to(4))
     assert isinstance(rerun, gate.Rerun) and rerun.response == "yes" and rerun.question == "A?"
     assert isinstance(fallback, gate.Fallback) and fallback.why == "declined"
     assert "b" in fallback.message
@@ -105,17 +111,17 @@ def test_a_part_declined_falls_back_and_the_other_is_answered() -> None:
 
 def test_an_answer_with_the_wrong_number_of_parts_is_refused() -> None:
     asks = [ask("developer-1", "A?"), ask("developer-2", "B?")]
-    surfaced = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)[0]
+    surfaced = decide_round(gate.GateState(), asks, parts_up_to(4))[0]
     assert isinstance(surfaced, gate.Surface)
     state = spent(surfaced)
-    wrong = gate.decide(state, gate.Answer("x", parts=("x",)), **LIMITS)
+    wrong = gate.decide(state, gate.Answer("x", parts=("x",)), LIMITS)
     assert isinstance(wrong, gate.Reject)
 
 
 def two_parts_surfaced() -> tuple[list[gate.Ask], gate.GateState]:
     """developer-1 and developer-2 asked in one round: one question of two parts, open."""
     asks = [ask("developer-1", "A?", default="a"), ask("developer-2", "B?", default="b")]
-    surfaced = decide_round(gate.GateState(), asks, max_parts=4, **LIMITS)[0]
+    surfaced = decide_round(gate.GateState(), asks, parts_up_to(4))[0]
     state = spent(surfaced)
     assert len(state.parts) == 2 and state.request_key == "developer-1#1"
     return asks, state
@@ -130,22 +136,22 @@ def test_a_late_answer_to_a_multi_part_question_takes_one_response_per_part(
     refused, naming both counts."""
     _, state = two_parts_surfaced()
     event = gate.Decline(parts=2) if settled_by == "declined" else gate.Timeout("proceed")
-    settled = gate.decide(state, event, **LIMITS)
+    settled = gate.decide(state, event, LIMITS)
     assert isinstance(settled, gate.Resolve)
     state = state.apply(settled.update)
     assert state.resolution == settled_by and all(part.declined for part in state.parts)
 
-    by_part = gate.decide(state, gate.Answer("1. x\n2. y", parts=("x", "y")), **LIMITS)
+    by_part = gate.decide(state, gate.Answer("1. x\n2. y", parts=("x", "y")), LIMITS)
     assert by_part == gate.Late("1. x\n2. y", ("x", "y"))
-    plain = gate.decide(state, gate.Answer("x"), **LIMITS)  # a scripted answer has no parts
+    plain = gate.decide(state, gate.Answer("x"), LIMITS)  # a scripted answer has no parts
     assert plain == gate.Late("x", ())
     for wrong in (("x",), ("x", "y", "z")):
-        refused = gate.decide(state, gate.Answer("x", parts=wrong), **LIMITS)
+        refused = gate.decide(state, gate.Answer("x", parts=wrong), LIMITS)
         assert refused == gate.Reject(f"the question has 2 part(s); the answer has {len(wrong)}"), (
             wrong
         )
     once = dataclasses.replace(state, late=True)
-    again = gate.decide(once, gate.Answer("1. x\n2. y", parts=("x", "y")), **LIMITS)
+    again = gate.decide(once, gate.Answer("1. x\n2. y", parts=("x", "y")), LIMITS)
     assert again == gate.Reject("the session's question was already answered late")
 
 
@@ -154,7 +160,7 @@ def test_a_late_answer_with_parts_to_a_one_part_question_is_refused() -> None:
         used=True, resolved=True, question="Q?", asked_by="pm", request_key="pm#1",
         resolution="declined",
     )  # fmt: skip
-    refused = gate.decide(declined, gate.Answer("x", parts=("x", "y")), **LIMITS)
+    refused = gate.decide(declined, gate.Answer("x", parts=("x", "y")), LIMITS)
     assert refused == gate.Reject("the question has 1 part(s); the answer has 2")
 
 
@@ -163,12 +169,12 @@ def test_an_answer_without_parts_to_a_multi_part_question_answers_the_surfaced_a
     question's answer does; the other part stays unsettled, so its asker asking again is
     an agent asking twice (the hard cap), never a re-run with a response it was not given."""
     asks, state = two_parts_surfaced()
-    resolved = gate.decide(state, gate.Answer("Use a"), **LIMITS)
+    resolved = gate.decide(state, gate.Answer("Use a"), LIMITS)
     assert isinstance(resolved, gate.Resolve) and "parts" not in resolved.update
     state = state.apply(resolved.update)
     assert not any(part.declined or part.response is not None for part in state.parts)
 
-    first, second = (gate.decide(state, a, **LIMITS) for a in asks)
+    first, second = (gate.decide(state, a, LIMITS) for a in asks)
     assert first == gate.Rerun("developer-1", "A?", "Use a")
     assert isinstance(second, gate.Fallback) and second.why == "hard_cap", second
     assert second.agent == "developer-2" and second.update == gate.GateUpdate(
@@ -176,7 +182,7 @@ def test_an_answer_without_parts_to_a_multi_part_question_answers_the_surfaced_a
     )
     # An ask below the threshold is not the question's own ask either: it proceeds.
     unsure = dataclasses.replace(asks[1], uncertainty=10)
-    assert isinstance(gate.decide(state, unsure, **LIMITS), gate.Proceed)
+    assert isinstance(gate.decide(state, unsure, LIMITS), gate.Proceed)
 
 
 AGENTS = st.sampled_from(["pm", "developer-1", "developer-2", "developer-3", "developer-4"])
@@ -198,7 +204,7 @@ def test_a_round_spends_at_most_one_question_and_decides_every_ask_once(
     """Invariants: at most one Surface; every ask of the round gets exactly one decision;
     parts never exceed the cap; every ask is in a part, waits, proceeds or falls back."""
     asks = [ask(agent, q, uncertainty=u, default="d") for agent, q, u in asked]
-    decisions = decide_round(gate.GateState(), asks, max_parts=max_parts, **LIMITS)
+    decisions = decide_round(gate.GateState(), asks, parts_up_to(max_parts))
     assert len(decisions) == len(asks)
     surfaces = [d for d in decisions if isinstance(d, gate.Surface)]
     assert len(surfaces) <= 1

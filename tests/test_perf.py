@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator import Reply, Sessions
 from orchestrator.errors import SessionNotFound
-from orchestrator.store.listing import page_sql
+from orchestrator.store.views import page_sql
 from tests.conftest import EXAMPLES
 
 
@@ -77,7 +77,7 @@ def test_a_new_session_reads_no_checkpoint_and_no_late_answer_before_it_asks(
 
 @pytest.mark.backends()
 def test_list_pages_through_the_api(db_url: str) -> None:
-    """One SQL text for every backend (orchestrator.store.listing.page_sql)."""
+    """One SQL text for every backend (orchestrator.store.views.page_sql)."""
     with Sessions(db_url) as sessions:
         ids = [
             sessions.start_scenario(EXAMPLES / name)["session_id"]

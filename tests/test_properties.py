@@ -102,7 +102,10 @@ def merge(state: gate.GateState, update: gate.GateUpdate) -> gate.GateState:
 
 
 def decide(state: gate.GateState, event: Any, max_fallbacks: int) -> gate.Decision:
-    return gate.decide(state, event, max_fallbacks=max_fallbacks, uncertainty_threshold=70)
+    limits = gate.GateLimits(
+        max_fallbacks=max_fallbacks, uncertainty_threshold=70, max_question_parts=4, timeout=None
+    )
+    return gate.decide(state, event, limits)
 
 
 def changed_fields(before: gate.GateState, after: gate.GateState) -> set[str]:

@@ -339,10 +339,10 @@ def test_gate_writes_are_idempotent_when_a_node_reruns(db_url: str) -> None:
         row = joined_row(
             tx, sid, lock=True, extra=gate_tx.STORED_DECISION, params={"final_key": "gate:pm#2"}
         )
-        again = gate_tx.ask(
-            tx, row, ask, {"question": "Which columns?"}, max_fallbacks=2,
-            uncertainty_threshold=70, timeout=None, repaired=None,
-        )  # fmt: skip
+        limits = gate.GateLimits(
+            max_fallbacks=2, uncertainty_threshold=70, max_question_parts=4, timeout=None
+        )
+        again = gate_tx.ask(tx, row, ask, {"question": "Which columns?"}, limits, repaired=None)
     assert isinstance(again, gate.Fallback)  # the recorded decision, replayed
     assert store.view(sid)["fallbacks_injected"] == 1
     assert [e for e in store.events(sid) if e["kind"] == "fallback"] == fallback_events
@@ -367,10 +367,10 @@ def test_a_stored_proceed_is_replayed_as_it_was_decided(db_url: str) -> None:
         row = joined_row(
             tx, sid, lock=True, extra=gate_tx.STORED_DECISION, params={"final_key": "gate:pm#1"}
         )
-        again = gate_tx.ask(
-            tx, row, ask, {"question": SELECT["question"]}, max_fallbacks=2,
-            uncertainty_threshold=10, timeout=None, repaired=None,
-        )  # fmt: skip
+        limits = gate.GateLimits(
+            max_fallbacks=2, uncertainty_threshold=10, max_question_parts=4, timeout=None
+        )
+        again = gate_tx.ask(tx, row, ask, {"question": SELECT["question"]}, limits, repaired=None)
     assert isinstance(again, gate.Proceed)
     assert (again.agent, again.default) == ("pm", "Per API key")
     assert again.message == proceed["message"] and again.message in told

@@ -293,7 +293,7 @@ def test_a_fault_under_any_door_is_the_same_storage_failed_at_every_door(
     from orchestrator.errors import DatabaseUnavailable, StorageFailed
     from orchestrator.mcp_server import build_server
     from orchestrator.mcp_server.envelope import from_exception
-    from orchestrator.store import inbox_paging, views
+    from orchestrator.store import inbox_sql, views
     from orchestrator.web import WebConfig, create_app
     from tests.mcp_client import call, in_memory
     from tests.web_support import AUTH, BASE, TOKEN
@@ -309,7 +309,7 @@ def test_a_fault_under_any_door_is_the_same_storage_failed_at_every_door(
 
     for name in ("status", "events", "list_views"):
         monkeypatch.setattr(views, name, failing)
-    monkeypatch.setattr(inbox_paging, "inbox_page", failing)
+    monkeypatch.setattr(inbox_sql, "inbox_page", failing)
     caplog.set_level(logging.WARNING)
 
     with Sessions(db) as sessions:

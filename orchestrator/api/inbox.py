@@ -32,19 +32,19 @@ class Inbox:
         newest first; and the next page's cursor (None on the last page). A cursor is
         opaque: take it from a page; one that is not a cursor raises UserError. Each page
         costs its own rows, not the table's."""
-        from orchestrator.store.inbox_paging import inbox_page
+        from orchestrator.store.inbox_sql import inbox_page
 
         return inbox_page(self._store, limit=max(1, limit), after=after)
 
     def page_number(self, after: str | None) -> int:
         """The number of the page a cursor opens (1 for None); UserError for a bad cursor."""
-        from orchestrator.store.inbox_paging import page_number
+        from orchestrator.store.inbox_sql import page_number
 
         return page_number(after)
 
     def waiting_count(self, *, cap: int) -> int:
         """How many sessions wait for an answer, counted no further than `cap`."""
-        from orchestrator.store.inbox_paging import waiting_count
+        from orchestrator.store.inbox_sql import waiting_count
 
         return waiting_count(self._store, cap=cap)
 

@@ -108,9 +108,10 @@ class QuestionLog:
             claim,
             gate.Ask(agent=ASKED_BY, key=f"mcp:{tool}", question=question["question"]),
             question,
-            max_fallbacks=0,
-            uncertainty_threshold=0,  # the caller chose to ask: no threshold applies
-            timeout=timeout,
+            # The caller chose to ask: no threshold applies, and it is one question.
+            gate.GateLimits(
+                max_fallbacks=0, uncertainty_threshold=0, max_question_parts=1, timeout=timeout
+            ),
         )
         assert isinstance(decision, gate.Surface), "a new session always surfaces its question"
         return Asked(question, claim, deadline)

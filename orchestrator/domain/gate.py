@@ -34,6 +34,7 @@ from typing import Any, Literal, TypedDict
 
 __all__ = [
     "FALLBACK_MESSAGE",
+    "GateLimits",
     "GateState",
     "GateUpdate",
     "FALLBACK_WHY",
@@ -271,6 +272,38 @@ Decision = Surface | Wait | Rerun | Fallback | Proceed | Fail | Resolve | Late |
 
 
 @dataclass(frozen=True)
+class GateLimits:
+    """A session's limits on its gate, as one value: what the gate's decisions (and the
+    store's writing of them) take from the session's settings. Their defaults and bounds
+    live in one place, orchestrator.settings.Settings; a new limit is a field here, one
+    there, and the code that uses it."""
+
+    max_fallbacks: int  # fallbacks an agent may ignore before the session fails
+    uncertainty_threshold: int  # asks less uncertain than this proceed unasked (0-100)
+    max_question_parts: int  # parts one multi-part question may have (1: one ask)
+    timeout: float | None  # seconds a surfaced question waits for its answer (None: no end)
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> GateLimits:
+        """The limits in a session's stored settings; a session stored by an older version
+        (without some of them) takes the settings' defaults."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [name for name in names if name not in settings]
+        values = {name: settings[name] for name in names if name in settings}
+        if missing:  # pydantic only on this rare path: the fast read path imports this
+            from orchestrator.settings import default_of
+
+            values |= {name: default_of(name) for name in missing}
+        timeout = values["timeout"]
+        return cls(
+            max_fallbacks=int(values["max_fallbacks"]),
+            uncertainty_threshold=int(values["uncertainty_threshold"]),
+            max_question_parts=int(values["max_question_parts"]),
+            timeout=None if timeout is None else float(timeout),
+        )
+
+
+@dataclass(frozen=True)
 class GateState:
     """The persisted orchestrator state the gate decides on."""
 
@@ -331,21 +364,15 @@ def parts_from_object(question_object: Mapping[str, Any] | None) -> tuple[Part, 
     )
 
 
-def decide(
-    state: GateState,
-    event: Event,
-    *,
-    max_fallbacks: int,
-    uncertainty_threshold: int,
-) -> Decision:
+def decide(state: GateState, event: Event, limits: GateLimits) -> Decision:
     """Decide what the gate does with `event` given the persisted `state`.
 
-    The limits come from the session's settings (their defaults live in one place, the
+    The `limits` come from the session's settings (their defaults live in one place, the
     settings model); they matter only for asks, but are always given so no call site can
     fall back to a second copy of a default.
     """
     if isinstance(event, Ask):
-        return _decide_ask(state, event, max_fallbacks, uncertainty_threshold)
+        return _decide_ask(state, event, limits.max_fallbacks, limits.uncertainty_threshold)
     if (
         not state.waiting
         and isinstance(event, Answer)

@@ -112,33 +112,27 @@ def advance(state: gate.GateState, decision: gate.Decision) -> gate.GateState:
 def decide_round(
     state: gate.GateState,
     asks: Sequence[gate.Ask],
-    *,
-    max_fallbacks: int,
-    uncertainty_threshold: int,
-    max_parts: int,
+    limits: gate.GateLimits,
 ) -> list[gate.Decision]:
     """One decision per ask of `asks` (in the order given), decided in ask order."""
     ordered = sorted(asks, key=lambda a: gate.ask_order(a.agent))
+    max_parts = limits.max_question_parts
     plan: Plan | None = None
     if not state.used and max_parts > 1:
-        askable = [a for a in ordered if _askable(a, uncertainty_threshold)]
+        askable = [a for a in ordered if _askable(a, limits.uncertainty_threshold)]
         if len(askable) > 1:
             plan = plan_parts(askable, max_parts)
     decided: dict[str, gate.Decision] = {}
     for ask in ordered:
         decision: gate.Decision
         if plan is not None and ask.key == plan.parts[0].keys[0]:
-            surfaced = gate.decide(
-                state, ask, max_fallbacks=max_fallbacks, uncertainty_threshold=uncertainty_threshold
-            )
+            surfaced = gate.decide(state, ask, limits)
             assert isinstance(surfaced, gate.Surface), "an unspent question is surfaced"
             decision = dataclasses.replace(surfaced, parts=plan.parts)
         elif plan is not None and ask in plan.overflow:
             decision = _over_cap(state, ask, max_parts)
         else:
-            decision = gate.decide(
-                state, ask, max_fallbacks=max_fallbacks, uncertainty_threshold=uncertainty_threshold
-            )
+            decision = gate.decide(state, ask, limits)
         state = advance(state, decision)
         decided[ask.key] = decision
     return [decided[ask.key] for ask in asks]

@@ -36,8 +36,8 @@ from orchestrator.runtime.backends import load_backend
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
-from orchestrator.store import Claim, Owner, Store, late_tx
-from orchestrator.store.lifecycle import ASK_ONLY, held_by_asker
+from orchestrator.store import Claim, Owner, Store, gate_tx
+from orchestrator.store.claims import ASK_ONLY, held_by_asker
 
 __all__ = ["Engine", "AskUser", "max_parallel"]
 
@@ -89,7 +89,7 @@ class Engine:
         the developers worktrees of it (orchestrator.runtime.developers)."""
         from orchestrator.runtime.checkpoints import set_up
         from orchestrator.runtime.developers import prepare
-        from orchestrator.store.lifecycle import new_session_id
+        from orchestrator.store.claims import new_session_id
 
         stored = {**Settings().model_dump(), **settings}  # every limit stored
         set_up(self.url)  # before the session exists: a set-up that fails leaves none
@@ -194,7 +194,7 @@ class Engine:
         it contradicts, the developers of what it re-plans, the PM's review. With
         `hand_off` the session is only reopened, for a driver (worker, serve, resume)."""
         counts = self.store.reply_counts(session_id)
-        claim = late_tx.reopen(self.store, session_id, self.owner, counts, hand_off=hand_off)
+        claim = gate_tx.reopen_late(self.store, session_id, self.owner, counts, hand_off=hand_off)
         self.reopened = session_id  # committed: running now, a plain `resume` goes on
         if hand_off:
             return self.store.view(session_id)
@@ -210,7 +210,7 @@ class Engine:
         if not scripted or scripted.get("when", "ended") != "ended":
             return
         row = self.store.session(session_id)
-        if row.status not in late_tx.ENDED:
+        if row.status not in gate_tx.ENDED:
             return
         from orchestrator.scenario.steps import from_scripted  # (the scenario models: ~10 ms)
 
@@ -254,7 +254,7 @@ class Engine:
         heap.drive_starts()  # the backend is built: its provider's objects frozen too
         row = row if row is not None else self.store.session(session_id)
         settings = {**Settings().model_dump(), **row.settings}  # older sessions too
-        late = late_tx.late_of(self.store, session_id) if not fresh else None
+        late = gate_tx.late_of(self.store, session_id) if not fresh else None
         reopened = (late or {}).get("reopened")  # where a reconciliation round started
         scripted_late = settings.get("late_answer") or {}
         config: Any = {
@@ -301,10 +301,7 @@ class Engine:
                         max_rounds=max(
                             settings["max_rounds"], reopened["round"] + 1 if reopened else 0
                         ),
-                        max_fallbacks=settings["max_fallbacks"],
-                        uncertainty_threshold=settings["uncertainty_threshold"],
-                        timeout=settings["timeout"],
-                        max_question_parts=question_parts(settings),
+                        limits=gate.GateLimits.of(settings),
                         before_call=before_call,
                         activity=self.activity,
                         recorded={} if fresh else self.store.recorded_turns(session_id),
@@ -457,7 +454,7 @@ class Engine:
     ) -> None:
         outcome = values.get("outcome") or {}
         status = outcome.get("status", "failed")
-        late_tx.rejudge(self.store, claim)  # a late answer, against the whole ledger
+        gate_tx.rejudge(self.store, claim)  # a late answer, against the whole ledger
         crash_point("before_finish")
         self._release(
             claim,
@@ -468,12 +465,6 @@ class Engine:
             checkpoints=checkpoints,
         )
         crash_point("after_finish")  # tests: the end committed, nothing read back yet
-
-
-def question_parts(settings: Mapping[str, Any]) -> int:
-    """The session's max_question_parts (a session stored before it existed: the default)."""
-    found = settings.get("max_question_parts")
-    return int(found if found is not None else Settings.model_fields["max_question_parts"].default)
 
 
 def max_parallel(settings: Mapping[str, Any], backend: AgentBackend) -> int:

@@ -267,27 +267,16 @@ def gate_node(state: GraphState, runtime: Runtime[RunContext]) -> dict[str, Any]
     asks = sorted(state.get("asks", {}).values(), key=lambda a: gate.ask_order(a["agent"]))
     events = [_gate_ask(a) for a in asks]
     decisions: list[gate.Decision]
-    if len(asks) > 1 and ctx.max_question_parts > 1:
+    if len(asks) > 1 and ctx.limits.max_question_parts > 1:
         # One round's asks, decided together: they may become one multi-part question.
         decisions = store.gate_round(
             ctx.claim,
             [(e, a["question"], a.get("repaired")) for e, a in zip(events, asks, strict=True)],
-            max_fallbacks=ctx.max_fallbacks,
-            uncertainty_threshold=ctx.uncertainty_threshold,
-            max_parts=ctx.max_question_parts,
-            timeout=ctx.timeout,
+            ctx.limits,
         )
     else:
         decisions = [
-            store.gate_ask(
-                ctx.claim,
-                event,
-                a["question"],
-                max_fallbacks=ctx.max_fallbacks,
-                uncertainty_threshold=ctx.uncertainty_threshold,
-                timeout=ctx.timeout,
-                repaired=a.get("repaired"),
-            )
+            store.gate_ask(ctx.claim, event, a["question"], ctx.limits, repaired=a.get("repaired"))
             for event, a in zip(events, asks, strict=True)
         ]
     crash_point("gate_decided")

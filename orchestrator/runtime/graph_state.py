@@ -128,10 +128,7 @@ class RunContext:
     store: Store
     backend: AgentBackend
     max_rounds: int
-    max_fallbacks: int
-    uncertainty_threshold: int
-    timeout: float | None  # seconds a surfaced question waits for its answer
-    max_question_parts: int = 4  # parts one multi-part question may have (1: one ask)
+    limits: gate.GateLimits  # the session's limits on its gate (its settings)
     # Called before every agent call: raises ClaimLost (the claim is gone) or
     # CancelRequested (`cancel` was asked), so neither lets another agent call start.
     before_call: Callable[[], None] | None = None
@@ -167,7 +164,7 @@ class RunContext:
     def late_instruction(self) -> str | None:
         """The late answer the PM is to act on at its next turn, if any (a scenario's,
         scripted to come while the agents run, is recorded first)."""
-        from orchestrator.store import late_tx
+        from orchestrator.store import gate_tx
 
         if self.fresh and not self.gate_reached.is_set():
             return None  # nothing asked yet: nothing answered late
@@ -180,14 +177,14 @@ class RunContext:
                 self.store.resolve(
                     self.session_id, self.claim.owner, reply, source="script", claim=self.claim
                 )
-        return late_tx.for_pm(self.store, self.claim)
+        return gate_tx.for_pm(self.store, self.claim)
 
     def late_delivered(self, key: str, reply: AgentReply) -> None:
         """The PM's turn `key` was told the late answer and replied `reply`."""
-        from orchestrator.store import late_tx
+        from orchestrator.store import gate_tx
 
         dumped = reply.model_dump(mode="json", exclude_none=True)
-        late_tx.delivered(self.store, self.claim, key, dumped)
+        gate_tx.delivered(self.store, self.claim, key, dumped)
 
     def call(
         self,

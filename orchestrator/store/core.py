@@ -1,12 +1,18 @@
-"""The Store: one short transaction per method, over the functions of the store modules.
+"""The Store: the one object the runtime and the session API use; each method is one
+short transaction over the functions of the store's modules, one module per concern:
 
-    gate_tx    the gate's read-decide-write transactions (round_tx: one round's asks)
-    lifecycle  create, claim, heartbeat, hand-off, release, abandon, cancel
-    views      the session object and its gate state; turns: recorded agent turns
-    _tx        events, the fence, the gate state's columns: what the others share
+    gate_tx    the gate's transactions: one ask, one round's asks, an answer, a deadline,
+               a late answer (read the persisted state, decide, write the decision)
+    claims     who drives a session: create, claim, heartbeat, hand off, release, abandon,
+               cancel, and the fence every driver's write passes (owner: the identity)
+    views      the session reads: the session object, its gate state, the listing's SQL
+    turns      recorded agent turns and merges
+    events     the event log (keyed events, the listener, the assumptions ledger)
+    inbox_sql  the inbox's reads (pages, links, notifications); queue: the work queue
 
 Each runs plain SQL on a `Tx` (orchestrator.store.sql): one sqlite3 connection per store
-on SQLite, a small psycopg pool on PostgreSQL (orchestrator.store.pg_db).
+on SQLite, a small psycopg pool on PostgreSQL (orchestrator.store.pg_db); `open_db` below
+opens either.
 
 Ordering rules the engine relies on:
 - an answer is accepted when `resolve` commits; the graph resumes only after that, so a
@@ -19,6 +25,7 @@ Ordering rules the engine relies on:
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -27,18 +34,16 @@ from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
 from orchestrator.errors import AgentCallError
 from orchestrator.faults import crash_point
-from orchestrator.store import gate_tx, late_tx, lifecycle, round_tx, turns, views
-from orchestrator.store._tx import (
-    Listener,
-    add_fenced_event,
-    fence,
-    heard,
-)
+from orchestrator.redact import mask_url
+from orchestrator.store import claims, gate_tx, turns, views
+from orchestrator.store.claims import fence
+from orchestrator.store.connect import HEAD_REVISION, create_private, open_failed, sqlite_path
+from orchestrator.store.events import Listener, add_fenced_event, heard
 from orchestrator.store.owner import Claim, Owner
 from orchestrator.store.sql import Db, Row, SqliteDb, Tx
 from orchestrator.store.views import gate_state, joined_row, owner_alive, session_row
 
-__all__ = ["Store", "Listener"]
+__all__ = ["Store", "Listener", "open_db", "db_of_engine"]
 
 
 class Store:
@@ -51,8 +56,6 @@ class Store:
     def __init__(self, db: Any, listener: Listener | None = None, *, url: str | None = None):
         self._engine: Any = None
         if not hasattr(db, "write"):  # a SQLAlchemy Engine
-            from orchestrator.store.opener import db_of_engine
-
             self._engine, url = db, url or db.url.render_as_string(hide_password=False)
             db = db_of_engine(db, url)
         self.db: Db = db
@@ -62,8 +65,6 @@ class Store:
     @classmethod
     def open(cls, url: str, listener: Listener | None = None) -> Store:
         """The store at `url` (a resolved URL), its schema brought up to date first."""
-        from orchestrator.store.opener import open_db
-
         return cls(open_db(url), listener, url=url)
 
     def close(self) -> None:
@@ -143,7 +144,7 @@ class Store:
         with self.reading() as tx:
             return turns.recorded_turns(tx, session_id)
 
-    # -- lifecycle ----------------------------------------------------------------------
+    # -- claims --------------------------------------------------------------------------
 
     def create(
         self,
@@ -156,7 +157,7 @@ class Store:
     ) -> tuple[Claim, Row]:
         """Create a session, claimed by `owner`: the claim and the row as written."""
         with self.writing() as tx:
-            return lifecycle.create(
+            return claims.create(
                 tx, task, agents=agents, settings=settings, owner=owner, session_id=session_id
             )
 
@@ -164,21 +165,21 @@ class Store:
         """Take a paused session, or one whose owner is gone, for `owner` (raises
         SessionBusy if a live process holds it); renew it if `owner` holds it already."""
         with self.writing() as tx:
-            return lifecycle.take(tx, session_row(tx, session_id, lock=True), owner)
+            return claims.take(tx, session_row(tx, session_id, lock=True), owner)
 
     def heartbeat(self, claim: Claim) -> bool:
         with self._statement() as tx:
-            return lifecycle.heartbeat(tx, claim)
+            return claims.heartbeat(tx, claim)
 
     def check_fence(self, claim: Claim) -> None:
         """Raise ClaimLost unless `claim` still holds its session (one read)."""
         with self.reading() as tx:
-            lifecycle.check_held(tx, claim)
+            claims.check_held(tx, claim)
 
     def fence_in(self, tx: Tx, claim: Claim) -> None:
         """Raise ClaimLost unless `claim` holds its session, inside the caller's write
         transaction (the shared checkpointer's writes: orchestrator.runtime.checkpoints)."""
-        lifecycle.check_held(tx, claim)
+        claims.check_held(tx, claim)
 
     def shares(self, saver: Any) -> bool:
         """Does `saver` write through this store's connection (and fence in its
@@ -189,7 +190,7 @@ class Store:
         """Before an agent call: ClaimLost or CancelRequested, or go ahead. A read: it
         writes nothing, and the call itself runs outside any transaction anyway."""
         with self.reading() as tx:
-            lifecycle.check_call(tx, claim)
+            claims.check_call(tx, claim)
 
     def release(
         self,
@@ -208,16 +209,16 @@ class Store:
         with self.writing() as tx:
             if status == "failed":
                 # A failed reconciliation round never undoes the outcome it reopened.
-                kept = late_tx.failed_round(tx, claim, error)
+                kept = gate_tx.failed_round(tx, claim, error)
                 if kept is not None:
                     status, summary, error = kept
-            lifecycle.release(tx, claim, status, summary=summary, error=error, usage=usage)
+            claims.release(tx, claim, status, summary=summary, error=error, usage=usage)
             if checkpoints:
-                lifecycle.drop_checkpoints(tx, claim.session_id)
+                claims.drop_checkpoints(tx, claim.session_id)
 
     def abandon(self, claim: Claim) -> None:
         with self._statement() as tx:
-            lifecycle.abandon(tx, claim)
+            claims.abandon(tx, claim)
 
     def hand_off(self, session_id: str, owner: Owner) -> bool:
         """Drop `owner`'s claim on a running session on purpose: it waits for a driver
@@ -226,7 +227,7 @@ class Store:
             row = session_row(tx, session_id, lock=True)
             if row.status != "running" or row.owner != owner.id:
                 return False
-            lifecycle.hand_off(tx, row, owner)
+            claims.hand_off(tx, row, owner)
             return True
 
     def record_failure(
@@ -240,7 +241,7 @@ class Store:
         code: str = AgentCallError.code,
     ) -> None:
         with self.writing() as tx:
-            lifecycle.record_failure(tx, claim, agent, message, usage, kind=kind, code=code)
+            claims.record_failure(tx, claim, agent, message, usage, kind=kind, code=code)
 
     def cancel(self, session_id: str) -> str:
         """Stop a session that has not ended: "cancelled" at once (waiting, or its process
@@ -248,9 +249,9 @@ class Store:
         call). Raises SessionNotFound, or SessionNotWaiting for an ended session."""
         with self.writing(durable=True) as tx:
             row = joined_row(tx, session_id, lock=True)
-            outcome = lifecycle.cancel(tx, row, resolve=lambda: gate_tx.cancel_question(tx, row))
+            outcome = claims.cancel(tx, row, resolve=lambda: gate_tx.cancel_question(tx, row))
             if outcome == "cancelled":  # ended: nothing reads its checkpoints any more
-                lifecycle.drop_any_checkpoints(tx, session_id)
+                claims.drop_any_checkpoints(tx, session_id)
             return outcome
 
     # -- the gate -----------------------------------------------------------------------
@@ -260,10 +261,8 @@ class Store:
         claim: Claim,
         ask: gate.Ask,
         question: dict[str, Any],
+        limits: gate.GateLimits,
         *,
-        max_fallbacks: int,
-        uncertainty_threshold: int,
-        timeout: float | None = None,
         repaired: list[str] | None = None,
     ) -> gate.Decision:
         """Case A, B or D for one NEEDS_CLARIFICATION reply: fence, read, decide, write
@@ -272,39 +271,18 @@ class Store:
             row = fence(
                 tx, claim, extra=gate_tx.STORED_DECISION, params={"final_key": f"gate:{ask.key}"}
             )
-            return gate_tx.ask(
-                tx,
-                row,
-                ask,
-                question,
-                max_fallbacks=max_fallbacks,
-                uncertainty_threshold=uncertainty_threshold,
-                timeout=timeout,
-                repaired=repaired,
-            )
+            return gate_tx.ask(tx, row, ask, question, limits, repaired=repaired)
 
     def gate_round(
         self,
         claim: Claim,
         asks: list[tuple[gate.Ask, dict[str, Any], list[str] | None]],
-        *,
-        max_fallbacks: int,
-        uncertainty_threshold: int,
-        max_parts: int,
-        timeout: float | None = None,
+        limits: gate.GateLimits,
     ) -> list[gate.Decision]:
         """One round's NEEDS_CLARIFICATION replies (ask, question, repairs), decided together
         in one transaction: asks of the same round merge into one multi-part question."""
         with self.writing() as tx:
-            return round_tx.ask_round(
-                tx,
-                fence(tx, claim, joined=True),
-                asks,
-                max_fallbacks=max_fallbacks,
-                uncertainty_threshold=uncertainty_threshold,
-                max_parts=max_parts,
-                timeout=timeout,
-            )
+            return gate_tx.ask_round(tx, fence(tx, claim, joined=True), asks, limits)
 
     def resolve(
         self,
@@ -335,11 +313,11 @@ class Store:
             cancel = isinstance(event, gate.Cancel)
             # An MCP client's question whose server lives: that server returns the answer
             # to its waiting tool call, and nobody else claims the session.
-            asker = claim is None and not cancel and lifecycle.held_by_asker(row, owner)
+            asker = claim is None and not cancel and claims.held_by_asker(row, owner)
 
             def take() -> None:
                 if claim is None and not asker:
-                    got = lifecycle.take_answered(tx, row, owner, nobody=cancel or hand_off)
+                    got = claims.take_answered(tx, row, owner, nobody=cancel or hand_off)
                     taken.extend([got] if got is not None else [])
 
             decision = gate_tx.resolve_answer(
@@ -348,9 +326,9 @@ class Store:
             answered = isinstance(decision, gate.Resolve) and not decision.cancel  # not late
             if isinstance(decision, gate.Resolve) and decision.cancel:
                 # Ended: nothing reads its checkpoints any more (as `cancel` drops them).
-                lifecycle.drop_any_checkpoints(tx, session_id)
+                claims.drop_any_checkpoints(tx, session_id)
             if hand_off and answered and not asker:
-                lifecycle.hand_off(tx, row, owner)
+                claims.hand_off(tx, row, owner)
             return decision, claim or (taken[0] if taken else Claim(session_id, owner, -1))
 
     def answer(
@@ -385,7 +363,7 @@ class Store:
             may_act = row.status != "running" or mine or not owner_alive(row)
             decision = gate_tx.expire_deadline(tx, row, may_act=may_act)
             if decision is not None and decision.cancel:  # ended by the on-timeout policy
-                lifecycle.drop_any_checkpoints(tx, session_id)
+                claims.drop_any_checkpoints(tx, session_id)
             return decision
 
     # -- recorded turns -----------------------------------------------------------------
@@ -431,7 +409,7 @@ class Store:
         )
         if alone:
             # The turn alone: the fence and the insert in one statement, atomic on its own
-            # (orchestrator.store._tx: SQLite's write lock, PostgreSQL's row lock).
+            # (orchestrator.store.claims.fence: SQLite's write lock, PostgreSQL's row lock).
             with heard(self.db.read(), self.listener) as tx:
                 if add_fenced_event(tx, claim, "agent_reply", agent=agent, key=key, **turn):
                     return turn
@@ -440,3 +418,55 @@ class Store:
         with self.writing() as tx:
             row = fence(tx, claim)
             return turns.record_reply(tx, row, key, agent, turn, plan=plan, task=task)
+
+
+# -- opening ----------------------------------------------------------------------------
+
+
+def open_db(url: str) -> Any:
+    """The store's database at `url` (resolved), its schema at HEAD_REVISION first.
+
+    A SQLite file opens on the standard library alone when it is up to date (one SELECT);
+    otherwise, and for PostgreSQL, SQLAlchemy opens it (and Alembic migrates it)."""
+    path = sqlite_path(url)
+    if path is not None:
+        create_private(path)
+        try:
+            db = SqliteDb(path)
+        except sqlite3.OperationalError as exc:  # e.g. a folder nobody may create files in
+            raise open_failed(mask_url(url), exc) from None
+        try:
+            with db.read() as tx:
+                has_table = tx.scalar(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+                )
+                current = (
+                    tx.scalar("SELECT version_num FROM alembic_version") if has_table else None
+                )
+        except BaseException:
+            db.close()
+            raise
+        if current == HEAD_REVISION:
+            return db
+        db.close()
+    from orchestrator.store.db import open_engine
+
+    engine = open_engine(url)  # migrates (or refuses a revision it does not know)
+    engine.dispose()
+    if path is None:
+        from orchestrator.store.pg_db import PgDb
+
+        return PgDb(url)
+    return SqliteDb(path)
+
+
+def db_of_engine(engine: Any, url: str) -> Any:
+    """The `Db` for a SQLAlchemy engine made elsewhere (tests, older callers): the store's
+    own connection on a SQLite file, its own pool on PostgreSQL (the engine only opened
+    and migrated the database)."""
+    path = sqlite_path(url)
+    if path is not None:
+        return SqliteDb(path)
+    from orchestrator.store.pg_db import PgDb
+
+    return PgDb(url)

@@ -1,10 +1,10 @@
 """Lean reads: `status`, `log` and a page of `list` straight off a SQLite file, on the
 standard library alone (no SQLAlchemy, no pydantic), for the command line's fast path.
 
-The documents are the store's own (store.views), read with the listing's SQL
-(store.listing). `NeedsFullPath` says a read is not for this path: a database that is not
-at our revision, a question whose deadline passed unapplied (the full path applies the
-on-timeout policy first). A file is never created.
+The documents are the store's own, read with the listing's SQL (both store.views).
+`NeedsFullPath` says a read is not for this path: a database that is not at our revision,
+a question whose deadline passed unapplied (the full path applies the on-timeout policy
+first). A file is never created.
 """
 
 from __future__ import annotations
@@ -25,9 +25,17 @@ from orchestrator.store.connect import (
     plain_sqlite_file,
     resolve_url,
 )
-from orchestrator.store.listing import CURSOR_SQL, WAITING, page_sql, select_listed
 from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_rows, frozen
-from orchestrator.store.views import LEDGER_SQL, deadline_due, event_view, session_view
+from orchestrator.store.views import (
+    CURSOR_SQL,
+    LEDGER_SQL,
+    WAITING,
+    deadline_due,
+    event_view,
+    page_sql,
+    select_listed,
+    session_view,
+)
 
 __all__ = ["NeedsFullPath", "LeanFile", "sqlite_file", "status", "events", "page"]
 

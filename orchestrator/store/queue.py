@@ -12,7 +12,7 @@ Claiming reads a batch of candidates and takes the first ready one in one write
 transaction. On PostgreSQL the chosen row is locked `FOR UPDATE SKIP LOCKED`: a row another
 worker is claiming is skipped, not waited for, so workers never queue behind each other.
 On SQLite the transaction holds the database's write lock (BEGIN IMMEDIATE). Either way the
-claim itself is the same compare-and-swap `resume` uses (lifecycle.take): it bumps the
+claim itself is the same compare-and-swap `resume` uses (claims.take): it bumps the
 claim generation, so whoever held the session before is fenced out.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from orchestrator.domain import clock
 from orchestrator.errors import BudgetExceeded
-from orchestrator.store import gate_tx, lifecycle
+from orchestrator.store import claims, gate_tx
 from orchestrator.store.core import Store
 from orchestrator.store.owner import DRIVER_COLUMNS, Claim, Owner
 from orchestrator.store.views import OPEN_DEADLINE_SQL, OPEN_QUESTION_SQL, owner_alive
@@ -92,7 +92,7 @@ def claim_ready(
             skip = " FOR UPDATE SKIP LOCKED" if tx.dialect == "postgresql" else ""
             locked = tx.first(f"SELECT * FROM sessions WHERE id = :id{skip}", {"id": row.id})
             if locked is not None and ready(locked):
-                return lifecycle.take(tx, locked, owner)
+                return claims.take(tx, locked, owner)
         return _overdue(tx, owner, clock.now(), busy)  # deadlines: the (virtual) clock
 
 
@@ -105,7 +105,7 @@ def _overdue(tx: Any, owner: Owner, now: float, busy: Container[str]) -> Claim |
             continue
         decision = gate_tx.expire_deadline(tx, row, may_act=True)
         if decision is not None and decision.update.get("resolved"):
-            return lifecycle.take(tx, row, owner)  # still paused: the claim's CAS holds
+            return claims.take(tx, row, owner)  # still paused: the claim's CAS holds
     return None
 
 

@@ -80,7 +80,7 @@ sessions = Table(
     Column("usage", JSON),
 )
 # 0004: `list` pages, newest first, with or without a status filter, straight off an index
-# (orchestrator.store.listing.page_sql). They replace the single-column (status) and (created_at).
+# (orchestrator.store.views.page_sql). They replace the single-column (status) and (created_at).
 Index(
     "ix_sessions_status_created_at_id",
     sessions.c.status,
@@ -127,7 +127,7 @@ Index(
 # 0010 (0009's (deadline) before it): the open questions in the web inbox's order, by
 # deadline (those without one under NULL), ties by the question's time, then id: a page
 # of sessions waiting for an answer reads its own rows whatever the ties
-# (store.inbox_paging); the migration gives PostgreSQL the same WHERE,
+# (store.inbox_sql); the migration gives PostgreSQL the same WHERE,
 # views.OPEN_QUESTION_SQL without its table prefix.
 Index(
     "ix_state_waiting_order",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.store._tx import add_assumption, add_event, update_sql, utcnow
+from orchestrator.store.events import add_assumption, add_event, update_sql, utcnow
 from orchestrator.store.sql import Row, Tx
 
 __all__ = [

@@ -1,8 +1,14 @@
-"""The store's reads, and rows to the contract's JSON shapes (section 3).
+"""The session reads: the store's reads, the listing's SQL, and rows to the contract's
+JSON shapes (section 3).
 
 Each read runs inside the caller's transaction, so what a caller decides on is one
 consistent snapshot (a plain `resume` racing an answer sees either the open question or
-the answer, never half of each). Plain dicts: no pydantic on this path."""
+the answer, never half of each). Plain dicts: no pydantic on this path.
+
+The listing's SQL (the columns a listed session shows, one page of sessions, "a question
+is open") is shared with the command line's fast read path (store.lean_sql, which runs
+it on a plain sqlite3 connection), so that both read the same rows: this module imports
+the standard library, the domain and `store.owner` only."""
 
 from __future__ import annotations
 
@@ -14,14 +20,7 @@ from orchestrator.documents import OwnerRecord, PendingQuestion
 from orchestrator.domain import clock, gate
 from orchestrator.domain.clock import iso, iso_epoch
 from orchestrator.errors import SessionNotFound
-from orchestrator.store.listing import (
-    CURSOR_SQL,
-    LIVE_SESSION_SQL,
-    OPEN_QUESTION_SQL,
-    WAITING,
-    page_sql,
-)
-from orchestrator.store.owner import is_dead, lease_left
+from orchestrator.store.owner import OWNER_COLUMNS, is_dead, lease_left
 from orchestrator.store.sql import Row, Tx
 
 __all__ = [
@@ -49,7 +48,105 @@ __all__ = [
     "driver_fields",
     "OPEN_QUESTION_SQL",
     "LIVE_SESSION_SQL",
+    "LISTED",
+    "CURSOR_SQL",
+    "WAITING",
+    "select_listed",
+    "page_sql",
 ]
+
+
+# -- the listing's SQL ------------------------------------------------------------------
+
+# "A question is open", in SQL over `orchestrator_state AS t`: GateState.waiting, term for
+# term (surfaced, not resolved, not withdrawn by a cancel). Every query that asks for open
+# questions uses it; tests/test_open_question.py holds it equal to the Python property.
+OPEN_QUESTION_SQL = (
+    "(t.clarification_used AND NOT t.clarification_resolved"
+    " AND (t.resolution IS NULL OR t.resolution <> 'cancelled'))"
+)
+# ...of a session that has not ended (`sessions AS s`): what pending_question shows.
+LIVE_SESSION_SQL = "s.status IN ('paused', 'running')"
+# The list filter "waiting": a question is open, whatever the status says. A paused session,
+# and also a running one whose question is asked right now (an MCP client's tool call, a
+# terminal prompt): the one definition for every door (documents.filtered_status).
+WAITING = "waiting"
+WAITING_SQL = f"{OPEN_QUESTION_SQL} AND {LIVE_SESSION_SQL}"
+
+# The columns a listed session shows (what store.views.session_view reads, the owner and
+# the gate state included; never `agents` or `settings`, the large JSON a listing does not
+# show), as (table, column). Values decode by column name (orchestrator.store.sql).
+LISTED: tuple[tuple[str, str], ...] = (
+    ("s", "id"),
+    ("s", "status"),
+    ("s", "task"),
+    ("s", "tasks"),
+    ("s", "summary"),
+    ("s", "error"),
+    ("s", "round"),
+    ("s", "created_at"),
+    ("s", "updated_at"),
+    *(("s", name) for name in OWNER_COLUMNS),
+    ("s", "cancel_requested_at"),
+    ("s", "last_error"),
+    ("s", "usage"),
+    ("t", "clarification_used"),
+    ("t", "clarification_resolved"),
+    ("t", "clarification_question"),
+    ("t", "user_clarification_response"),
+    ("t", "resolution"),
+    ("t", "answer_note"),
+    ("t", "question_object"),
+    ("t", "asked_by"),
+    ("t", "request_key"),
+    ("t", "fallback_counts"),
+    ("t", "deadline"),
+    ("t", "timed_out"),
+    ("t", "questions_surfaced"),
+    ("t", "fallbacks_injected"),
+)
+
+# Where the page after session :after starts (it is also how an unknown cursor is found).
+CURSOR_SQL = "SELECT created_at FROM sessions WHERE id = :after"
+
+
+def select_listed(extra_columns: str = "") -> str:
+    """SELECT the LISTED columns (then `extra_columns`) of sessions joined to their state."""
+    return (
+        "SELECT "
+        + ", ".join(f"{table}.{column}" for table, column in LISTED)
+        + extra_columns
+        + " FROM sessions AS s JOIN orchestrator_state AS t ON t.session_id = s.id"
+    )
+
+
+def page_sql(*, status: bool, after: bool, limit: bool, waiting: bool = False) -> str:
+    """One page of sessions with their gate state, newest first (ties: larger id first).
+
+    Parameters: :status, :after_created and :after_id (the cursor session's created_at
+    and id), :limit. Revision 0004's indexes, (status, created_at, id) and (created_at,
+    id), serve it without a sort: a page costs its own rows, whatever the table's size.
+    `waiting` (instead of `status`): the sessions with an open question (WAITING_SQL).
+    """
+    where = []
+    if waiting:
+        where.append(WAITING_SQL)
+    elif status:
+        where.append("s.status = :status")
+    if after:
+        where.append(
+            "(s.created_at < :after_created"
+            " OR (s.created_at = :after_created AND s.id < :after_id))"
+        )
+    return (
+        select_listed()
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY s.created_at DESC, s.id DESC"
+        + (" LIMIT :limit" if limit else "")
+    )
+
+
+# -- rows -------------------------------------------------------------------------------
 
 
 SESSION_SQL = "SELECT * FROM sessions WHERE id = :id"
@@ -101,8 +198,6 @@ def state_row(tx: Tx, session_id: str) -> Row:
 # -- views ------------------------------------------------------------------------------
 
 
-# "A question is open" (OPEN_QUESTION_SQL) and "...of a session that has not ended"
-# (LIVE_SESSION_SQL) are store.listing's, shared with the fast read path.
 # The partial index of open deadlines (revision 0006, schema.py), `{t}` a table prefix: a
 # query says these terms to use it, then OPEN_QUESTION_SQL for the question itself.
 OPEN_DEADLINE_SQL = "{t}deadline IS NOT NULL AND NOT {t}timed_out AND {t}resolution IS NULL"
@@ -239,7 +334,7 @@ def owner_record(session: Any) -> OwnerRecord | None:
 def driver_fields(session: Any, pending: PendingQuestion | None) -> dict[str, Any]:
     """The session object's `stalled`, `waiting_for_driver`, `last_error` and `owner`.
     Stalled: running, nobody drives it (its agent call failed, or its process is gone). Not
-    one handed off on purpose once answered (owner cleared: store.lifecycle.hand_off): that
+    one handed off on purpose once answered (owner cleared: store.claims.hand_off): that
     one is `waiting_for_driver`, a worker's, `serve`'s or `resume`'s to run on."""
     owner = owner_record(session)
     last_error = getattr(session, "last_error", None)
@@ -415,7 +510,7 @@ def list_views(
 ) -> list[dict[str, Any]]:
     """Sessions, newest first: at most `limit`, those listed after session `after`.
 
-    The SQL is the fast read path's too (orchestrator.store.listing.page_sql); it reads only the
+    The SQL is the fast read path's too (orchestrator.store.views.page_sql); it reads only the
     columns a listed session shows. `status` "waiting": the sessions with an open question."""
     waiting = status == WAITING
     params: dict[str, Any] = {"limit": limit, **({} if waiting else {"status": status})}

@@ -1,6 +1,7 @@
-"""What every store module shares: keyed events, the session row, the gate state, and the
-fence a driver's writes pass through. Plain SQL on a `Tx` (orchestrator.store.sql), the
-same text for SQLite and PostgreSQL."""
+"""The event log: keyed events (a key present already adds nothing, so a node that
+LangGraph re-runs writes nothing twice), the listener told once they commit, the
+assumptions ledger; and the small SQL helpers every store module shares. Plain SQL on a
+`Tx` (orchestrator.store.sql), the same text for SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.domain import gate
-from orchestrator.errors import ClaimLost, SessionNotFound
-from orchestrator.store.owner import OWNER_COLUMNS, Claim
-from orchestrator.store.sql import Row, Tx
-from orchestrator.store.views import event_view, joined_row
+from orchestrator.store.owner import Claim
+from orchestrator.store.sql import Tx
+from orchestrator.store.views import event_view
 
 __all__ = [
     "Listener",
@@ -25,31 +24,12 @@ __all__ = [
     "add_event",
     "add_fenced_event",
     "add_assumption",
-    "write_gate_update",
-    "fence",
-    "finish",
-    "RELEASED",
+    "update_sql",
+    "json_value",
 ]
 
 
 Listener = Callable[[str, dict[str, Any]], None]  # (session_id, event)
-
-# GateState field -> orchestrator_state column, for every field a GateUpdate can name.
-GATE_COLUMNS = {
-    "used": "clarification_used",
-    "resolved": "clarification_resolved",
-    "question": "clarification_question",
-    "response": "user_clarification_response",
-    "asked_by": "asked_by",
-    "request_key": "request_key",
-    "resolution": "resolution",
-    "fallback_counts": "fallback_counts",
-    "timed_out": "timed_out",
-    "note": "answer_note",
-    # The parts' answers are merged into the question_object JSON (write_gate_update), not
-    # written as a column value.
-    "parts": "question_object",
-}
 
 _EVENT_COLUMNS = '(session_id, "key", kind, agent, payload, created_at)'
 # One statement: a key present already adds nothing (RETURNING tells whether a row went
@@ -193,117 +173,6 @@ def update_sql(table: str, columns: list[str], where: str, *, also: str = "") ->
     return f"UPDATE {table} SET {', '.join(assignments)} WHERE {where}"
 
 
-def gate_columns(update_: gate.GateUpdate) -> dict[str, Any]:
-    """The columns an update names: the store's half of `GateState.apply`."""
-    return {GATE_COLUMNS[name]: value for name, value in update_.items() if name != "parts"}
-
-
-def write_gate_update(tx: Tx, session_id: str, update_: gate.GateUpdate, **extra: Any) -> None:
-    """Write only the fields the gate named (plus `extra` columns): a merge, never an
-    overwrite of the whole state."""
-    values = gate_columns(update_) | extra
-    parts = update_.get("parts")
-    if parts:
-        # A multi-part question's answers live with its parts, inside question_object.
-        stored = tx.first(
-            "SELECT question_object FROM orchestrator_state WHERE session_id = :sid",
-            {"sid": session_id},
-        )
-        question = dict(json_value(stored.question_object) or {}) if stored else {}
-        by_number = {part.number: part for part in parts}
-        question["parts"] = [
-            {**entry, "response": by_number[entry["part"]].response}
-            | ({"declined": True} if by_number[entry["part"]].declined else {})
-            for entry in question.get("parts", [])
-        ]
-        values["question_object"] = question
-    if values:
-        tx.run(
-            update_sql("orchestrator_state", list(values), "session_id = :sid"),
-            values | {"sid": session_id},
-        )
-
-
-def holds(row: Any, claim: Claim) -> bool:
-    return bool(
-        row.status == "running"
-        and row.owner == claim.owner.id
-        and row.claim_generation == claim.generation
-    )
-
-
-_FENCE_SQL = (
-    "SELECT id, status, owner, owner_pid, owner_host, claim_generation, round, usage"
-    " FROM sessions WHERE id = :id"
-)
-
-
-def fence(
-    tx: Tx,
-    claim: Claim,
-    *,
-    joined: bool = False,
-    extra: str = "",
-    params: dict[str, Any] | None = None,
-) -> Row:
-    """Raise ClaimLost unless `claim` still holds its session; return the session row
-    (`joined`: with its gate state's columns, and `extra` select items; otherwise only
-    the claim's columns, the round and the usage: never the script or the task board, which
-    grow with the session and would make every write of a long session cost more).
-
-    Called first in every transaction a driver writes in (and when an agent call starts):
-    the row is locked (FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE already holds the
-    write lock), so no takeover can slip between this check and the writes after it.
-    """
-    if joined or extra:
-        row = joined_row(tx, claim.session_id, lock=True, extra=extra, params=params)
-    else:
-        found = tx.first(_FENCE_SQL + tx.lock_rows, {"id": claim.session_id})
-        if found is None:
-            raise SessionNotFound(claim.session_id)
-        row = found
-    check_holds(row, claim)
-    return row
-
-
-def check_holds(row: Any, claim: Claim) -> None:
-    if not holds(row, claim):
-        raise ClaimLost(claim.session_id, _holder(row))
-
-
-def _holder(row: Any) -> str:
-    if row.status != "running":
-        return f"the session is now {row.status}"
-    if row.owner_pid is None:
-        return "another command took it over"
-    return f"taken over by pid {row.owner_pid} on {row.owner_host}"
-
-
 def json_value(value: Any) -> Any:
     """A JSON value read through a computed column (SQLite hands it back as text)."""
     return json.loads(value) if isinstance(value, str) else value
-
-
-# A session nobody drives: its claim columns cleared (on finishing, or on a hand-off).
-RELEASED = dict.fromkeys((*OWNER_COLUMNS, "cancel_requested_at", "last_error", "last_error_kind"))
-
-
-def finish(
-    tx: Tx,
-    session_id: str,
-    status: str,
-    *,
-    summary: str | None = None,
-    error: str | None = None,
-) -> None:
-    """Set the session's status; a session that stops running drops its claim."""
-    values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
-    if status != "running":
-        values.update(RELEASED)
-    if summary is not None:
-        values["summary"] = summary
-    if error is not None:
-        values["error"] = error
-    tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
-    details = {k: v for k, v in (("summary", summary), ("error", error)) if v is not None}
-    add_event(tx, session_id, "status", status=status, **details)

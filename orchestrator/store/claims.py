@@ -1,10 +1,15 @@
-"""Session lifecycle: create, claim, heartbeat, release, abandon, cancel, and the fence.
+"""Claims: who drives a session. Create, claim, heartbeat, hand off, release, abandon,
+cancel, and the fence every driver's write passes.
 
 A session is driven only by the process whose claim is on its row: owner id, identity
 (pid, host, boot id, PID namespace, start time), lease, and a generation that grows on
 every claim. Claims are compare-and-swap UPDATEs inside one write transaction, so of
 several racing commands exactly one wins; a driver's every write starts with `fence`, so a
 process that lost its claim cannot write after the loss.
+
+The owner's identity (boot id, PID namespace, pid, start time) and the lease are
+`store.owner`'s: standard library only, read by the command line's fast path and the
+session views below this module.
 """
 
 from __future__ import annotations
@@ -17,25 +22,22 @@ from orchestrator.domain.clock import iso_epoch
 from orchestrator.errors import (
     AgentCallError,
     CancelRequested,
+    ClaimLost,
     SessionBusy,
     SessionNotFound,
     SessionNotWaiting,
 )
-from orchestrator.store._tx import (
-    RELEASED,
-    add_event,
-    check_holds,
-    fence,
-    finish,
-    update_sql,
-    utcnow,
-)
-from orchestrator.store.owner import Claim, Owner, lease_left
+from orchestrator.store.events import add_event, update_sql, utcnow
+from orchestrator.store.owner import OWNER_COLUMNS, Claim, Owner, lease_left
 from orchestrator.store.sql import Row, Tx
 from orchestrator.store.turns import add_usage
-from orchestrator.store.views import owner_alive
+from orchestrator.store.views import joined_row, owner_alive
 
 __all__ = [
+    "fence",
+    "check_holds",
+    "finish",
+    "RELEASED",
     "create",
     "take",
     "heartbeat",
@@ -53,6 +55,92 @@ __all__ = [
     "held_by_asker",
     "ASK_ONLY",
 ]
+
+
+# -- the fence --------------------------------------------------------------------------
+
+
+def holds(row: Any, claim: Claim) -> bool:
+    return bool(
+        row.status == "running"
+        and row.owner == claim.owner.id
+        and row.claim_generation == claim.generation
+    )
+
+
+_FENCE_SQL = (
+    "SELECT id, status, owner, owner_pid, owner_host, claim_generation, round, usage"
+    " FROM sessions WHERE id = :id"
+)
+
+
+def fence(
+    tx: Tx,
+    claim: Claim,
+    *,
+    joined: bool = False,
+    extra: str = "",
+    params: dict[str, Any] | None = None,
+) -> Row:
+    """Raise ClaimLost unless `claim` still holds its session; return the session row
+    (`joined`: with its gate state's columns, and `extra` select items; otherwise only
+    the claim's columns, the round and the usage: never the script or the task board, which
+    grow with the session and would make every write of a long session cost more).
+
+    Called first in every transaction a driver writes in (and when an agent call starts):
+    the row is locked (FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE already holds the
+    write lock), so no takeover can slip between this check and the writes after it.
+    """
+    if joined or extra:
+        row = joined_row(tx, claim.session_id, lock=True, extra=extra, params=params)
+    else:
+        found = tx.first(_FENCE_SQL + tx.lock_rows, {"id": claim.session_id})
+        if found is None:
+            raise SessionNotFound(claim.session_id)
+        row = found
+    check_holds(row, claim)
+    return row
+
+
+def check_holds(row: Any, claim: Claim) -> None:
+    if not holds(row, claim):
+        raise ClaimLost(claim.session_id, _holder(row))
+
+
+def _holder(row: Any) -> str:
+    if row.status != "running":
+        return f"the session is now {row.status}"
+    if row.owner_pid is None:
+        return "another command took it over"
+    return f"taken over by pid {row.owner_pid} on {row.owner_host}"
+
+
+# A session nobody drives: its claim columns cleared (on finishing, or on a hand-off).
+RELEASED = dict.fromkeys((*OWNER_COLUMNS, "cancel_requested_at", "last_error", "last_error_kind"))
+
+
+def finish(
+    tx: Tx,
+    session_id: str,
+    status: str,
+    *,
+    summary: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Set the session's status; a session that stops running drops its claim."""
+    values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
+    if status != "running":
+        values.update(RELEASED)
+    if summary is not None:
+        values["summary"] = summary
+    if error is not None:
+        values["error"] = error
+    tx.run(update_sql("sessions", list(values), "id = :sid"), values | {"sid": session_id})
+    details = {k: v for k, v in (("summary", summary), ("error", error)) if v is not None}
+    add_event(tx, session_id, "status", status=status, **details)
+
+
+# -- the lifecycle ----------------------------------------------------------------------
 
 
 def _insert_sql(table: str, columns: list[str]) -> str:
