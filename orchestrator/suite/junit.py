@@ -1,4 +1,4 @@
-"""The JUnit XML report that CI systems display (GitHub, GitLab, Jenkins, Azure...).
+"""A scenario suite's report as JUnit XML (orchestrator.present.junit writes it).
 
 One <testsuite> named "orchestrator"; one <testcase> per scenario file, its classname
 the folder (dotted) and its name the file name. An unmet `expect` is a <failure> whose
@@ -8,27 +8,17 @@ crashed run is an <error>; a scenario not run after `-x` is <skipped>.
 
 from __future__ import annotations
 
-import socket
-import xml.etree.ElementTree as ET
-from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.present.printable import xml_safe_tree
+from orchestrator.present import junit
 from orchestrator.suite.results import Report, Result
 
 __all__ = ["junit_xml", "write_junit"]
 
 
-def _case(suite: ET.Element, name: str, seconds: float) -> ET.Element:
+def _names(name: str) -> dict[str, str]:
     folder, _, file = name.rpartition("/")
-    return ET.SubElement(
-        suite,
-        "testcase",
-        classname=folder.strip("/").replace("/", ".") or ".",
-        name=file,
-        file=name,
-        time=f"{seconds:.3f}",
-    )
+    return {"classname": folder.strip("/").replace("/", ".") or ".", "name": file, "file": name}
 
 
 def _details(result: Result) -> str:
@@ -40,55 +30,58 @@ def _details(result: Result) -> str:
     return "\n".join(lines)
 
 
+def _case(result: Result) -> junit.Case:
+    if result.outcome == "failed":
+        first = result.unmet[0] if result.unmet else "the scenario did not pass"
+        return junit.Case(
+            **_names(result.name),
+            seconds=result.seconds,
+            outcome="failure",
+            kind="ExpectNotMet",
+            message=first,
+            details=_details(result),
+        )
+    if result.outcome == "error":
+        message = result.message or "the scenario could not run"
+        return junit.Case(
+            **_names(result.name),
+            seconds=result.seconds,
+            outcome="error",
+            kind="ScenarioError",
+            message=message.strip().splitlines()[-1],
+            details=message,
+        )
+    if result.outcome == "skipped":
+        return junit.Case(
+            **_names(result.name),
+            seconds=result.seconds,
+            outcome="skipped",
+            message=result.message or "not run",
+        )
+    return junit.Case(**_names(result.name), seconds=result.seconds)
+
+
+def suite(report: Report) -> junit.Suite:
+    """The report as one JUnit suite: malformed files first (as errors), then each result."""
+    malformed = [
+        junit.Case(
+            **_names(m.name),
+            outcome="error",
+            kind="MalformedScenario",
+            message=m.message.splitlines()[0],
+            details=m.message,
+        )
+        for m in report.malformed
+    ]
+    return junit.Suite(
+        "orchestrator", [*malformed, *(_case(r) for r in report.results)], report.seconds
+    )
+
+
 def junit_xml(report: Report) -> str:
     """The report as a JUnit XML document (UTF-8 text)."""
-    failures = report.count("failed")
-    errors = report.count("error") + len(report.malformed)
-    skipped = report.count("skipped")
-    tests = len(report.results) + len(report.malformed)
-    counts = {
-        "tests": str(tests),
-        "failures": str(failures),
-        "errors": str(errors),
-        "skipped": str(skipped),
-        "time": f"{report.seconds:.3f}",
-    }
-    root = ET.Element("testsuites", {"name": "orchestrator test", **counts})
-    suite = ET.SubElement(
-        root,
-        "testsuite",
-        {
-            "name": "orchestrator",
-            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-            "hostname": socket.gethostname(),
-            **counts,
-        },
-    )
-    for malformed in report.malformed:
-        case = _case(suite, malformed.name, 0.0)
-        error = ET.SubElement(
-            case, "error", type="MalformedScenario", message=malformed.message.splitlines()[0]
-        )
-        error.text = malformed.message
-    for result in report.results:
-        case = _case(suite, result.name, result.seconds)
-        if result.outcome == "failed":
-            first = result.unmet[0] if result.unmet else "the scenario did not pass"
-            failure = ET.SubElement(case, "failure", type="ExpectNotMet", message=first)
-            failure.text = _details(result)
-        elif result.outcome == "error":
-            message = result.message or "the scenario could not run"
-            error = ET.SubElement(
-                case, "error", type="ScenarioError", message=message.strip().splitlines()[-1]
-            )
-            error.text = message
-        elif result.outcome == "skipped":
-            ET.SubElement(case, "skipped", message=result.message or "not run")
-    xml_safe_tree(root)  # a name or message with control characters: still valid XML
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return junit.junit_xml("orchestrator test", [suite(report)], seconds=report.seconds)
 
 
 def write_junit(report: Report, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit_xml(report), encoding="utf-8")
+    junit.write_junit(path, "orchestrator test", [suite(report)], seconds=report.seconds)
