@@ -16,9 +16,19 @@ from orchestrator.suite.results import Report, Result
 __all__ = ["junit_xml", "write_junit"]
 
 
-def _names(name: str) -> dict[str, str]:
+def _named(
+    name: str,
+    seconds: float = 0.0,
+    outcome: junit.Outcome = "passed",
+    *,
+    kind: str = "",
+    message: str = "",
+    details: str = "",
+) -> junit.Case:
+    """A case for the scenario file `name`: classname its folder (dotted), name the file."""
     folder, _, file = name.rpartition("/")
-    return {"classname": folder.strip("/").replace("/", ".") or ".", "name": file, "file": name}
+    classname = folder.strip("/").replace("/", ".") or "."
+    return junit.Case(classname, file, seconds, outcome, message, details, kind, file=name)
 
 
 def _details(result: Result) -> str:
@@ -33,40 +43,41 @@ def _details(result: Result) -> str:
 def _case(result: Result) -> junit.Case:
     if result.outcome == "failed":
         first = result.unmet[0] if result.unmet else "the scenario did not pass"
-        return junit.Case(
-            **_names(result.name),
-            seconds=result.seconds,
-            outcome="failure",
+        return _named(
+            result.name,
+            result.seconds,
+            "failure",
             kind="ExpectNotMet",
             message=first,
             details=_details(result),
         )
     if result.outcome == "error":
         message = result.message or "the scenario could not run"
-        return junit.Case(
-            **_names(result.name),
-            seconds=result.seconds,
-            outcome="error",
+        return _named(
+            result.name,
+            result.seconds,
+            "error",
             kind="ScenarioError",
             message=message.strip().splitlines()[-1],
             details=message,
         )
     if result.outcome == "skipped":
-        return junit.Case(
-            **_names(result.name),
-            seconds=result.seconds,
-            outcome="skipped",
+        return _named(
+            result.name,
+            result.seconds,
+            "skipped",
             message=result.message or "not run",
         )
-    return junit.Case(**_names(result.name), seconds=result.seconds)
+    return _named(result.name, result.seconds)
 
 
 def suite(report: Report) -> junit.Suite:
     """The report as one JUnit suite: malformed files first (as errors), then each result."""
     malformed = [
-        junit.Case(
-            **_names(m.name),
-            outcome="error",
+        _named(
+            m.name,
+            0.0,
+            "error",
             kind="MalformedScenario",
             message=m.message.splitlines()[0],
             details=m.message,
