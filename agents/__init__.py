@@ -28,7 +28,11 @@ def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) 
     from orchestrator.model_options import ModelOptions
 
     from .llm import LLMBackend
+    from .models import OBJECT, init_model
 
+    for spec in description["models"].values():
+        if spec.startswith(OBJECT):  # a model object: refused at once where it is not
+            init_model(spec)
     return LLMBackend(
         description["models"],
         prompts=description.get("prompts"),
