@@ -524,8 +524,7 @@ def test_junit_reports_stay_valid_xml_with_control_characters_in_case_files(
     reports (eval's and test's) show them as visible escapes."""
     import xml.etree.ElementTree as ET
 
-    from orchestrator.suite.junit import junit_xml
-    from orchestrator.suite.results import Malformed, Report, Result
+    from orchestrator.suite.results import Malformed, Report, Result, junit_xml
 
     evil = "bell\x07 esc\x1b[2J nul\x00 ffff\uffff"
     (tmp_path / "cases.yaml").write_text(

@@ -9,8 +9,7 @@ from pathlib import Path
 from orchestrator.evals.metrics import CaseResult
 from orchestrator.evals.report import write_junit as write_eval_junit
 from orchestrator.evals.runner import Config, ConfigReport, EvalReport
-from orchestrator.suite.junit import junit_xml
-from orchestrator.suite.results import Malformed, Report, Result
+from orchestrator.suite.results import Malformed, Report, Result, junit_xml
 
 # What Jenkins' junit-10.xsd allows (GitLab, GitHub's reporters and Azure read the same
 # shape), plus `file`, which GitLab and pytest's xunit1 family add to a test case.
