@@ -62,7 +62,11 @@ def _paused(db: str) -> str:
 
 
 def _status(db: str, session_id: str) -> dict[str, object]:
-    result = invoke("status", session_id, "--json", db=db)
+    # A process of its own, as a user's `status` is: SQLite shares a file's state among the
+    # connections of one process, so a connection this process opened while the filesystem
+    # was read-only (and left to the garbage collector) kept the test's own later commands
+    # from writing once it was writable again.
+    result = cli("status", session_id, "--json", db=db)
     assert result.returncode == 0, result.stderr
     return dict(json.loads(result.stdout))
 
@@ -129,6 +133,31 @@ def test_read_only_filesystem_resume_answer_exit_2_answer_not_kept(small_fs: Pat
     done = invoke("resume", session_id, "--answer", "Weekly", "--json", db=db)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "completed"
+
+
+def test_a_database_closed_cleanly_is_read_on_a_read_only_filesystem(small_fs: Path) -> None:
+    """A WAL file whose last connection closed has no -wal and -shm beside it; SQLite
+    cannot open it on a read-only filesystem without them. `status`, `list` and `log`
+    still answer there (the file read as immutable: nothing can change it), on the fast
+    path and the full one; a write says why it cannot be made."""
+    db = f"sqlite:///{small_fs / 'orchestrator.db'}"
+    session_id = _paused(db)
+    last = sqlite3.connect(small_fs / "orchestrator.db")
+    last.execute("SELECT count(*) FROM sessions").fetchall()
+    last.close()  # the last connection: the -wal is checkpointed, it and the -shm go
+    assert sorted(p.name for p in small_fs.iterdir()) == ["orchestrator.db"]
+    assert _mount("-o", "remount,ro", str(small_fs)).returncode == 0
+    assert _status(db, session_id)["status"] == "paused"  # the fast path (a process)
+    shown = invoke("status", session_id, "--json", db=db)  # the full path
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "paused"
+    listed = cli("list", "--json", db=db)
+    assert listed.returncode == 0, listed.stderr
+    assert [s["session_id"] for s in json.loads(listed.stdout)] == [session_id]
+    assert cli("log", session_id, db=db).returncode == 0
+    refused = cli("resume", session_id, "--answer", "Weekly", "--json", db=db)
+    assert refused.returncode == 2, refused.stderr
+    assert "cannot be written" in json.loads(refused.stdout)["error"]
 
 
 def test_read_only_filesystem_reconcile_exit_2_and_reconciles_once_writable(
@@ -454,7 +483,10 @@ def test_a_short_file_whose_wal_holds_the_rest_is_not_called_truncated(tmp_path:
     session_id = _paused(f"sqlite:///{first}")
     writer = sqlite3.connect(first)  # open: its writes stay in the -wal file
     writer.execute("PRAGMA wal_autocheckpoint = 0")
-    writer.execute("UPDATE sessions SET task = task || ''")
+    page = writer.execute("PRAGMA page_size").fetchone()[0]
+    # pages beyond the end of the file, in the -wal only (as after a checkpoint cut short)
+    writer.execute("CREATE TABLE filler (b BLOB)")
+    writer.execute("INSERT INTO filler VALUES (zeroblob(?))", (page * 4,))
     writer.commit()
     path = tmp_path / "orchestrator.db"  # the state a checkpoint cut short leaves
     for suffix in ("", "-wal", "-shm"):

@@ -348,6 +348,7 @@ def test_other_opens_a_text_prompt(
     )
     child = run_at_terminal(script, db_url, tmp_path)
     child.expect(ready)
+    child.expect("esc: answer later")  # the line under the options: all of them are drawn
     assert "Other (type an answer)" in child.logfile_read.getvalue()
     child.send(keys)
     child.expect(prompt)

@@ -26,7 +26,7 @@ from orchestrator.store.connect import (
     resolve_url,
 )
 from orchestrator.store.listing import CURSOR_SQL, WAITING, page_sql, select_listed
-from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_rows
+from orchestrator.store.sql import BUSY_TIMEOUT, Row, decode_rows, frozen
 from orchestrator.store.views import LEDGER_SQL, deadline_due, event_view, session_view
 
 __all__ = ["NeedsFullPath", "LeanFile", "sqlite_file", "status", "events", "page"]
@@ -55,14 +55,29 @@ class LeanFile:
 
     def __init__(self, path: Path) -> None:
         # mode=rw: an existing file only, never created. In a URI, % ? # must be escaped.
-        name = str(path.absolute()).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-        uri = f"file:{name}?mode=rw"
-        self.conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
+        self.path = path
+        name = str(path.absolute())
+        self.name = name.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+        self.conn = self._connect("mode=rw")
+
+    def _connect(self, query: str) -> sqlite3.Connection:
+        uri = f"file:{self.name}?{query}"
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
 
     def __enter__(self) -> sqlite3.Connection:
         try:
-            self.conn.execute("BEGIN")
-            version = self.conn.execute("SELECT version_num FROM alembic_version").fetchall()
+            try:
+                version = self._begin()
+            except sqlite3.OperationalError:
+                if not frozen(self.path):
+                    raise
+                # A read-only filesystem and no write-ahead log: SQLite cannot open a WAL
+                # file there without its -shm, but nothing can change the file either, so
+                # it is read as immutable (`status` still answers while the disk is
+                # read-only; every write says why it cannot be made).
+                self.conn.close()
+                self.conn = self._connect("mode=ro&immutable=1")
+                version = self._begin()
         except BaseException:
             self.conn.close()
             raise
@@ -70,6 +85,10 @@ class LeanFile:
             self.conn.close()
             raise NeedsFullPath
         return self.conn
+
+    def _begin(self) -> list[Any]:
+        self.conn.execute("BEGIN")
+        return self.conn.execute("SELECT version_num FROM alembic_version").fetchall()
 
     def __exit__(self, *exc: object) -> None:
         self.conn.close()  # a read transaction: closing ends it

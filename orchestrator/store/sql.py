@@ -266,6 +266,17 @@ def open_in_this_process(path: Path) -> bool:
         return key is not None and _OPEN_FILES.get(key, 0) > 0
 
 
+def frozen(path: Path) -> bool:
+    """Is the SQLite file `path` on a read-only filesystem, with no write-ahead log beside
+    it (nothing committed that only the log holds)? Then it may be read as immutable."""
+    try:
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        wal = Path(f"{path}-wal")
+        return read_only and (not wal.exists() or wal.stat().st_size == 0)
+    except OSError:
+        return False
+
+
 class SqliteDb:
     """A SQLite file through one `sqlite3` connection, shared by the threads of a process
     under `lock` (LangGraph's checkpointer takes the same lock on the same connection)."""
@@ -283,6 +294,17 @@ class SqliteDb:
         )
         try:
             configure_sqlite(self.conn)  # durable answers: write(durable=True)
+        except sqlite3.OperationalError:
+            self.conn.close()
+            if not frozen(self.path):
+                raise
+            # A read-only filesystem and no write-ahead log: SQLite cannot open a WAL file
+            # there without its -shm, and nothing can change the file either: it is read
+            # as immutable (reads answer; a write fails as "readonly", and says so).
+            uri = f"{self.path.absolute().as_uri()}?mode=ro&immutable=1"
+            self.conn = sqlite3.connect(
+                uri, uri=True, check_same_thread=False, isolation_level=None
+            )
         except BaseException:
             self.conn.close()
             raise
