@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["OutageLog", "REMIND_SECONDS"]
+__all__ = ["OutageLog", "Backoff", "REMIND_SECONDS"]
 
 REMIND_SECONDS = 60.0  # at most one "still unreachable" line this often
 
@@ -75,6 +75,33 @@ class OutageLog:
             lasted = self._clock() - self._since
             self._since, self._tries = None, 0
         self._log.warning("the database answers again, after %s", _duration(lasted))
+
+
+class Backoff:
+    """The waits between tries of something that fails for a while (the database away, a
+    lock held by another process): `first`, doubled after each failed try up to `most`;
+    `reset()` once a try got through. The one retry schedule of the package: the worker's
+    claims and its opening of the store, a kept turn's record, SQLite's switch to WAL and
+    LangGraph's table set-up each take one, and wait on it as they wait (a stop event,
+    time.sleep)."""
+
+    __slots__ = ("first", "most", "_next")
+
+    def __init__(self, first: float, most: float) -> None:
+        if not 0 < first <= most:
+            raise ValueError(f"Backoff({first}, {most}): expected 0 < first <= most")
+        self.first, self.most = first, most
+        self._next = first
+
+    def next(self) -> float:
+        """The wait before the next try (and the one after it is longer, up to `most`)."""
+        wait = self._next
+        self._next = min(wait * 2, self.most)
+        return wait
+
+    def reset(self) -> None:
+        """A try got through: the next failure waits `first` again."""
+        self._next = self.first
 
 
 def _duration(seconds: float) -> str:

@@ -13,7 +13,38 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from typing import Any
 
-__all__ = ["query", "dump_db", "session_row", "payload", "write_lock", "conninfo"]
+__all__ = [
+    "query",
+    "dump_db",
+    "session_row",
+    "payload",
+    "write_lock",
+    "conninfo",
+    "sqlite_fault",
+]
+
+
+# SQLite's own words for the result codes the fault tests inject.
+_SQLITE_WORDS = {
+    sqlite3.SQLITE_FULL: "database or disk is full",
+    sqlite3.SQLITE_IOERR: "disk I/O error",
+    sqlite3.SQLITE_NOTADB: "file is not a database",
+    sqlite3.SQLITE_BUSY: "database is locked",
+}
+
+
+def sqlite_fault(code: int) -> sqlite3.Error:
+    """The error sqlite3 raises for SQLite's result `code`, as the driver builds it: its
+    message, `sqlite_errorcode` and `sqlite_errorname` (the store reads the code)."""
+    kind = sqlite3.DatabaseError if code == sqlite3.SQLITE_NOTADB else sqlite3.OperationalError
+    error = kind(_SQLITE_WORDS[code])
+    error.sqlite_errorcode = code
+    error.sqlite_errorname = next(
+        name
+        for name in dir(sqlite3)
+        if name.startswith("SQLITE_") and getattr(sqlite3, name) == code
+    )
+    return error
 
 
 def is_sqlite(db_url: str) -> bool:

@@ -127,3 +127,46 @@ def test_a_workers_message_is_never_cut_mid_word() -> None:
     assert _say(StorageFailed(long)).endswith("/orchestrator")
     huge = "y " * 2_000
     assert _say(StorageFailed(huge)).endswith("more characters)")  # a cut is marked
+
+
+def test_retries_wait_longer_each_time_up_to_a_most_and_start_over_after_a_success() -> None:
+    from orchestrator.outages import Backoff
+
+    backoff = Backoff(0.5, 5.0)
+    assert [backoff.next() for _ in range(7)] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+    backoff.reset()
+    assert backoff.next() == 0.5
+    with pytest.raises(ValueError, match="expected 0 < first <= most"):
+        Backoff(0.0, 1.0)
+
+
+def test_a_worker_opening_its_database_waits_on_the_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's tries while its database is away wait 0.5 s, then twice as long each
+    time, up to MAX_BACKOFF (on its stop event: a stop ends the wait at once)."""
+    from orchestrator.runtime import worker_loop
+    from orchestrator.store import Store
+
+    tries: list[int] = []
+    waits: list[float] = []
+
+    def opened(url: str) -> Any:
+        tries.append(1)
+        if len(tries) <= 6:
+            raise DatabaseUnavailable(DOWN)
+        return "store"
+
+    class Stop:
+        def is_set(self) -> bool:
+            return False
+
+        def wait(self, seconds: float) -> bool:
+            waits.append(seconds)
+            return False
+
+    monkeypatch.setattr(Store, "open", staticmethod(opened))
+    outage = OutageLog(logging.getLogger("orchestrator.worker"), "the worker")
+    stats = worker_loop.WorkerStats()
+    assert worker_loop._open_store("postgresql://x", Stop(), stats, outage) == "store"  # type: ignore[arg-type]
+    assert waits == [0.5, 1.0, 2.0, 4.0, worker_loop.MAX_BACKOFF, worker_loop.MAX_BACKOFF]

@@ -122,9 +122,10 @@ def test_a_page_is_read_off_an_index_without_sorting(
 def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_transaction(
     db_url: str,
 ) -> None:
-    """A checkpoint write runs the fence inside its own transaction (SQLite: BEGIN
-    IMMEDIATE on the store's connection; PostgreSQL: a connection of the store's pool): a
-    driver that lost its claim raises ClaimLost and leaves no checkpoint row behind."""
+    """A checkpoint write runs the fence first (SQLite: inside its BEGIN IMMEDIATE on the
+    store's connection; PostgreSQL: a read on the store's pool, which LangGraph's
+    PostgresSaver is handed as it is): a driver that lost its claim raises ClaimLost and
+    leaves no checkpoint row behind."""
     from orchestrator.errors import ClaimLost
     from orchestrator.runtime.checkpoints import checkpointer
     from orchestrator.store import Owner
@@ -175,39 +176,36 @@ def test_the_checkpointer_shares_the_store_connection_and_is_fenced_in_its_trans
 def test_sessions_on_postgresql_reuse_the_stores_connections(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The store and LangGraph's checkpointer borrow from one pool: running sessions opens
-    no connection but the pool's, the pool opens one only when every one it has is in use
-    (so never more than it ever lent at once), and it keeps no more than POOL_SIZE."""
+    """The store and LangGraph's checkpointer borrow from one pool (psycopg_pool's):
+    running sessions opens no connection but the pool's, the pool opens one only when
+    every one it has is in use (so never more than it ever lent at once), and what it
+    keeps open is no more than it lent at once."""
     import psycopg
 
-    from orchestrator.store.pg_db import POOL_SIZE, PgDb
+    from orchestrator.store.pg_db import _Pool
 
     lock = threading.Lock()
     lent = {"now": 0, "most": 0}
-    in_pool = threading.local()
     made: list[bool] = []  # one per connection opened: was the pool opening it?
-    take, give_back = PgDb._take, PgDb._give_back
+    getconn, putconn = _Pool.getconn, _Pool.putconn
 
     def counted(connect: Any) -> Any:
         def counted_connect(*args: Any, **kwargs: Any) -> Any:
-            made.append(getattr(in_pool, "taking", False))
+            # The pool connects in its own worker threads (named after it).
+            made.append(threading.current_thread().name.startswith("orchestrator"))
             return connect(*args, **kwargs)
 
         return counted_connect
 
-    def counted_take(self: PgDb) -> Any:
-        in_pool.taking = True
-        try:
-            taken = take(self)
-        finally:
-            in_pool.taking = False
+    def counted_getconn(self: _Pool, timeout: float | None = None) -> Any:
+        conn = getconn(self, timeout)
         with lock:
             lent["now"] += 1
             lent["most"] = max(lent["most"], lent["now"])
-        return taken
+        return conn
 
-    def counted_give_back(self: PgDb, conn: Any, when: float) -> None:
-        give_back(self, conn, when)  # idle again before it is counted back (never too low)
+    def counted_putconn(self: _Pool, conn: Any) -> None:
+        putconn(self, conn)  # idle again before it is counted back (never too low)
         with lock:
             lent["now"] -= 1
 
@@ -215,12 +213,13 @@ def test_sessions_on_postgresql_reuse_the_stores_connections(
         # Warm: LangGraph's tables are checked once per database per process, on a
         # connection of that check's own.
         sessions.start_scenario(EXAMPLES / "answered-question.yaml")
-        kept = len(sessions._opened.db._idle)  # what the pool holds for the next session
+        pool = sessions._opened.db.pool
+        kept = pool.get_stats()["pool_size"]  # what the pool holds for the next session
         # Both doors to a new connection (psycopg.connect is bound apart, at import).
         monkeypatch.setattr(psycopg.Connection, "connect", counted(psycopg.Connection.connect))
         monkeypatch.setattr(psycopg, "connect", counted(psycopg.connect))
-        monkeypatch.setattr(PgDb, "_take", counted_take)
-        monkeypatch.setattr(PgDb, "_give_back", counted_give_back)
+        monkeypatch.setattr(_Pool, "getconn", counted_getconn)
+        monkeypatch.setattr(_Pool, "putconn", counted_putconn)
         for _ in range(8):
             assert sessions.start_scenario(EXAMPLES / "answered-question.yaml")["status"] == (
                 "completed"
@@ -237,7 +236,7 @@ def test_sessions_on_postgresql_reuse_the_stores_connections(
                 "SELECT COUNT(*) FROM pg_stat_activity"
                 " WHERE application_name = 'orchestrator' AND datname = current_database()"
             )
-        assert 1 <= count <= POOL_SIZE
+        assert 1 <= count <= max(kept, lent["most"])
 
 
 @pytest.mark.backends()

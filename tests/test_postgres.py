@@ -104,8 +104,8 @@ def test_the_pool_survives_a_server_restart(db_url: str, pg_cluster: pgcluster.C
         assert a.scalar("SELECT 1") == b.scalar("SELECT 1") == 1
     pg_cluster.stop_server()
     try:
-        with pytest.raises(DatabaseUnavailable, match="try again"):
-            store.list_views()
+        with pytest.raises(DatabaseUnavailable, match="Is the server running.*try again"):
+            store.list_views()  # at once: not the busy pool's 30 s wait
     finally:
         pg_cluster.start_server()
     assert store.list_views() == []
@@ -218,3 +218,81 @@ def test_a_held_setup_lock_on_a_new_database_times_out_naming_its_holder(
         holder.close()  # type: ignore[attr-defined]
     again = cli("run", "--script", scenario, "--json", db=empty_db_url, timeout=60)
     assert again.returncode == 3, again.stderr
+
+
+def test_a_failure_on_a_live_connection_is_told_by_its_sqlstate() -> None:
+    """Once connected, psycopg's error class says what failed, whatever its words: the
+    server going away is a retry hint, a refusal is bad input, a statement's own failure
+    (a timeout) is neither; a message that only reads like one decides nothing."""
+    from psycopg import OperationalError, errors
+
+    from orchestrator.store._pg import connection_error, is_connection_failure
+
+    url = "postgresql+psycopg://app:secret@db.internal:5432/orchestrator"
+    for gone in (errors.AdminShutdown, errors.CrashShutdown, errors.CannotConnectNow):
+        error = connection_error(gone("bye"), url)
+        assert isinstance(error, DatabaseUnavailable) and "Is the server running" in str(error)
+        assert is_connection_failure(gone("bye"))
+    assert is_connection_failure(errors.ConnectionTimeout("took too long"))
+    for refusal in (errors.InvalidPassword, errors.InvalidCatalogName, errors.TooManyConnections):
+        error = connection_error(refusal("no"), url)
+        assert type(error) is ConfigError and "refused the connection" in str(error)
+        assert "secret" not in str(error)
+    timed_out = errors.QueryCanceled("canceling statement: connection refused")
+    assert not is_connection_failure(timed_out)  # its words do not make it one
+    assert not is_connection_failure(errors.UndefinedTable("server closed the connection"))
+    # A connection attempt carries no SQLSTATE (libpq keeps the server's code): only
+    # then libpq's words say which it was.
+    assert is_connection_failure(OperationalError("connection failed: Connection refused"))
+    assert not is_connection_failure(OperationalError("something else"))
+
+
+def test_a_connection_cut_under_a_statement_is_a_retry_hint(db_url: str) -> None:
+    """The server ends this connection (57P01, as a shutdown does): the statement's error
+    is the user's retry hint, and the next read gets a fresh connection."""
+    store = Store.open(db_url)
+    with store.db.read() as tx:
+        pid = tx.scalar("SELECT pg_backend_pid()")
+        with store.db.read() as other:
+            other.scalar("SELECT pg_terminate_backend(:pid)", {"pid": pid})
+        with pytest.raises(DatabaseUnavailable, match="try again"):
+            tx.scalar("SELECT 1")
+    assert store.list_views() == []
+    store.close()
+
+
+def test_a_connection_the_pool_does_not_give_in_time_is_made_here(
+    db_url: str, pg_cluster: pgcluster.Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg_pool lets a client wait its whole timeout while it reconnects in the
+    background; ours connects itself when the pool gave nothing in time and is not full:
+    that connection is lent, then closed (not kept), and its failure is the user's
+    message. A pool that is full says it is busy."""
+    import psycopg_pool
+
+    from orchestrator.store.pg_db import MAX_OPEN, _Pool
+
+    store = Store.open(db_url)
+    pool = store.db.pool
+
+    def nothing_in_time(self: object, timeout: float | None = None) -> object:
+        raise psycopg_pool.PoolTimeout("nothing in time")
+
+    monkeypatch.setattr(psycopg_pool.ConnectionPool, "getconn", nothing_in_time)
+    with store.db.read() as tx:
+        assert tx.scalar("SELECT 1") == 1
+        lent = tx.cursor.connection
+    assert lent.closed  # made for this block only
+    pg_cluster.stop_server()
+    try:
+        with pytest.raises(DatabaseUnavailable, match="Is the server running"):
+            store.list_views()
+    finally:
+        pg_cluster.start_server()
+    full = {**pool.get_stats(), "pool_size": MAX_OPEN}
+    monkeypatch.setattr(_Pool, "get_stats", lambda self: full)
+    with pytest.raises(DatabaseUnavailable, match=f"all {MAX_OPEN} .* stayed busy"):
+        pool.getconn(timeout=0.01)
+    monkeypatch.undo()
+    assert store.list_views() == []
+    store.close()

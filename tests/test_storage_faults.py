@@ -23,6 +23,7 @@ import pytest
 
 from tests import pgcluster
 from tests.conftest import EXAMPLES, ROOT, argv, cli, invoke
+from tests.dbcheck import sqlite_fault
 
 SCENARIO = str(EXAMPLES / "pause-and-resume.yaml")
 
@@ -216,7 +217,7 @@ def test_a_fault_after_the_reconciliation_reopened_names_a_plain_resume(
         assert sessions.resume(session_id, Reply(choices=("Redis",)))["needs_review"]
 
         def full(*_args: object, **_kwargs: object) -> None:
-            raise sqlite3.OperationalError("database or disk is full")
+            raise sqlite_fault(sqlite3.SQLITE_FULL)
 
         monkeypatch.setattr(Engine, "_drive", full)
         with pytest.raises(StorageFailed) as failed:
@@ -265,7 +266,7 @@ def test_a_fault_with_a_malformed_orchestrator_db_still_says_whether_the_answer_
         monkeypatch.setenv("ORCHESTRATOR_DB", "relative.db")
         sessions.answer(session_id, Reply(text="Weekly"))
 
-    full = sqlite3.OperationalError("database or disk is full")
+    full = sqlite_fault(sqlite3.SQLITE_FULL)
     failed, db, session_id, after = _fault_under(tmp_path, (gate_tx, "add_event"), full, answer)
     assert after["pending_question"] is not None  # not kept
     message = failed.message
@@ -303,7 +304,7 @@ def test_a_fault_under_any_door_is_the_same_storage_failed_at_every_door(
     server = build_server(db.removeprefix("sqlite:///"), page=None)  # (it reads at start)
 
     def failing(*_args: object, **_kwargs: object) -> None:
-        raise sqlite3.OperationalError("disk I/O error")
+        raise sqlite_fault(sqlite3.SQLITE_IOERR)
 
     for name in ("status", "events", "list_views"):
         monkeypatch.setattr(views, name, failing)
@@ -360,7 +361,7 @@ def test_a_damaged_file_after_the_answer_committed_says_the_answer_was_kept(tmp_
     failed, _db, _sid, after = _fault_under(
         tmp_path,
         (Engine, "_drive"),
-        sqlite3.DatabaseError("file is not a database"),
+        sqlite_fault(sqlite3.SQLITE_NOTADB),
         lambda sessions, session_id: sessions.resume(session_id, Reply(text="Weekly")),
     )
     assert after["orchestrator_state"]["clarification_resolved"]
@@ -377,7 +378,7 @@ def test_a_fault_reading_back_a_committed_cancel_says_it_was_recorded(tmp_path: 
     failed, db, sid, after = _fault_under(
         tmp_path,
         (views, "status"),
-        sqlite3.OperationalError("disk I/O error"),
+        sqlite_fault(sqlite3.SQLITE_IOERR),
         lambda sessions, session_id: sessions.cancel(session_id),
     )
     assert after["status"] == "cancelled"
@@ -400,7 +401,7 @@ def test_a_fault_after_run_created_its_session_names_it_and_resume(tmp_path: Pat
     with Sessions(db) as sessions:
 
         def failing(*_args: object, **_kwargs: object) -> None:
-            raise sqlite3.OperationalError("disk I/O error")
+            raise sqlite_fault(sqlite3.SQLITE_IOERR)
 
         with pytest.MonkeyPatch.context() as patch, pytest.raises(StorageFailed) as failed:
             patch.setattr(Store, "release", failing)
@@ -455,7 +456,7 @@ def test_a_fault_while_an_mcp_question_waits_ends_the_call_with_the_fault(
     server = build_server(str(tmp_path / "o.db"), page=None)
 
     def failing(*_args: object, **_kwargs: object) -> None:
-        raise sqlite3.OperationalError("disk I/O error")
+        raise sqlite_fault(sqlite3.SQLITE_IOERR)
 
     monkeypatch.setattr(Store, "heartbeat", failing)  # the first renewal, half a second in
 
@@ -778,7 +779,7 @@ def test_a_turn_that_can_be_neither_recorded_nor_kept_is_held_until_one_works(
         def write() -> dict[str, object]:
             attempts.append(1)
             if len(attempts) < 4:
-                raise sqlite3.OperationalError("database or disk is full")
+                raise sqlite_fault(sqlite3.SQLITE_FULL)
             return {"reply": {"status": "DONE"}}
 
         def classify(exc: BaseException) -> str | None:
@@ -1032,3 +1033,71 @@ def test_a_new_database_file_on_a_full_or_read_only_disk_is_a_storage_fault(
         with pytest.raises(StorageFailed, match="cannot open the database .*then try again"):
             Sessions(str(tmp_path / "new.db")).list()
     assert not (tmp_path / "new.db").exists()
+
+
+# -- storage faults told apart by SQLite's result codes, not by its words ----------------
+
+
+def _real_sqlite_faults(tmp_path: Path) -> dict[int, sqlite3.Error]:
+    """Each fault as SQLite itself raises it (no message written by a test)."""
+    found: dict[int, sqlite3.Error] = {}
+    full = sqlite3.connect(":memory:")
+    full.execute("PRAGMA max_page_count = 2")
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        full.execute("CREATE TABLE t (x)")
+        for _ in range(10):
+            full.execute("INSERT INTO t VALUES (randomblob(5000))")
+    found[sqlite3.SQLITE_FULL] = caught.value
+    path = tmp_path / "a.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.commit()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        sqlite3.connect(path, timeout=0).execute("SELECT * FROM t")
+    found[sqlite3.SQLITE_BUSY] = caught.value
+    holder.execute("ROLLBACK")
+    read_only = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        read_only.execute("INSERT INTO t VALUES (1)")
+    found[sqlite3.SQLITE_READONLY] = caught.value
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        sqlite3.connect(tmp_path / "no" / "such" / "folder.db")
+    found[sqlite3.SQLITE_CANTOPEN] = caught.value
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(sqlite3.DatabaseError) as caught:
+        sqlite3.connect(garbage).execute("SELECT * FROM sqlite_master")
+    found[sqlite3.SQLITE_NOTADB] = caught.value
+    return found
+
+
+def test_storage_faults_are_told_apart_by_sqlites_result_code(tmp_path: Path) -> None:
+    from orchestrator.store.connect import damaged_database, storage_failure
+
+    faults = _real_sqlite_faults(tmp_path)
+    said = {code: storage_failure(exc) for code, exc in faults.items()}
+    assert "disk holding the database is full" in (said[sqlite3.SQLITE_FULL] or "")
+    assert "stayed locked by another process" in (said[sqlite3.SQLITE_BUSY] or "")
+    assert "cannot be written" in (said[sqlite3.SQLITE_READONLY] or "")
+    assert "cannot be opened" in (said[sqlite3.SQLITE_CANTOPEN] or "")
+    assert said[sqlite3.SQLITE_NOTADB] is None  # damaged, not a storage fault:
+    assert "damaged" in (damaged_database(faults[sqlite3.SQLITE_NOTADB]) or "")
+    # An extended code (SQLITE_IOERR_WRITE) is its family's fault.
+    assert "failed a read or write" in (storage_failure(sqlite_fault(sqlite3.SQLITE_IOERR)) or "")
+    io_write = sqlite3.OperationalError("disk I/O error")
+    io_write.sqlite_errorcode = sqlite3.SQLITE_IOERR_WRITE
+    assert storage_failure(io_write) == storage_failure(sqlite_fault(sqlite3.SQLITE_IOERR))
+
+
+def test_an_error_that_only_reads_like_a_fault_is_a_bug_not_a_fault() -> None:
+    """The words alone decide nothing: an error SQLite did not raise (no result code), or
+    raised for another reason, keeps its traceback."""
+    from orchestrator.store.connect import damaged_database, storage_failure
+
+    assert storage_failure(sqlite3.OperationalError("database or disk is full")) is None
+    assert damaged_database(sqlite3.DatabaseError("file is not a database")) is None
+    syntax = sqlite3.connect(":memory:")
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        syntax.execute("SELECT * FROM [database is locked]")  # its message names the words
+    assert "database is locked" in str(caught.value)
+    assert storage_failure(caught.value) is None

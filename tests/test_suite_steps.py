@@ -14,6 +14,7 @@ from orchestrator.errors import ScenarioError
 from orchestrator.scenario import parse_scenario
 from orchestrator.suite.play import play
 from tests.conftest import EXAMPLES
+from tests.dbcheck import sqlite_fault
 
 # The pausing example without its own expect and steps: each test adds what it needs.
 PAUSING = (EXAMPLES / "pause-and-resume.yaml").read_text().split("expect:")[0]
@@ -244,7 +245,7 @@ def test_a_storage_fault_in_a_step_is_no_refusal(
     from orchestrator.store import gate_tx
 
     def failing(*_args: object, **_kwargs: object) -> None:
-        raise sqlite3.OperationalError("disk I/O error")
+        raise sqlite_fault(sqlite3.SQLITE_IOERR)
 
     monkeypatch.setattr(gate_tx, "resolve_answer", failing)
     text = PAUSING + "steps:\n  - answer: Weekly\n    refused: disk\n"

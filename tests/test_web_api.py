@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from orchestrator.api import Sessions
 from orchestrator.web import WebConfig, create_app
+from tests.dbcheck import sqlite_fault
 from tests.web_support import AUTH, BASE, TOKEN, paused
 
 
@@ -304,7 +305,7 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
     sid = paused(sessions)
 
     def full(*_args: object, **_kwargs: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
+        raise sqlite_fault(sqlite3.SQLITE_FULL)
 
     # (patched in a context of its own: the undo leaves the isolated HOME in place)
     with pytest.MonkeyPatch.context() as patch:
@@ -325,7 +326,7 @@ def test_a_storage_fault_is_a_503_with_the_contract_body_and_no_traceback(
         assert link.status_code == 503 and "disk holding the database is full" in link.text
 
         def damaged(*_args: object, **_kwargs: object) -> None:
-            raise sqlite3.DatabaseError("file is not a database")
+            raise sqlite_fault(sqlite3.SQLITE_NOTADB)
 
         patch.setattr(Store, "status", damaged)
         broken = client.get(f"/api/sessions/{sid}")

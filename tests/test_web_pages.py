@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from orchestrator.api import Reply, Sessions
 from orchestrator.web import WebConfig, create_app
+from tests.dbcheck import sqlite_fault
 from tests.web_support import BASE, TOKEN, paused
 
 
@@ -290,7 +291,7 @@ def test_an_answer_link_whose_marking_fails_still_says_the_answer_is_recorded(
     token = sessions.inbox.new_link(sid)
 
     def failing(*_args: object, **_kwargs: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
+        raise sqlite_fault(sqlite3.SQLITE_FULL)
 
     monkeypatch.setattr(inbox_sql, "mark_link_used", failing)
     app = create_app(WebConfig(db=db_url, token=TOKEN, run_on=False))

@@ -5,7 +5,8 @@ Three rules beyond opening it:
   advisory lock on PostgreSQL; SQLite's own write lock), never once per drive;
 - a driver's checkpointer is fenced: every `put` and `put_writes` checks the claim, so a
   process that lost its session writes no checkpoint (no forked history). On SQLite the
-  check runs in the checkpoint's own write transaction;
+  check runs in the checkpoint's own write transaction; on PostgreSQL, where LangGraph's
+  PostgresSaver is handed the store's pool as it is, just before the write;
 - on SQLite it shares the store's connection and lock (orchestrator.store.sql.SqliteDb):
   the store and the checkpointer never wait on each other's locks in one process.
 """
@@ -18,10 +19,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 from orchestrator.errors import ConfigError, StorageFailed
 from orchestrator.install_hints import install_extra
+from orchestrator.outages import Backoff
 from orchestrator.store.connect import sqlite_path
 from orchestrator.store.sql import BUSY_TIMEOUT, SqliteDb, Tx, configure_sqlite
 
@@ -158,39 +160,35 @@ _pool_saver: Any = None
 
 
 def _pool_saver_class() -> Any:
-    """PostgresSaver on the store's own pool (orchestrator.store.pg_db.PgDb): each of its
-    operations borrows a connection, checked as every borrowed one is, so a server
-    restarted under a run costs a reconnect, not the run; the session opens no connection
-    of its own."""
+    """PostgresSaver handed the store's own pool (orchestrator.store.pg_db.PgDb.pool):
+    each of its operations borrows a connection, checked as every borrowed one is, so a
+    server restarted under a run costs a reconnect, not the run; the session opens no
+    connection of its own. Its writes are fenced where we call them: `put` and
+    `put_writes` run `fence` first (one read), so a process that lost its session writes
+    no checkpoint. (Only public methods are extended; LangGraph's own writes are as it
+    makes them.)"""
     global _pool_saver
     if _pool_saver is not None:
         return _pool_saver
-    from psycopg.rows import dict_row
-
-    from orchestrator.store.pg_db import PgTx
 
     class _PoolSaver(_postgres_saver_class()):  # type: ignore[misc]
         def __init__(self, db: Any, fence: Callable[[Tx], None] | None) -> None:
-            super().__init__(cast(Any, None))
+            super().__init__(db.pool)
             self.db = db
             self.fence = fence
 
-        @contextmanager
-        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            # PostgresSaver._cursor, on a connection borrowed from the store's pool. Its
-            # writes (pipeline=True) are one transaction that runs `fence` first: a
-            # process that lost its session writes no checkpoint. In pipeline mode the
-            # fence's answer costs one round trip, the writes and the COMMIT one more.
-            with self.lock, self.db.connection() as conn:
-                if not pipeline:
-                    with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                        yield cur
-                    return
-                with conn.pipeline(), conn.transaction():
-                    if self.fence is not None:
-                        self.fence(PgTx(self.db, conn))
-                    with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                        yield cur
+        def _check(self) -> None:
+            if self.fence is not None:
+                with self.db.read() as tx:
+                    self.fence(tx)
+
+        def put(self, *args: Any, **kwargs: Any) -> Any:
+            self._check()
+            return super().put(*args, **kwargs)
+
+        def put_writes(self, *args: Any, **kwargs: Any) -> Any:
+            self._check()
+            return super().put_writes(*args, **kwargs)
 
     _pool_saver = _PoolSaver
     return _pool_saver
@@ -250,10 +248,11 @@ def _setup_postgres(saver: Any) -> None:
     lock = "SELECT pg_try_advisory_lock(%s) AS taken"
     wait = float(os.environ.get(SETUP_WAIT_ENV, _DEFAULT_SETUP_WAIT))
     deadline = time.monotonic() + wait
+    backoff = Backoff(0.05, 0.5)
     while not (saver.conn.execute(lock, (key,)).fetchone() or {}).get("taken"):
         if time.monotonic() >= deadline:
             raise StorageFailed(_setup_held(saver, key, wait))
-        time.sleep(0.05)
+        time.sleep(min(backoff.next(), max(deadline - time.monotonic(), 0.0)))
     try:
         if not _set_up_already(saver):  # the holder we waited for may have done it
             saver.setup()

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.outages import Backoff
+
 __all__ = ["KeptTurns", "PATIENCE_ENV", "RESERVE_BYTES", "reserve_path"]
 
 log = logging.getLogger("orchestrator.runtime")
@@ -189,7 +191,7 @@ class KeptTurns:
         path, unkept = self._kept(key, agent, record)
         patience = float(os.environ.get(PATIENCE_ENV, _DEFAULT_PATIENCE))
         deadline = time.monotonic() + patience
-        wait = 0.2
+        backoff = Backoff(0.2, 5.0)
         said = False
         while True:
             try:
@@ -216,8 +218,7 @@ class KeptTurns:
                             "now would make the next run call %s again",
                             message.rstrip(". "), agent, key, self.folder, unkept, agent,
                         )  # fmt: skip
-            time.sleep(wait)
-            wait = min(wait * 2, 5.0)
+            time.sleep(backoff.next())
 
     def _kept(
         self, key: str, agent: str, record: dict[str, Any], *, quiet: bool = False

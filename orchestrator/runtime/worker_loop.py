@@ -8,8 +8,9 @@ compare-and-swap `resume` uses, read with FOR UPDATE SKIP LOCKED on PostgreSQL.
 
 Stopping (`stop_event`, set by the CLI on SIGTERM or Ctrl+C): no new claim is taken; the
 sessions being driven are finished. Database outages: a claim that fails waits and tries
-again (backoff up to MAX_BACKOFF); a drive cut off by the outage leaves its session
-claimed by this worker, which takes it up again once the database answers. Nothing is
+again (orchestrator.outages.Backoff, up to MAX_BACKOFF); a drive cut off by the outage
+leaves its session claimed by this worker, which takes it up again once the database
+answers. Nothing is
 lost: every write of a drive is keyed, so the rerun repeats none of them.
 
 Bugs: a drive that raises anything else is logged with its traceback and its session set
@@ -40,14 +41,15 @@ from orchestrator.errors import (
     WorkerFailed,
 )
 from orchestrator.limits import MAX_MESSAGE_CHARS, clip
-from orchestrator.outages import OutageLog
+from orchestrator.outages import Backoff, OutageLog
 
 __all__ = ["run_worker", "WorkerStats", "POLL_SECONDS", "RETRY_FAILED_AFTER"]
 
 log = logging.getLogger("orchestrator.worker")
 
 POLL_SECONDS = 1.0  # how often an idle thread looks for work
-MAX_BACKOFF = 5.0  # longest wait between two tries while the database is unreachable
+FIRST_BACKOFF = 0.5  # the wait after a first failed try while the database is unreachable
+MAX_BACKOFF = 5.0  # ... doubled after each one, up to this long
 # A session whose agent call failed (provider down) is retried after this long, not at once.
 RETRY_FAILED_AFTER = 60.0
 
@@ -146,15 +148,14 @@ def _open_store(url: str, stop: threading.Event, stats: WorkerStats, outage: Out
     """The store, once the database answers (migrated); None if stopped before that."""
     from orchestrator.store import Store
 
-    backoff = 0.5
+    backoff = Backoff(FIRST_BACKOFF, MAX_BACKOFF)
     while not stop.is_set():
         try:
             store = Store.open(url)
         except DatabaseUnavailable as exc:
             stats.count("database_errors")
             outage.failed(exc.message)
-            stop.wait(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF)
+            stop.wait(backoff.next())
             continue
         outage.answered()
         return store
@@ -197,7 +198,7 @@ class _Worker:
     def loop(self) -> None:
         import orchestrator.runtime.graph  # noqa: F401  (LangGraph once, before any thread drives)
 
-        backoff = 0.5
+        backoff = Backoff(FIRST_BACKOFF, MAX_BACKOFF)
         while not self.stop.is_set():
             try:
                 session_id = self._claim()
@@ -206,11 +207,10 @@ class _Worker:
                     raise
                 self.stats.count("database_errors")
                 self.outage.failed(_say(exc))
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                self.stop.wait(backoff.next())
                 continue
             self.outage.answered()
-            backoff = 0.5
+            backoff.reset()
             if session_id is None:
                 with self.lock:
                     idle = time.monotonic() - self.idle_since

@@ -28,28 +28,34 @@ CONNECT_TIMEOUT_S = 10
 POOL_SIZE = 5
 MAX_OVERFLOW = 10
 
-# Substrings of libpq's messages, by what the user should do about them.
-_DOWN = (
-    "connection refused",
-    "no such file or directory",  # a unix socket that is not there: no server
-    "timeout expired",
-    "server closed the connection",
-    "the database system is starting up",
-    "the database system is shutting down",
-    "the database system is in recovery mode",
-    "terminating connection due to administrator command",
-    "consuming input failed",
-    "connection is closed",
-    "ssl syscall error",
-)
-_UNKNOWN_HOST = ("failed to resolve host", "could not translate host name")
-_REFUSED_LOGIN = (
+# What the user should do about a failed connection, by psycopg's SQLSTATE where the server
+# sent one on an established connection: 08 connection exception; 57P01-57P03 admin
+# shutdown, crash shutdown, cannot connect now (starting up, in recovery); 28 the login
+# refused, 3D000 no such database, 42501 no privilege, 53300 too many connections.
+_DOWN_STATES = frozenset({"57P01", "57P02", "57P03"})
+_LOGIN_STATES = frozenset({"3D000", "42501", "53300"})
+
+# A connection attempt that fails carries no SQLSTATE (libpq keeps the server's FATAL
+# code to itself; psycopg 3.3 gives `sqlstate is None`, whatever the cause), so only for
+# those libpq's words say which it was.
+_CONNECT_URL = ("invalid port number", "invalid connection option")
+_CONNECT_HOST = ("failed to resolve host", "could not translate host name")
+_CONNECT_LOGIN = (
     "password authentication failed",
     "no password supplied",
     "does not exist",  # role or database
     "no pg_hba.conf entry",
     "permission denied",
     "too many connections",
+)
+_CONNECT_DOWN = (
+    "connection refused",
+    "no such file or directory",  # a unix socket that is not there: no server
+    "server closed the connection",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "ssl syscall error",
 )
 
 
@@ -100,20 +106,45 @@ def _is_connection_failure(context: Any) -> bool:
 
 def is_connection_failure(exc: BaseException) -> bool:
     """Does the driver's error `exc` say the connection (not the statement) failed?"""
-    return _kind(str(exc)) != "other"
+    return _kind(exc) != "other"
 
 
-def _kind(message: str) -> str:
-    text = message.lower()
-    if "invalid port number" in text or "invalid connection option" in text:
-        return "url"
-    if any(s in text for s in _UNKNOWN_HOST):
-        return "host"
-    if any(s in text for s in _REFUSED_LOGIN):
-        return "login"
-    if any(s in text for s in _DOWN):
+def _kind(exc: BaseException) -> str:
+    """What failed, by psycopg's error class and SQLSTATE: "down" (the server is not
+    there), "login" (it refused us), "host", "url", or "other" (not the connection)."""
+    import psycopg
+    from psycopg import errors
+
+    if not isinstance(exc, psycopg.Error):
+        return "other"
+    if isinstance(exc, errors.ConnectionTimeout):
         return "down"
+    state = exc.sqlstate
+    if state is not None:
+        if state.startswith("08") or state in _DOWN_STATES:
+            return "down"
+        if state.startswith("28") or state in _LOGIN_STATES:
+            return "login"
+        return "other"  # a statement's own failure (a timeout, a cancel)
+    return _connect_kind(_first_line(exc))
+
+
+def _connect_kind(message: str) -> str:
+    text = message.lower()
+    for kind, words in (
+        ("url", _CONNECT_URL),
+        ("host", _CONNECT_HOST),
+        ("login", _CONNECT_LOGIN),
+        ("down", _CONNECT_DOWN),
+    ):
+        if any(w in text for w in words):
+            return kind
     return "other"
+
+
+def _first_line(exc: BaseException) -> str:
+    """libpq's message without its own hint lines ("Is the server running ...?")."""
+    return " ".join(str(exc).strip().splitlines()[0].split()) if str(exc).strip() else ""
 
 
 def connection_error(exc: BaseException, url: str) -> ConfigError:
@@ -126,9 +157,8 @@ def connection_error(exc: BaseException, url: str) -> ConfigError:
     where = parsed.host or parsed.query.get("host") or "the local socket"
     if parsed.port:
         where = f"{where}:{parsed.port}"
-    # libpq's message without its own hint lines ("Is the server running ...?")
-    detail = " ".join(str(exc).strip().splitlines()[0].split()) if str(exc).strip() else ""
-    kind = _kind(detail)
+    detail = _first_line(exc)
+    kind = _kind(exc)
     if kind == "down":
         return DatabaseUnavailable(
             f"cannot reach the PostgreSQL server at {where} ({detail}). Is the server "

@@ -32,6 +32,7 @@ __all__ = [
     "check_sqlite_file",
     "sqlite_path",
     "damaged_database",
+    "sqlite_code",
     "storage_failure",
     "plain_sqlite_file",
 ]
@@ -318,55 +319,57 @@ _STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 def damaged_database(exc: BaseException) -> str | None:
     """The message for a database file found damaged while reading it, else None."""
     orig = getattr(exc, "orig", exc)  # SQLAlchemy wraps the driver's error
-    if type(orig) is sqlite3.DatabaseError:
+    if isinstance(orig, sqlite3.DatabaseError) and sqlite_code(orig) in _DAMAGED:
         return f"the database file is damaged or not a SQLite database ({orig})"
     return None
 
 
-# SQLite's own words for a storage that stops cooperating, and what to tell the user.
-_SQLITE_FAULTS = (
-    (
-        "database or disk is full",
+def sqlite_code(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code for `exc` (SQLITE_FULL, SQLITE_BUSY, ...: an extended
+    code such as SQLITE_IOERR_WRITE reduced to its family), None when SQLite gave none."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
+_DAMAGED = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+# SQLite's result codes for a storage that stops cooperating, and what to tell the user.
+_SQLITE_FAULTS = {
+    sqlite3.SQLITE_FULL: (
         "the disk holding the database is full (SQLite: database or disk is full); free "
-        "some space there, then try again",
+        "some space there, then try again"
     ),
-    (
-        "attempt to write a readonly database",
+    sqlite3.SQLITE_READONLY: (
         "the database cannot be written: the file or its folder is read-only, or the "
         "filesystem is mounted read-only (SQLite: attempt to write a readonly database); "
-        "make the file and its folder writable, then try again",
+        "make the file and its folder writable, then try again"
     ),
-    (
-        "database is locked",
+    sqlite3.SQLITE_BUSY: (
         "the database stayed locked by another process for longer than the wait allows "
         "(SQLite: database is locked); let that process finish or stop it, then try "
-        "again",
+        "again"
     ),
-    (
-        "disk i/o error",
+    sqlite3.SQLITE_IOERR: (
         "the disk holding the database failed a read or write (SQLite: disk I/O error); "
-        "check the disk and its free space, then try again",
+        "check the disk and its free space, then try again"
     ),
-    (
-        "unable to open database file",
+    sqlite3.SQLITE_CANTOPEN: (
         "the database file cannot be opened (SQLite: unable to open database file); check "
-        "that its folder exists and is readable and writable, then try again",
+        "that its folder exists and is readable and writable, then try again"
     ),
-)
+}
 
 
 def storage_failure(exc: BaseException) -> str | None:
     """What to tell the user for a storage fault outside the tool (a full disk, a read-only
-    file, a lock held too long, a PostgreSQL server gone), else None (a bug)."""
+    file, a lock held too long, a PostgreSQL server gone), else None (a bug). Told apart
+    by the driver's codes: SQLite's result code, psycopg's error class."""
     if isinstance(exc, DatabaseUnavailable | StorageFailed):
         return exc.message
     orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
     if isinstance(orig, sqlite3.OperationalError):
-        text = str(orig).lower()
-        for words, message in _SQLITE_FAULTS:
-            if words in text:
-                return message
-        return None
+        code = sqlite_code(orig)
+        return None if code is None else _SQLITE_FAULTS.get(code)
     psycopg = sys.modules.get("psycopg")
     if psycopg is not None and isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
         detail = " ".join(str(orig).strip().splitlines()[0].split()) if str(orig).strip() else ""

@@ -2,48 +2,57 @@
 
 The same plain SQL as on SQLite, with psycopg's own parameter style; no SQLAlchemy on the
 hot path (it cost about half of a session's client CPU: result metadata, the pool's
-checkout and its pre-ping, per statement). What the pool keeps:
-- connections are made on demand and kept for reuse (5 idle at most, 15 open at most,
-  recycled after an hour); one that died while idle (a server restart or shutdown: the
-  server writes its goodbye and closes the socket) is seen without a round trip, by the
-  socket having something to read, then pinged and replaced;
-- a connection that fails is dropped, and its error is a user's message
-  (orchestrator.store._pg.connection_error), never a driver traceback;
+checkout and its pre-ping, per statement). Connections come from psycopg_pool's
+ConnectionPool:
+- made on demand (15 open at most; one more waits up to 30 s, then a message), recycled
+  after an hour, closed after ten idle minutes; one that died while idle (a server restart
+  or shutdown: the server writes its goodbye and closes the socket) is seen without a
+  round trip, by the socket having something to read, then pinged and replaced;
+- a connection that fails, or a server that cannot be reached, is a user's message
+  (orchestrator.store._pg.connection_error) at once, never a driver traceback nor a wait
+  for the pool's background reconnection;
 - reads run in autocommit: each is one statement, one snapshot (as on SQLite; a read
   transaction at READ COMMITTED gave nothing more), so a read is one round trip;
 - writes run in BEGIN ... COMMIT, rows locked FOR UPDATE where the store asks.
 
-LangGraph's PostgresSaver borrows from the same pool (orchestrator.runtime.checkpoints), so
-a session opens no connection of its own.
+LangGraph's PostgresSaver is handed the same pool (orchestrator.runtime.checkpoints), so a
+session opens no connection of its own.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import select
-import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from functools import cache
 from typing import Any
 
 import psycopg
 from psycopg import Connection
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Json
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from orchestrator.errors import DatabaseUnavailable
 from orchestrator.store._pg import connect_options, connection_error, is_connection_failure
 from orchestrator.store.sql import JSON_COLUMNS, Row, decode_row, decode_rows
 
-__all__ = ["PgDb", "PgTx"]
+__all__ = ["PgDb", "PgTx", "MAX_OPEN"]
 
-POOL_SIZE = 5  # idle connections kept: the command's, the lease thread's, a worker's threads
 MAX_OPEN = 15  # open at once; one more waits for a connection to come back
 WAIT_S = 30.0  # ... this long, then gives up with a message
+FIRST_WAIT_S = 0.5  # no connection from the pool this soon: connect here (see _Pool)
 LIFETIME_S = 3600.0  # a connection older than this is closed when it comes back
+IDLE_S = 600.0  # an idle connection beyond the ones in use is closed after this long
+
+# The pool's own log lines (a reconnection attempt failed, a closed connection dropped)
+# would reach a command's stderr as warnings; what the user needs of them is said by
+# connection_error and the long-running processes' OutageLog.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 # `:name` as SQLAlchemy's text() reads it (not `::type`, not inside a word).
 _PARAM = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
@@ -119,80 +128,24 @@ class PgTx:
 
 
 class PgDb:
-    """The store's database on PostgreSQL: a small pool of psycopg connections (autocommit,
-    rows as dicts: what LangGraph's PostgresSaver expects of the connections it borrows)."""
+    """The store's database on PostgreSQL: psycopg_pool's ConnectionPool (autocommit, rows
+    as dicts: what LangGraph's PostgresSaver expects of the connections it borrows; it is
+    handed the same pool, orchestrator.runtime.checkpoints)."""
 
     dialect = "postgresql"
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-        self._options = connect_options(url)
-        self._idle: list[tuple[Connection[Any], float]] = []  # (connection, when made)
-        self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(MAX_OPEN)
-        self._closed = False
+        self.pool = _Pool(url)
 
-    # -- the pool --------------------------------------------------------------------
-
-    @contextmanager
-    def connection(self) -> Iterator[Connection[Any]]:
+    def connection(self) -> AbstractContextManager[Connection[Any]]:
         """A connection of the pool's for the block's length (autocommit, dict rows)."""
-        if not self._slots.acquire(timeout=WAIT_S):
-            raise DatabaseUnavailable(
-                f"all {MAX_OPEN} of this process's PostgreSQL connections stayed busy for "
-                f"{WAIT_S:.0f} s; try again when the load is lower"
-            )
-        try:
-            conn, made = self._take()
-            try:
-                yield conn
-            finally:
-                self._give_back(conn, made)
-        finally:
-            self._slots.release()
-
-    def _take(self) -> tuple[Connection[Any], float]:
-        while True:
-            with self._lock:
-                if not self._idle:
-                    break
-                conn, made = self._idle.pop()
-            if _alive(conn):
-                return conn, made
-            with suppress(Exception):
-                conn.close()
-        try:
-            conn = Connection.connect(
-                self._conninfo,
-                autocommit=True,
-                prepare_threshold=0,  # as PostgresSaver.from_conn_string connects
-                row_factory=dict_row,
-                **self._options,
-            )
-        except psycopg.OperationalError as exc:
-            raise connection_error(exc, self.url) from exc
-        return conn, time.monotonic()
-
-    def _give_back(self, conn: Connection[Any], made: float) -> None:
-        keep = (
-            not self._closed
-            and not conn.closed
-            and conn.info.transaction_status == TransactionStatus.IDLE
-            and time.monotonic() - made < LIFETIME_S
-        )
-        if keep:
-            with self._lock:
-                if len(self._idle) < POOL_SIZE:
-                    self._idle.append((conn, made))
-                    return
-        with suppress(Exception):
-            conn.close()
+        return self.pool.connection()
 
     def failure(self, exc: psycopg.OperationalError, conn: Connection[Any]) -> BaseException:
         """The error to raise for `exc`, raised on `conn`: a user's message when the
         connection failed, else `exc` itself (a statement timeout, say)."""
-        if conn.broken or is_connection_failure(exc):
+        if conn.broken or conn.closed or is_connection_failure(exc):
             return connection_error(exc, self.url)
         return exc
 
@@ -221,12 +174,83 @@ class PgDb:
             yield PgTx(self, conn)
 
     def close(self) -> None:
-        self._closed = True
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn, _ in idle:
-            with suppress(Exception):
-                conn.close()
+        self.pool.close()
+
+
+class _Pool(ConnectionPool[Connection[Any]]):
+    """psycopg_pool's pool, lending a connection as a command needs it (its public
+    `getconn`/`putconn`, which `connection()` calls, extended):
+
+    - an idle connection is lent once seen alive, without a round trip when nothing
+      happened on it while idle (`_alive`); a dead one is handed back (the pool drops it)
+      and the next one tried, at once (the pool's own `check` would pause between tries);
+    - a server that cannot be reached is said at once, as a user's message
+      (orchestrator.store._pg.connection_error): the pool itself reconnects in the
+      background and lets its clients wait `timeout`. When no connection came within
+      FIRST_WAIT_S and the pool is below MAX_OPEN, this client connects itself: that
+      connection's error is raised, or the connection lent and closed after (the pool's
+      reconnection catches up on its own).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        self._connect_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "prepare_threshold": 0,  # as PostgresSaver.from_conn_string connects
+            "row_factory": dict_row,
+            **connect_options(url),
+        }
+        self._own: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()  # lent outside
+        super().__init__(
+            self._conninfo,
+            kwargs=self._connect_kwargs,
+            min_size=0,  # connections are made on demand
+            max_size=MAX_OPEN,
+            timeout=WAIT_S,
+            max_lifetime=LIFETIME_S,
+            max_idle=IDLE_S,
+            # Two quick tries, then the next client that needs a connection tries again
+            # (at once: the pool would wait longer and longer between its own tries).
+            reconnect_timeout=0.0,
+            name="orchestrator",
+            open=True,
+        )
+
+    def getconn(self, timeout: float | None = None) -> Connection[Any]:
+        patience = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + patience
+        while True:
+            wait = max(min(FIRST_WAIT_S, deadline - time.monotonic()), 0.001)
+            try:
+                conn = super().getconn(wait)
+            except PoolTimeout:
+                if self.get_stats()["pool_size"] < self.max_size:
+                    return self._connect_here()
+                if time.monotonic() >= deadline:
+                    raise DatabaseUnavailable(
+                        f"all {MAX_OPEN} of this process's PostgreSQL connections stayed "
+                        f"busy for {patience:g} s; try again when the load is lower"
+                    ) from None
+                continue
+            if _alive(conn):
+                return conn
+            super().putconn(conn)  # dead: the pool closes it
+
+    def putconn(self, conn: Connection[Any]) -> None:
+        if conn in self._own:
+            self._own.discard(conn)
+            conn.close()
+            return
+        super().putconn(conn)
+
+    def _connect_here(self) -> Connection[Any]:
+        try:
+            conn = Connection.connect(self._conninfo, **self._connect_kwargs)
+        except psycopg.OperationalError as exc:
+            raise connection_error(exc, self.url) from exc
+        self._own.add(conn)
+        return conn
 
 
 def _alive(conn: Connection[Any]) -> bool:

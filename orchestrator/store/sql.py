@@ -31,6 +31,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.outages import Backoff
+
 __all__ = [
     "Row",
     "Tx",
@@ -77,7 +79,7 @@ def configure_sqlite(conn: Any, *, foreign_keys: bool = True) -> None:
     so it is read first and set, with retries up to the busy timeout, only when needed."""
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
     deadline = time.monotonic() + BUSY_TIMEOUT
-    pause = 0.005
+    backoff = Backoff(0.005, 0.2)
     while True:
         try:
             mode = conn.execute("PRAGMA journal_mode").fetchone()
@@ -85,12 +87,12 @@ def configure_sqlite(conn: Any, *, foreign_keys: bool = True) -> None:
                 conn.execute("PRAGMA journal_mode = WAL")
             break
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise
+            pause = backoff.next()
             if time.monotonic() + pause > deadline:
                 raise
             time.sleep(pause)
-            pause = min(pause * 2, 0.2)
     conn.execute("PRAGMA synchronous = NORMAL")
     if foreign_keys:
         conn.execute("PRAGMA foreign_keys = ON")
