@@ -1,12 +1,14 @@
-"""The JSON documents every edge prints or serves (contract section 3), as TypedDicts.
+"""The JSON documents every edge prints or serves (contract section 3), as TypedDicts:
+the session, its open question, its owner, its events.
 
 Plain dicts at run time (no pydantic: `status`, `list` and `log` stay cheap to start);
 the types say what is there. Fields beyond the contract's are additions, never renames.
+The open question is one type (`PendingQuestion`) from the store's view to every door:
+what the engine asks with, what answer validation and the renderer read, and what
+`pending_question` prints.
 """
 
-from __future__ import annotations
-
-from typing import Any, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Literal, NotRequired, Required, TypedDict, get_args
 
 __all__ = [
     "SessionStatus",
@@ -17,7 +19,8 @@ __all__ = [
     "FINAL_STATUSES",
     "TO_MCP_CLIENT",
     "OptionDoc",
-    "PendingQuestionDoc",
+    "PendingQuestion",
+    "OwnerRecord",
     "QuestionPartDoc",
     "OrchestratorStateDoc",
     "ExpectDoc",
@@ -51,27 +54,42 @@ TO_MCP_CLIENT = "answer_to_mcp_client"
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
 
-class OptionDoc(TypedDict):
-    label: str
-    description: NotRequired[str]
-    recommended: NotRequired[bool]
+class OptionDoc(TypedDict, total=False):
+    label: Required[str]
+    description: str | None
+    recommended: bool
 
 
-class PendingQuestionDoc(TypedDict):
-    """The open question: contract section 2's question object plus who asks."""
+class PendingQuestion(TypedDict):
+    """The open question: contract section 2's question object (a `Question` dump, its
+    unset fields None) plus who asks, its deadline and whether it passed."""
 
     question: str
     kind: Literal["free_text", "single_select", "multi_select"]
     options: NotRequired[list[OptionDoc]]
     allow_other: NotRequired[bool]
-    reason: NotRequired[str]
-    context: NotRequired[str]
-    default: NotRequired[str]
+    reason: NotRequired[str | None]
+    context: NotRequired[str | None]
+    default: NotRequired[str | None]
     urgency: NotRequired[Literal["low", "medium", "high"]]
-    ambiguity: NotRequired[str]
+    ambiguity: NotRequired[str | None]
+    key: NotRequired[str | None]
+    # A multi-part question's parts: each its own question object with `part`, `asked_by`,
+    # `askers` and `keys` (docs/multi-part-questions.md).
+    parts: NotRequired[list[dict[str, Any]]]
     asked_by: str
-    deadline: str | None
+    deadline: str | None  # ISO 8601, or None for no deadline
     timed_out: bool
+
+
+class OwnerRecord(TypedDict):
+    """Who drives a running session, and when another process may take it over."""
+
+    pid: int | None
+    host: str | None
+    lease_expires_at: str | None  # ISO 8601
+    takeover_possible_in: float  # seconds; 0 when a takeover is possible now
+    alive: bool
 
 
 class QuestionPartDoc(TypedDict):
@@ -106,7 +124,7 @@ class SessionDoc(TypedDict):
     status: SessionStatus
     task: str
     orchestrator_state: OrchestratorStateDoc
-    pending_question: PendingQuestionDoc | None
+    pending_question: PendingQuestion | None
     questions_surfaced: int
     fallbacks_injected: int
     tasks: list[dict[str, Any]]
@@ -120,7 +138,7 @@ class SessionDoc(TypedDict):
     # or resume runs it on. Shown as "answered, waiting for a driver"; never also stalled.
     waiting_for_driver: bool
     last_error: str | None
-    owner: dict[str, Any] | None  # pid, host, lease_expires_at, takeover_possible_in, alive
+    owner: OwnerRecord | None
     cancel_requested: bool
     # tokens of the agents' recorded model calls: input_tokens, output_tokens, total_tokens,
     # model_calls, and the same per agent under `agents`; None when no model was called

@@ -136,3 +136,22 @@ def test_oversized_answers_and_tasks_are_refused_by_the_api_for_every_edge(db_ur
     with pytest.raises(ConfigError, match="the task"):
         sessions.start("y" * (MAX_TASK_CHARS + 1), models="openai:gpt-4o-mini")
     assert len(sessions.list()) == 1
+
+
+def test_the_open_question_is_what_its_one_type_says(db_url: str, tmp_path: Path) -> None:
+    """`pending_question` has one type from the store's view to every door
+    (documents.PendingQuestion): a real paused question, with options and parts, carries
+    every key the type requires and none it does not name."""
+    from orchestrator.documents import OptionDoc, PendingQuestion
+    from tests.test_multipart_doors import paused_with_parts
+
+    sid = paused_with_parts(db_url, tmp_path)
+    with Sessions(db_url) as sessions:
+        pending = sessions.status(sid)["pending_question"]
+    assert pending is not None
+    named = PendingQuestion.__required_keys__ | PendingQuestion.__optional_keys__
+    assert PendingQuestion.__required_keys__ <= set(pending) <= named
+    options = [option for part in pending["parts"] for option in part.get("options", [])]
+    assert options, "the example's question has a part with options"
+    for option in options:
+        assert OptionDoc.__required_keys__ <= set(option) <= OptionDoc.__optional_keys__ | {"label"}

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.api.lean import sqlite_file
 from orchestrator.cli.fastread import Request, parse, serve
+from orchestrator.store.lean_sql import sqlite_file
 from tests.conftest import EXAMPLES, ROOT
 
 HEAVY = ("sqlalchemy", "typer", "pydantic")
@@ -458,13 +458,14 @@ def test_resume_no_run_loads_neither_langgraph_nor_sqlalchemy(tmp_path: Path) ->
 
 
 def test_the_fast_path_and_typer_declare_the_same_options() -> None:
-    """One table of options (cli/read_options.py) for both paths: Typer's registered
+    """One table of options (cli/fastread.py's READ_COMMANDS) for both paths: Typer's registered
     options for status, list and log are exactly the fast path's (plus --help), and the
     --status values the same."""
     import typer.main
 
     from orchestrator.cli.commands import app
-    from orchestrator.cli.read_options import READ_COMMANDS, STATUSES
+    from orchestrator.cli.fastread import READ_COMMANDS
+    from orchestrator.documents import STATUS_FILTERS
 
     click_app = typer.main.get_command(app)
     for name, options in READ_COMMANDS.items():
@@ -481,7 +482,7 @@ def test_the_fast_path_and_typer_declare_the_same_options() -> None:
         if name == "list":
             status = next(p for p in command.params if "--status" in p.opts)
             choices = status.type_descriptor.annotation  # the enum Typer offers
-            assert tuple(member.value for member in choices) == STATUSES
+            assert tuple(member.value for member in choices) == STATUS_FILTERS
 
 
 def test_an_answered_session_past_its_old_deadline_stays_on_the_fast_path(tmp_path: Path) -> None:

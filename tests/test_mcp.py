@@ -698,7 +698,7 @@ def test_the_page_factory_adapts_open_page(db: Path, monkeypatch: pytest.MonkeyP
     fake = pytypes.ModuleType("orchestrator.web.oneshot")
     fake.open_page = open_page  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "orchestrator.web.oneshot", fake)
-    from orchestrator.mcp_server.webpage import page_factory
+    from orchestrator.mcp_server.asking import page_factory
 
     messages: list[str] = []
 

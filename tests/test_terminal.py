@@ -753,7 +753,7 @@ def test_a_typo_of_an_option_is_asked_about_before_it_is_ones_own_answer(
     """Issue 44, item 8: stdin a pipe, a question that allows an answer of one's own:
     "Bth" was taken as the answer unasked. Now it is asked about ("did you mean"), and
     kept as one's own only when typed again; a text like no option is taken at once."""
-    from orchestrator.cli.line_prompt import ask_by_line
+    from orchestrator.cli.terminal import ask_by_line
 
     read, write = os.pipe()
     os.write(write, typed.encode())

@@ -1,14 +1,17 @@
 """The `orchestrator` command line: an edge over the session API (`orchestrator.api`).
 
-`commands` registers every command on the Typer app: `session_cmds` (run), `resume_cmd`,
-`read_cmds` (status, list, log, db upgrade), `cancel`, `worker`, `serve`, `mcp`, `suites`
-(test) and `diagram` (graph), with the options they share declared once in `options`.
-`entry` is the process entry point (usage errors, exit codes), `runs` builds the session
-API for run/resume (how to ask, the progress line), `output` prints documents and turns
-errors into exit codes, `terminal` asks at the terminal, `progress` draws the spinner line;
-the texts come from orchestrator.present. Importing this package loads none of them: `main`
-first offers the command line to the fast read path (orchestrator.cli.fastread), which
-answers `status`, `list` and `log` on SQLite without Typer, SQLAlchemy or pydantic.
+`commands` registers every command on the Typer app, one module a command (or a noun):
+`session_cmds` (run), `resume_cmd` (resume, with a multi-part question's `--part`
+answers), `read_cmds` (status, list, log, db upgrade), `cancel` (cancel, clean),
+`worker`, `serve`, `mcp`, `suites` (test), `eval_cmd` (eval) and `diagram` (graph); the
+options they share are declared once in `options` (the chat-model ones too). `entry` is
+the process entry point (usage errors, exit codes), `runs` builds the session API for
+run/resume (how to ask, the progress line), `output` prints documents and turns errors
+into exit codes, `terminal` asks at the terminal (by keys, or line by line), `progress`
+draws the spinner line; the texts come from orchestrator.present. Importing this package
+loads none of them: `main` first offers the command line to the fast read path
+(orchestrator.cli.fastread, with the read commands' table of options), which answers
+`status`, `list` and `log` on SQLite without Typer, SQLAlchemy or pydantic.
 """
 
 from __future__ import annotations

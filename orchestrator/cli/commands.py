@@ -25,7 +25,6 @@ from orchestrator.cli import (
     worker,
 )
 from orchestrator.cli.output import EXIT_CODES
-from orchestrator.cli.part_args import PartsCommand
 
 __all__ = ["app", "EXIT_CODES"]
 
@@ -65,7 +64,7 @@ def _root(
 
 
 app.command()(session_cmds.run)
-app.command(cls=PartsCommand)(resume_cmd.resume)
+app.command(cls=resume_cmd.PartsCommand)(resume_cmd.resume)
 app.command()(read_cmds.status)
 app.command("list")(read_cmds.list_)
 app.command()(read_cmds.log)

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.model_opts import (
+from orchestrator.cli.options import (
     CallTimeoutOption,
+    JsonOption,
     MaxOutputTokensOption,
     ReplyModeOption,
     ToolChoiceOption,
     TurnTimeoutOption,
 )
-from orchestrator.cli.options import JsonOption
 from orchestrator.cli.output import emit, err, user_errors
 
 if TYPE_CHECKING:

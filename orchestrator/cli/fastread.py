@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orchestrator.api import lean
-from orchestrator.api.lean import LeanFile, NeedsFullPath
-from orchestrator.cli.read_options import READ_COMMANDS, STATUSES
-from orchestrator.documents import filtered_status
+from orchestrator.documents import STATUS_FILTERS, filtered_status
 from orchestrator.errors import SessionNotFound
 from orchestrator.present.printable import printable, printable_json
 from orchestrator.present.readout import (
@@ -35,8 +33,29 @@ from orchestrator.present.readout import (
     status_text,
 )
 
-__all__ = ["serve"]
+__all__ = ["serve", "READ_COMMANDS", "ReadOptions"]
 EXIT_BAD_INPUT = 2
+
+
+class ReadOptions(NamedTuple):
+    """A read command's options, said once for both paths that answer it: this path parses
+    argv with them, and the Typer commands (orchestrator.cli.read_cmds) declare the same
+    names and `--status` values (documents.STATUS_FILTERS); a test holds Typer's registered
+    options equal to this table."""
+
+    valued: frozenset[str]  # options that take a value
+    flags: frozenset[str]  # options that take none
+    positional: int  # arguments (the session id)
+
+
+_ONE_SESSION = ReadOptions(frozenset({"--db"}), frozenset({"--json"}), 1)
+READ_COMMANDS = {
+    "status": _ONE_SESSION,
+    "log": _ONE_SESSION,
+    "list": ReadOptions(
+        frozenset({"--db", "--status", "--limit", "--after"}), frozenset({"--json", "--all"}), 0
+    ),
+}
 
 
 class Request(NamedTuple):
@@ -61,7 +80,7 @@ def serve(argv: Sequence[str]) -> int | None:
     out = _Output(request.as_json)
     try:
         _answer(request, path, out)
-    except (NeedsFullPath, sqlite3.Error):
+    except (lean.NeedsFullPath, sqlite3.Error):
         if out.started:  # pragma: no cover - an error in the middle of `list --all`
             raise
         return None
@@ -115,7 +134,7 @@ def parse(argv: Sequence[str]) -> Request | None:
     elif "--all" in options:
         limit = None
     status = options.get("--status")
-    if status is not None and status not in STATUSES:
+    if status is not None and status not in STATUS_FILTERS:
         return None
     return Request(
         command=command,
@@ -142,13 +161,13 @@ def _utf8(text: str) -> bool:
 def _answer(request: Request, path: Path, out: _Output) -> None:
     if not path.exists():
         if not next(p for p in path.parents if p.exists()).is_dir():
-            raise NeedsFullPath  # the full path says which part of the path is a file
+            raise lean.NeedsFullPath  # the full path says which part of the path is a file
         # Read commands create nothing: a missing file is an empty database.
         if request.command != "list" or request.after is not None:
             raise SessionNotFound(request.session_id or request.after or "")
         out.document([], list_text([]))
         return
-    with LeanFile(path) as conn:
+    with lean.LeanFile(path) as conn:
         if request.command == "status":
             assert request.session_id is not None
             view = lean.status(conn, request.session_id)

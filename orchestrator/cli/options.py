@@ -1,7 +1,8 @@
 """The options that several commands share, declared once (Typer's Annotated aliases).
 
-The defaults shown in the help are literals checked against `Settings` by a test, so that
-`--help` needs no pydantic; the defaults themselves live in orchestrator/settings.py.
+The session settings' defaults shown in the help are literals checked against `Settings`
+by a test; the defaults themselves live in orchestrator/settings.py. The chat-model
+options that `run` and `eval` share show theirs from `ModelOptions`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli.runs import Ui
+from orchestrator.model_options import ModelOptions
 
 __all__ = [
     "DEFAULTS",
@@ -24,6 +26,13 @@ __all__ = [
     "shown_default",
     "notify_urls",
     "asking",
+    "MODELS",
+    "model_default",
+    "ReplyModeOption",
+    "ToolChoiceOption",
+    "CallTimeoutOption",
+    "TurnTimeoutOption",
+    "MaxOutputTokensOption",
 ]
 
 DEFAULTS = {
@@ -109,3 +118,62 @@ def notify_urls(given: list[str] | None) -> tuple[str, ...]:
 def asking(no_browser: bool, notify: list[str] | None, public_url: str | None) -> dict[str, Any]:
     """--no-browser, --notify (else $ORCHESTRATOR_NOTIFY) and --public-url, for sessions_for."""
     return {"no_browser": no_browser, "notify": notify_urls(notify), "public_url": public_url}
+
+
+# -- the chat-model options (`run`, `eval`) ------------------------------------------------
+
+MODELS = "Chat models"
+
+
+def model_default(name: str) -> str:
+    """A chat-model option's default, shown as Click shows its own: [default: 180]."""
+    return default_text(ModelOptions.model_fields[name].default)
+
+
+ReplyModeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reply-mode",
+        metavar="tools|json_schema|text",
+        help="How the agents give their replies: a submit_reply tool call, the "
+        "provider's structured output (openai, ollama), or one JSON object in text."
+        + model_default("reply_mode"),
+        rich_help_panel=MODELS,
+    ),
+]
+ToolChoiceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-choice",
+        metavar="auto|required",
+        help="With --reply-mode tools: required makes every answer a tool call."
+        + model_default("tool_choice"),
+        rich_help_panel=MODELS,
+    ),
+]
+CallTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--call-timeout",
+        metavar="SECONDS",
+        help="Seconds one model call may take." + model_default("call_timeout"),
+        rich_help_panel=MODELS,
+    ),
+]
+TurnTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--turn-timeout",
+        metavar="SECONDS",
+        help="Seconds one agent turn may take in all." + model_default("turn_timeout"),
+        rich_help_panel=MODELS,
+    ),
+]
+MaxOutputTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-output-tokens",
+        help="Output tokens per model call." + model_default("max_output_tokens"),
+        rich_help_panel=MODELS,
+    ),
+]

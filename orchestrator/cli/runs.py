@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.cli.output import err
-from orchestrator.cli.read_options import STATUSES
+from orchestrator.documents import STATUS_FILTERS
 from orchestrator.present.render import command_line, event_line
 
 __all__ = [
@@ -53,9 +53,9 @@ class OnTimeout(StrEnum):
     cancel = "cancel"
 
 
-# --status values (cli.read_options, which the fast read path reads too); "waiting" is a
+# --status values (documents.STATUS_FILTERS, which the fast read path reads too); "waiting" is a
 # synonym for paused.
-Status = StrEnum("Status", {value: value for value in STATUSES})  # type: ignore[misc]
+Status = StrEnum("Status", {value: value for value in STATUS_FILTERS})  # type: ignore[misc]
 
 
 # Sessions whose question this command printed in full (so the closing lines need not).

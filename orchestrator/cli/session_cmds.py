@@ -8,23 +8,21 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli.model_opts import (
+from orchestrator.cli.options import (
     MODELS,
     CallTimeoutOption,
-    MaxOutputTokensOption,
-    ReplyModeOption,
-    ToolChoiceOption,
-    TurnTimeoutOption,
-    model_default,
-)
-from orchestrator.cli.options import (
     DbOption,
     JsonOption,
+    MaxOutputTokensOption,
     NoBrowserOption,
     NotifyOption,
     PublicUrlOption,
+    ReplyModeOption,
+    ToolChoiceOption,
+    TurnTimeoutOption,
     UiOption,
     asking,
+    model_default,
     shown_default,
 )
 from orchestrator.cli.output import finish, user_errors

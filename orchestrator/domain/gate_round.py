@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.domain import gate
-from orchestrator.domain.gate_records import Part
 
 __all__ = ["Plan", "plan_parts", "decide_round", "advance", "question_object", "combined_text"]
 
@@ -37,7 +36,7 @@ __all__ = ["Plan", "plan_parts", "decide_round", "advance", "question_object", "
 class Plan:
     """How one round's askable asks become parts: `parts` kept, `overflow` over the cap."""
 
-    parts: tuple[Part, ...]
+    parts: tuple[gate.Part, ...]
     overflow: tuple[gate.Ask, ...]
 
 
@@ -53,7 +52,7 @@ def plan_parts(asks: Sequence[gate.Ask], max_parts: int) -> Plan:
         grouped.setdefault(_same(ask), []).append(ask)
     groups = list(grouped.values())
     parts = tuple(
-        Part(
+        gate.Part(
             number=number,
             question=group[0].question,
             askers=tuple(dict.fromkeys(a.agent for a in group)),
@@ -66,7 +65,7 @@ def plan_parts(asks: Sequence[gate.Ask], max_parts: int) -> Plan:
     return Plan(parts, overflow)
 
 
-def combined_text(parts: Sequence[Part]) -> str:
+def combined_text(parts: Sequence[gate.Part]) -> str:
     """The multi-part question as one text, for people (status, the log); one part (the
     same question from several askers) is its own text."""
     if len(parts) == 1:
@@ -77,7 +76,7 @@ def combined_text(parts: Sequence[Part]) -> str:
 
 
 def question_object(
-    parts: Sequence[Part], questions: Mapping[str, Mapping[str, Any]]
+    parts: Sequence[gate.Part], questions: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, Any]:
     """The stored question object of a multi-part question: the first part's own question
     object, plus a `parts` list whose entries are each part's question object (kind,

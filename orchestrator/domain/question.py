@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.documents import PendingQuestion
 from orchestrator.domain import gate
 from orchestrator.errors import InvalidAnswer
 from orchestrator.limits import MAX_ANSWER_CHARS
-from orchestrator.records import PendingQuestion
 
 __all__ = [
     "QuestionKind",

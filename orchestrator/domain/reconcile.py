@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.domain.gate_records import DEFAULT_TAKEN
+from orchestrator.domain.gate import DEFAULT_TAKEN
 
 __all__ = [
     "question_parts",

@@ -19,8 +19,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -41,6 +41,7 @@ from orchestrator.present.printable import printable, quoted
 from orchestrator.present.render import resume_hint
 
 __all__ = [
+    "page_factory",
     "Asker",
     "AnswerPage",
     "PageFactory",
@@ -566,3 +567,46 @@ def _checked(question: dict[str, Any], reply: UserReply | None) -> UserReply | N
     if choices is not None:  # labels as the options spell them
         return UserReply(choices=tuple(choices), note=reply.note)
     return UserReply(text=(reply.text or "").strip(), note=reply.note)
+
+
+# -- the one-question web page, for clients without form elicitation: the web answer page's
+# orchestrator.web.oneshot.open_page (the `web` extra) behind the `AnswerPage` the asker
+# waits on. No second web server: this only adapts that one. ---------------------------
+
+
+class _OneShotPage:
+    def __init__(self, page: Any) -> None:
+        self.url: str = page.url
+        self._page = page
+
+    async def wait(self) -> UserReply | None:
+        # A wait abandoned by a cancel (the question settled elsewhere) ends when the page
+        # is closed on the way out of `open_page` below.
+        reply: UserReply | None = await anyio.to_thread.run_sync(
+            self._page.wait, abandon_on_cancel=True
+        )
+        return reply
+
+
+def page_factory() -> PageFactory:
+    """The factory over the web answer page (ImportError without the `web` extra)."""
+    from orchestrator.web.oneshot import open_page
+
+    @asynccontextmanager
+    async def opened(question: dict[str, Any], deadline: float) -> AsyncIterator[_OneShotPage]:
+        page = open_page(
+            question,
+            deadline,
+            allow_cancel=bool(question.get("allow_cancel", True)),
+            title=question.get("title"),
+        )
+        try:
+            yield _OneShotPage(page)
+        finally:
+            # However the wait ended (an answer here or elsewhere, a cancel, the deadline,
+            # the client gone): no answer is taken any more, and server, thread and port
+            # are gone before the tool call returns.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(page.close)
+
+    return opened

@@ -40,7 +40,13 @@ from pydantic import BaseModel, ValidationError
 from orchestrator import __version__
 from orchestrator.api import Reply
 from orchestrator.api.mcp_questions import QuestionLog
-from orchestrator.mcp_server.asking import Asker, PageFactory, channel_for, terminal_hint
+from orchestrator.mcp_server.asking import (
+    Asker,
+    PageFactory,
+    channel_for,
+    page_factory,
+    terminal_hint,
+)
 from orchestrator.mcp_server.envelope import ToolFailure, from_exception, ok
 from orchestrator.mcp_server.inputs import (
     AnswerSessionInput,
@@ -428,8 +434,6 @@ def build_server(db: str | None = None, *, page: PageFactory | None = None) -> S
 def default_page() -> PageFactory | None:
     """The web answer page's one-question server, when this installation has it (the
     `web` extra); None otherwise."""
-    from orchestrator.mcp_server.webpage import page_factory
-
     try:
         return page_factory()
     except ImportError as exc:

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.limits import clip
-from orchestrator.present.late_text import late_lines, late_tally
 from orchestrator.present.printable import continued
-from orchestrator.present.words import moment, parse_time, span, turn_name
+from orchestrator.present.words import moment, parse_time, span, turn_name, verdict_word
 from orchestrator.redact import mask_url
 
 __all__ = [
@@ -457,3 +456,48 @@ def summary_line(
         return f"✔ {whose}: declined"
     answer = [*reply.choices, *([reply.text] if reply.text is not None else [])]
     return f"✔ {whose}: {', '.join(answer)}"
+
+
+# -- a late answer (docs/late-answers.md): the status block and the log's tally -----------
+
+
+def late_tally(checks: list[Mapping[str, Any]]) -> str:
+    """'1 contradicted, 2 confirmed': a late answer's judged assumptions, counted."""
+    counts: dict[str, int] = {}
+    for check in checks:
+        counts[check["verdict"]] = counts.get(check["verdict"], 0) + 1
+    order = ("contradicted", "for_pm", "confirmed")
+    return ", ".join(f"{counts[v]} {verdict_word(v)}" for v in order if counts.get(v))
+
+
+def late_lines(view: Mapping[str, Any], reconcile: str) -> list[str]:
+    """A late answer: what it said, each assumption it was held against, what became of
+    it; `reconcile`: the command that reconciles it, for one that needs review."""
+    late = view["late_answer"]
+    lines = [f"  late answer ({late.get('source', 'user')}): {clip(late['response'])}"]
+    for check in late.get("checks") or []:
+        tasks = f" [tasks {', '.join(map(str, check['tasks']))}]" if check.get("tasks") else ""
+        verdict = verdict_word(check["verdict"])
+        lines.append(f"    - {verdict}: {check['agent']}: {clip(check['assumption'])}{tasks}")
+    done = late.get("reconciled")
+    if done and done.get("outcome") == "failed":
+        lines += [
+            f"  the reconciliation round failed: {clip(done.get('error') or '')}",
+            f"  the session keeps its {done.get('kept', 'earlier')} result; act on the late "
+            "answer in a new session (`orchestrator run`), or take the result as it is",
+        ]
+    elif done:
+        tasks = "; ".join(clip(t, 200) for t in done.get("tasks") or [])
+        lines.append(
+            f"  reconciled by {turn_name(done['by'])}: {done['outcome']}"
+            + (f" ({tasks})" if tasks else "")
+        )
+    elif view.get("needs_review"):
+        lines.append(f"  NEEDS REVIEW: reconcile with: {reconcile}")
+    elif late.get("needs_review") and view["status"] == "running":
+        lines.append(
+            "  the PM is told on its next turn"
+            if late.get("policy") == "reconcile" or late.get("reopened")
+            else "  recorded only (on_late_answer: record)"
+        )
+    return lines

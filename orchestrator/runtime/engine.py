@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.documents import FINAL_STATUSES
+from orchestrator.documents import FINAL_STATUSES, PendingQuestion
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
 from orchestrator.errors import (
@@ -30,7 +30,6 @@ from orchestrator.errors import (
     SessionNotWaiting,
 )
 from orchestrator.faults import crash_point
-from orchestrator.records import PendingQuestion
 from orchestrator.runtime import ask_only, heap
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import check_backend, load_backend

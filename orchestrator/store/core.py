@@ -22,10 +22,10 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any
 
+from orchestrator.documents import PendingQuestion
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
 from orchestrator.faults import crash_point
-from orchestrator.records import PendingQuestion
 from orchestrator.store import gate_tx, late_tx, lifecycle, round_tx, turns, views
 from orchestrator.store._tx import (
     Listener,

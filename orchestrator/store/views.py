@@ -10,10 +10,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from orchestrator.documents import OwnerRecord, PendingQuestion
 from orchestrator.domain import clock, gate
 from orchestrator.domain.clock import iso, iso_epoch
 from orchestrator.errors import SessionNotFound
-from orchestrator.records import OwnerRecord, PendingQuestion
 from orchestrator.store.listing import (
     CURSOR_SQL,
     LIVE_SESSION_SQL,
