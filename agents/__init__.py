@@ -15,7 +15,7 @@ from typing import Any
 from orchestrator.runtime.agent import AgentBackend
 from orchestrator.runtime.backends import register_backend
 
-__all__ = ["load_backend", "load_script", "load_llm", "load_eval"]
+__all__ = ["load_backend", "load_script", "load_llm", "load_eval", "check_llm"]
 
 
 def load_script(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
@@ -24,11 +24,22 @@ def load_script(description: Mapping[str, Any], replies_so_far: Mapping[str, int
     return ScriptedBackend(description["agents"], replies_so_far=replies_so_far)
 
 
+def check_llm(description: Mapping[str, Any]) -> None:
+    """A model given as an object continues only in the process that has it: refused at
+    once (before an answer is written) anywhere else."""
+    from .models import OBJECT, init_model
+
+    for spec in (description.get("models") or {}).values():
+        if isinstance(spec, str) and spec.startswith(OBJECT):
+            init_model(spec)
+
+
 def load_llm(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:
     from orchestrator.model_options import ModelOptions
 
     from .llm import LLMBackend
 
+    check_llm(description)
     return LLMBackend(
         description["models"],
         prompts=description.get("prompts"),
@@ -46,7 +57,7 @@ def load_eval(description: Mapping[str, Any], replies_so_far: Mapping[str, int])
 
 
 register_backend("script", load_script)
-register_backend("llm", load_llm)
+register_backend("llm", load_llm, check=check_llm)
 register_backend("eval", load_eval)
 
 

@@ -79,20 +79,24 @@ def forget_servers() -> None:
 
 
 class LLMBackend:
-    """PM and developers on chat models; `models` maps role (pm, developer) to a spec."""
+    """PM and developers on chat models; `models` maps role (pm, developer) to a spec
+    (`PROVIDER:NAME`) or a LangChain chat model object (a configured client, or a fake from
+    orchestrator.testing), which a session continues with in this process only."""
 
     sequential = False
 
     def __init__(
         self,
-        models: Mapping[str, str],
+        models: Mapping[str, Any],
         *,
         prompts: str | None = None,
         workdir: str | None = None,
         options: ModelOptions | Mapping[str, Any] | None = None,
         max_retries: int | None = None,
     ) -> None:
-        self.models = dict(models)
+        self.models = {
+            role: _models.given_model(model, f"the {role}") for role, model in models.items()
+        }
         self.prompts = Path(prompts) if prompts else None
         self.workdir = workdir
         chosen = ModelOptions.of(options)

@@ -1,8 +1,17 @@
-"""Chat models from `PROVIDER:NAME` specs, through LangChain's init_chat_model."""
+"""Chat models from `PROVIDER:NAME` specs, through LangChain's init_chat_model, or given
+as objects (a configured LangChain chat model, a test double from orchestrator.testing).
+
+A session stores its agents' description, so that another process can continue it; a
+model given as an object cannot be stored, so it is kept in this process under a name
+(`object:CLASS#N`) that the description carries. A session on such a model continues in
+the process that has it; elsewhere `resume` is refused with a message saying so.
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,8 +22,10 @@ from orchestrator.model_options import ModelOptions
 __all__ = [
     "ENV_MODEL",
     "PROVIDER_EXTRAS",
+    "OBJECT",
     "call_kwargs",
     "check_models",
+    "given_model",
     "grammar_server",
     "init_model",
     "resolve_models",
@@ -23,6 +34,47 @@ __all__ = [
 ENV_MODEL = "ORCHESTRATOR_MODEL"
 # The providers with an extra of ours; any other LangChain integration works once installed.
 PROVIDER_EXTRAS = {"openai": "openai", "anthropic": "anthropic", "ollama": "ollama"}
+
+
+# Chat models given as objects, by the name a session's description carries: kept for the
+# life of the process, so that a session paused here is resumed here with the same model.
+OBJECT = "object:"
+_given: dict[str, Any] = {}
+_names: dict[int, str] = {}
+_numbers = itertools.count(1)
+_given_lock = threading.Lock()
+
+
+def given_model(model: Any, role: str = "an agent") -> str:
+    """The name under which the chat model object `model` is kept (the same object keeps
+    its name); a spec (`PROVIDER:NAME`) is returned as it is."""
+    if isinstance(model, str):
+        return model
+    if not callable(getattr(model, "invoke", None)):
+        raise ConfigError(
+            f"the model for {role}: expected PROVIDER:NAME or a LangChain chat model, "
+            f"got {type(model).__name__}"
+        )
+    with _given_lock:
+        name = _names.get(id(model))
+        if name is None:
+            name = f"{OBJECT}{type(model).__name__}#{next(_numbers)}"
+            _names[id(model)] = name  # the object is kept below: its id is not reused
+            _given[name] = model
+        return name
+
+
+def _given_model(spec: str) -> Any:
+    with _given_lock:
+        found = _given.get(spec)
+    if found is None:
+        kind = spec.removeprefix(OBJECT).partition("#")[0]
+        raise ConfigError(
+            f"this session's model was a chat model object ({kind}) given to the process that "
+            "started it, which this process does not have: continue the session from that "
+            "program, or start a new one with --model PROVIDER:NAME"
+        )
+    return found
 
 
 def resolve_models(
@@ -113,6 +165,8 @@ def init_model(spec: str, options: ModelOptions | None = None) -> Any:
     API keys come from the environment only (each provider reads its own variable); they
     are never passed through here, stored, or logged.
     """
+    if spec.startswith(OBJECT):
+        return _given_model(spec)
     from langchain.chat_models import init_chat_model
 
     provider = spec.partition(":")[0]
@@ -129,11 +183,15 @@ def init_model(spec: str, options: ModelOptions | None = None) -> Any:
         raise ConfigError(f"cannot use model {spec!r}: {type(exc).__name__}: {exc}") from exc
 
 
-def check_models(models: Mapping[str, str], options: ModelOptions | None = None) -> None:
-    """Build each model once, so a bad spec fails before a session is created."""
+def check_models(models: Mapping[str, Any], options: ModelOptions | None = None) -> None:
+    """Build each model once, so a bad spec fails before a session is created (a model
+    given as an object is taken as it is)."""
     chosen = options or ModelOptions()
-    for spec in set(models.values()):
+    for spec in {given_model(model, f"the {role}") for role, model in models.items()}:
         provider = spec.partition(":")[0]
+        if spec.startswith(OBJECT):
+            init_model(spec)
+            continue
         if chosen.reply_mode == "json_schema" and provider not in _JSON_SCHEMA:
             raise ConfigError(
                 f"reply mode json_schema is available for the {' and '.join(sorted(_JSON_SCHEMA))} "

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import forkserver
 import pgcluster
@@ -33,6 +37,130 @@ def isolated_home(
     return home
 
 
+# -- no test reaches a real provider ---------------------------------------------------
+#
+# Every connection a test process (and the processes forked from it) opens goes to this
+# machine: a loopback or local address, or a Unix socket. A name that is not this
+# machine's is not even looked up. Anything else (a hosted model API, any host on the
+# internet) is refused where the socket connects, under every HTTP client (httpx, the
+# OpenAI and Anthropic SDKs, urllib, asyncio), and the test fails naming it, even where the
+# code under test caught the refusal. `@pytest.mark.real_provider` lets a test out
+# (tests/test_real_provider.py, which runs only with an API key).
+
+
+class RealNetworkRefused(ConnectionRefusedError):
+    """A test tried to reach a host that is not this machine."""
+
+
+class _Guard:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.off = 0  # tests running under @pytest.mark.real_provider
+        self.reached: list[str] = []
+        self._local: set[str] | None = None
+        self._own: set[str] | None = None
+        self.resolve: Any = socket.getaddrinfo  # the unpatched one, once installed
+
+    def local_names(self) -> set[str]:
+        if self._local is None:
+            names = {"localhost", socket.gethostname(), socket.getfqdn()}
+            self._local = {n.lower() for n in names if n}
+        return self._local
+
+    def refuse(self, what: str) -> RealNetworkRefused:
+        with self.lock:
+            self.reached.append(what)
+        return RealNetworkRefused(
+            f"a test tried to reach {what}, which is not this machine: tests never call "
+            "a real provider or the network (tests/conftest.py; pass a fake from "
+            "orchestrator.testing, or mark the test real_provider)"
+        )
+
+    def host_ok(self, host: Any) -> bool:
+        if self.off or host is None:
+            return True
+        if isinstance(host, bytes):
+            host = host.decode("ascii", "replace")
+        name = str(host).strip("[]").split("%")[0].lower()
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return name in self.local_names() or name.endswith(".localhost")
+        if address.is_loopback or address.is_unspecified or address.is_link_local:
+            return True
+        return name in self.own_addresses()
+
+    def own_addresses(self) -> set[str]:
+        """This machine's own addresses (a test's server may listen on one)."""
+        if self._own is None:
+            try:
+                found = self.resolve(socket.gethostname(), None)
+            except OSError:
+                found = []
+            self._own = {str(info[4][0]).lower() for info in found}
+        return self._own
+
+
+def _install() -> _Guard:
+    """Patch the socket module once per process (this file is imported both as `conftest`
+    and as `tests.conftest`: one guard, whichever import runs first)."""
+    installed: _Guard | None = getattr(socket, "_orchestrator_test_guard", None)
+    if installed is not None:
+        return installed
+    guard = _Guard()
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+    guard.resolve = real_getaddrinfo
+
+    def checked(sock: socket.socket, address: Any) -> None:
+        inet = sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple)
+        if inet and not guard.host_ok(address[0]):
+            raise guard.refuse(f"{address[0]}:{address[1]}")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        checked(self, address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        checked(self, address)
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if not guard.host_ok(host):
+            raise guard.refuse(f"{host}:{port}")
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.getaddrinfo = getaddrinfo
+    socket._orchestrator_test_guard = guard  # type: ignore[attr-defined]
+    return guard
+
+
+_guard = _install()
+
+
+@pytest.fixture(autouse=True)
+def no_real_provider(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test if it tried to reach a host that is not this machine (see above)."""
+    allowed = request.node.get_closest_marker("real_provider") is not None
+    with _guard.lock:
+        _guard.off += allowed
+        before = len(_guard.reached)
+    try:
+        yield
+    finally:
+        with _guard.lock:
+            _guard.off -= allowed
+            reached = _guard.reached[before:]
+    if reached:
+        pytest.fail(
+            f"this test tried to reach {', '.join(sorted(set(reached)))}: tests never call "
+            "a real provider or the network (pass a fake from orchestrator.testing)",
+            pytrace=False,
+        )
+
+
 # -- databases: SQLite everywhere; SQLite and PostgreSQL where a test says so ------------
 #
 # `@pytest.mark.backends()` on a module (pytestmark) or a test runs its `db_url` tests once
@@ -52,6 +180,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "backends(*names): run the test's db_url on these backends (default: all)"
+    )
+    config.addinivalue_line(
+        "markers", "real_provider: the test may reach a real model provider (needs its key)"
     )
 
 

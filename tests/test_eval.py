@@ -524,8 +524,7 @@ def test_junit_reports_stay_valid_xml_with_control_characters_in_case_files(
     reports (eval's and test's) show them as visible escapes."""
     import xml.etree.ElementTree as ET
 
-    from orchestrator.suite.junit import junit_xml
-    from orchestrator.suite.results import Malformed, Report, Result
+    from orchestrator.suite.results import Malformed, Report, Result, junit_xml
 
     evil = "bell\x07 esc\x1b[2J nul\x00 ffff\uffff"
     (tmp_path / "cases.yaml").write_text(
@@ -604,6 +603,34 @@ def test_the_html_report_keeps_every_dot_in_sight_and_explains_its_figures(
     assert page.count('<div class="scroll"><table>') == 6  # the totals and each configuration
     assert "src=" not in page and "<link" not in page
     assert set(re.findall(r'href="([^"]+)"', page)) == {"#figures", DOCS.as_uri()}
+
+
+def test_what_an_agent_wrote_is_escaped_in_the_html_report(tmp_path: Path) -> None:
+    """The report is rendered from templates with autoescape: an agent's `<script>` in a
+    failed session's error, a case's name or a missing fact is shown as text, never run."""
+    import dataclasses
+
+    from orchestrator.evals.report import write_html
+    from orchestrator.evals.runner import ConfigReport, EvalReport
+
+    evil = "<script>alert('x')</script>"
+    base = report_of(("eval:oracle", True, True)).configs[0]
+    result = dataclasses.replace(
+        base.results[0],
+        case=f"case {evil}",
+        status="failed",
+        error=f"pm said {evil}",
+        missing=(f"fact {evil}",),
+    )
+    report = EvalReport(configs=(ConfigReport(base.config, (result,)),), cases=1)
+    path = tmp_path / "report.html"
+    write_html(report, path)
+    page = path.read_text()
+    assert "<script" not in page
+    escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
+    assert f"case {escaped}" in page
+    assert f"the session ended failed: pm said {escaped}" in page
+    assert f"the outcome does not name: fact {escaped}" in page
 
 
 def test_a_session_stalled_past_a_budget_is_scored_a_failure_and_the_eval_goes_on(

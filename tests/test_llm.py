@@ -15,7 +15,9 @@ from orchestrator.domain.gate import FALLBACK_MESSAGE
 from orchestrator.domain.question import UserReply
 from orchestrator.runtime.engine import Engine
 from orchestrator.store import Store
-from tests.fakes import fake, submit, tool
+from orchestrator.testing import fake_model as fake
+from orchestrator.testing import submit
+from orchestrator.testing import tool_call as tool
 
 PLAN = {"status": "PLANNED", "tasks": [{"title": "Write the greeting file"}]}
 DONE = {"status": "DONE", "summary": "wrote hello.txt"}
@@ -31,15 +33,17 @@ ASK = {
 
 
 def use(monkeypatch: pytest.MonkeyPatch, **by_spec: Any) -> None:
-    """Make init_model return the given fakes, by model spec."""
+    """Make init_model return the given fakes, by model spec: only where a session must
+    continue on another model than it started with (a fake is otherwise passed in)."""
     monkeypatch.setattr("orchestrator.agents.models.init_model", lambda spec, **_: by_spec[spec])
 
 
-def start(db_url: str, tmp_path: Path, *, ask: Any = None, **backend: Any) -> tuple[Store, str]:
+def start(
+    db_url: str, tmp_path: Path, pm: Any, dev: Any, *, ask: Any = None, **backend: Any
+) -> tuple[Store, str]:
+    """A session on the models `pm` and `dev` (fakes passed in, or specs)."""
     store = Store.open(db_url)
-    llm = LLMBackend(
-        {"pm": "fake:pm", "developer": "fake:dev"}, workdir=str(tmp_path / "ws"), **backend
-    )
+    llm = LLMBackend({"pm": pm, "developer": dev}, workdir=str(tmp_path / "ws"), **backend)
     session_id = Engine(store, db_url, ask_user=ask).start(
         "Greet the user", llm, {"max_rounds": 3, "max_fallbacks": 2}
     )
@@ -47,12 +51,11 @@ def start(db_url: str, tmp_path: Path, *, ask: Any = None, **backend: Any) -> tu
 
 
 def test_pm_asks_gets_the_answer_plans_and_a_developer_writes_a_file(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, tmp_path: Path
 ) -> None:
     pm = fake([submit(**ASK), submit(**PLAN), submit(**COMPLETE)])
     dev = fake([tool("write_file", path="hello.txt", content="Ahoj!\n"), submit(**DONE)])
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
-    store, sid = start(db_url, tmp_path, ask=lambda q: UserReply(choices=("Czech",)))
+    store, sid = start(db_url, tmp_path, pm, dev, ask=lambda q: UserReply(choices=("Czech",)))
 
     view = store.view(sid)
     assert view["status"] == "completed", view["error"]
@@ -77,12 +80,11 @@ def test_pm_asks_gets_the_answer_plans_and_a_developer_writes_a_file(
 
 
 def test_malformed_structured_output_is_sent_back_then_accepted(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, tmp_path: Path
 ) -> None:
     pm = fake([submit(status="PLANNED"), submit(**PLAN), submit(**COMPLETE)])
     dev = fake([submit(**DONE)])
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
-    store, sid = start(db_url, tmp_path)
+    store, sid = start(db_url, tmp_path, pm, dev)
     assert store.view(sid)["status"] == "completed"
     feedback = pm.seen[1][-1]
     assert isinstance(feedback, ToolMessage)
@@ -91,12 +93,9 @@ def test_malformed_structured_output_is_sent_back_then_accepted(
     assert "scenario" not in feedback.content
 
 
-def test_malformed_output_past_max_retries_fails_the_session(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_malformed_output_past_max_retries_fails_the_session(db_url: str, tmp_path: Path) -> None:
     pm = fake([submit(status="PLANNED")] * 3 + [submit(**COMPLETE)])
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": fake([])})
-    store, sid = start(db_url, tmp_path, max_retries=2)
+    store, sid = start(db_url, tmp_path, pm, fake([]), max_retries=2)
     view = store.view(sid)
     assert view["status"] == "failed"
     assert "pm gave no valid reply in 3 attempts (max_retries=2)" in view["error"]
@@ -104,9 +103,7 @@ def test_malformed_output_past_max_retries_fails_the_session(
     assert len(pm.seen) == 3  # the fourth (valid) reply was never asked for
 
 
-def test_a_model_without_tool_calling_replies_in_json_text(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_model_without_tool_calling_replies_in_json_text(db_url: str, tmp_path: Path) -> None:
     pm = fake(
         [
             '```json\n{"status": "PLANNED", "tasks": [{"title": "t"}]}\n```',
@@ -116,16 +113,13 @@ def test_a_model_without_tool_calling_replies_in_json_text(
         tools=False,
     )
     dev = fake(['{"status": "DONE", "summary": "did it"}'], tools=False)
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
-    store, sid = start(db_url, tmp_path)
+    store, sid = start(db_url, tmp_path, pm, dev)
     view = store.view(sid)
     assert view["status"] == "completed" and view["summary"] == "ok"
     assert "no JSON object" in pm.seen[2][-1].content
 
 
-def test_path_escape_is_refused_and_nothing_is_written_outside(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_path_escape_is_refused_and_nothing_is_written_outside(db_url: str, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     dev = fake(
         [
@@ -136,8 +130,7 @@ def test_path_escape_is_refused_and_nothing_is_written_outside(
         ]
     )
     pm = fake([submit(**PLAN), submit(**COMPLETE)])
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
-    store, sid = start(db_url, tmp_path)
+    store, sid = start(db_url, tmp_path, pm, dev)
     assert not outside.exists()
     results = [m for m in dev.seen[-1] if isinstance(m, ToolMessage)]
     assert len(results) == 3
@@ -147,13 +140,12 @@ def test_path_escape_is_refused_and_nothing_is_written_outside(
     assert task["status"] == "blocked" and "files" not in task
 
 
-def test_fallback_reaches_the_model_as_its_next_instruction(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fallback_reaches_the_model_as_its_next_instruction(db_url: str, tmp_path: Path) -> None:
     pm = fake([submit(**ASK), submit(**{**ASK, "question": "And the tone?"}), submit(**PLAN),
                submit(**COMPLETE)])  # fmt: skip
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": fake([submit(**DONE)])})
-    store, sid = start(db_url, tmp_path, ask=lambda q: UserReply(text="English"))
+    store, sid = start(
+        db_url, tmp_path, pm, fake([submit(**DONE)]), ask=lambda q: UserReply(text="English")
+    )
     view = store.view(sid)
     assert view["status"] == "completed" and view["fallbacks_injected"] == 1
     assert FALLBACK_MESSAGE in pm.seen[2][-1].content
@@ -173,7 +165,7 @@ def test_model_errors_keep_the_session_resumable(
     )
     use(monkeypatch, **{"fake:pm": broken, "fake:dev": broken})
     with pytest.raises(AgentCallError, match="rate limited") as caught:
-        start(db_url, tmp_path)
+        start(db_url, tmp_path, "fake:pm", "fake:dev")
     assert "orchestrator resume" in caught.value.message
     monkeypatch.undo()
     use(monkeypatch, **{"fake:pm": fake([submit(**COMPLETE)]), "fake:dev": fake([])})
@@ -188,9 +180,8 @@ def test_api_keys_are_never_written(
 ) -> None:
     secret = "sk-test-very-secret-value-123"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    use(monkeypatch, **{"fake:pm": fake([submit(**PLAN), submit(**COMPLETE)]),
-                        "fake:dev": fake([submit(**DONE)])})  # fmt: skip
-    store, sid = start(db_url, tmp_path)
+    pm, dev = fake([submit(**PLAN), submit(**COMPLETE)]), fake([submit(**DONE)])
+    store, sid = start(db_url, tmp_path, pm, dev)
     assert store.view(sid)["status"] == "completed"
     store.close()
     path = db_url.removeprefix("sqlite:///")
@@ -200,16 +191,13 @@ def test_api_keys_are_never_written(
         assert secret.encode() not in file.read_bytes()
 
 
-def test_prompts_folder_overrides_the_shipped_prompt(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_prompts_folder_overrides_the_shipped_prompt(db_url: str, tmp_path: Path) -> None:
     custom = tmp_path / "prompts"
     custom.mkdir()
     (custom / "pm.md").write_text("You are a terse PM. Reply in one call.")
     pm = fake([submit(**PLAN), submit(**COMPLETE)])
     dev = fake([submit(**DONE)])
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": dev})
-    store, sid = start(db_url, tmp_path, prompts=str(custom))
+    store, sid = start(db_url, tmp_path, pm, dev, prompts=str(custom))
     assert store.view(sid)["status"] == "completed"
     assert pm.seen[0][0].content == "You are a terse PM. Reply in one call."
     # developer.md was not overridden: the shipped one is used
@@ -232,13 +220,10 @@ def test_a_missing_provider_package_names_the_extra_to_install(
         init_model("openai:gpt-4o-mini")
 
 
-def test_assumptions_and_uncertainty_come_through_submit_reply(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_assumptions_and_uncertainty_come_through_submit_reply(db_url: str, tmp_path: Path) -> None:
     sure_enough = {**ASK, "uncertainty": 20}  # below the default threshold: not surfaced
     pm = fake([submit(**sure_enough), submit(**PLAN), submit(**COMPLETE, assumptions=["English"])])
-    use(monkeypatch, **{"fake:pm": pm, "fake:dev": fake([submit(**DONE)])})
-    store, sid = start(db_url, tmp_path)
+    store, sid = start(db_url, tmp_path, pm, fake([submit(**DONE)]))
     view = store.view(sid)
     assert view["status"] == "completed" and view["questions_surfaced"] == 0
     assert [a["source"] for a in view["assumptions"]] == ["uncertainty", "agent"]

@@ -18,25 +18,25 @@ import json, os, sys
 sys.path.insert(0, os.environ["HARNESS_ROOT"])
 from langchain_core.messages import messages_to_dict
 import orchestrator.agents.models
-from tests.fakes import ToolCallingFake, submit, tool
+from orchestrator.testing import FakeChatModel, submit, tool_call
 
 script = json.loads(open(os.environ["FAKE_SCRIPT"]).read())
 models = {}
 
 def init_model(spec, **_):
     if spec not in models:
-        replies = [submit(**r) if "status" in r else tool(r["tool"], **r["args"])
+        replies = [submit(**r) if "status" in r else tool_call(r["tool"], **r["args"])
                    for r in script[spec]]
-        models[spec] = ToolCallingFake(messages=iter(replies))
+        models[spec] = FakeChatModel(messages=iter(replies))
     return models[spec]
 
-_generate = ToolCallingFake._generate
+_generate = FakeChatModel._generate
 def record(self, messages, *args, **kwargs):
     with open(os.environ["FAKE_SEEN"], "a") as out:
         out.write(json.dumps(messages_to_dict(messages)) + "\\n")
     return _generate(self, messages, *args, **kwargs)
 
-ToolCallingFake._generate = record
+FakeChatModel._generate = record
 orchestrator.agents.models.init_model = init_model
 sys.argv[0] = "orchestrator"
 from orchestrator.cli import main

@@ -220,8 +220,8 @@ def test_a_scenario_process_that_dies_is_an_error_not_a_hang(
     import os
 
     from orchestrator.suite import child, collect
-    from orchestrator.suite.junit import junit_xml
     from orchestrator.suite.parallel import run_suite
+    from orchestrator.suite.results import junit_xml
 
     real = child.run_file
 

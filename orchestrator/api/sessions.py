@@ -123,7 +123,7 @@ class Sessions:
         self,
         task: str,
         *,
-        models: Mapping[str, str] | str | None = None,
+        models: Mapping[str, Any] | str | None = None,
         backend: AgentBackend | None = None,
         settings: Settings | Mapping[str, Any] | None = None,
         prompts: Path | None = None,
@@ -133,7 +133,8 @@ class Sessions:
         fixture: Path | None = None,
     ) -> SessionDoc:
         """Start a session on `task` with chat-model agents (`models`: one PROVIDER:NAME for
-        every agent, or {"pm": ..., "developer": ...}) or a ready `backend`, and run it until
+        every agent, or {"pm": ..., "developer": ...}, each a spec or a LangChain chat model
+        object such as orchestrator.testing's fakes) or a ready `backend`, and run it until
         it ends or pauses. `model_options` (orchestrator.model_options.ModelOptions): the
         server's base URL, the reply mode and the budgets of the agents' model calls.
         `fixture`: a folder copied into a new git repository of the session's own, as a
@@ -384,7 +385,7 @@ def _settings(given: Settings | Mapping[str, Any] | None) -> Settings:
 
 
 def _llm_backend(
-    models: Mapping[str, str] | str,
+    models: Mapping[str, Any] | str,
     prompts: Path | None,
     workdir: Path | None,
     max_retries: int | None,

@@ -92,7 +92,7 @@ def run_tests(
     if malformed:
         shown.console.print("malformed: " + ", ".join(m.name for m in malformed))
     if junit_xml is not None:
-        from orchestrator.suite.junit import write_junit
+        from orchestrator.suite.results import write_junit
 
         write_junit(report, junit_xml)
         shown.console.print(f"JUnit report: {junit_xml}")

@@ -18,21 +18,44 @@ from typing import Any
 from orchestrator.errors import ConfigError
 from orchestrator.runtime.agent import AgentBackend
 
-__all__ = ["Loader", "register_backend", "load_backend", "ENTRY_POINT_GROUP"]
+__all__ = [
+    "Loader",
+    "Check",
+    "register_backend",
+    "load_backend",
+    "check_backend",
+    "ENTRY_POINT_GROUP",
+]
 
 ENTRY_POINT_GROUP = "orchestrator.backends"
 
 # (stored description, recorded replies per agent) -> a backend that continues the session
 Loader = Callable[[Mapping[str, Any], Mapping[str, int]], AgentBackend]
+# (stored description) -> None, or a ConfigError: this process cannot continue the session
+Check = Callable[[Mapping[str, Any]], None]
 
 _lock = threading.Lock()
 _loaders: dict[str, Loader] = {}
+_checks: dict[str, Check] = {}
 
 
-def register_backend(kind: str, loader: Loader) -> None:
-    """Make `kind` loadable; a later registration of the same kind replaces the earlier."""
+def register_backend(kind: str, loader: Loader, *, check: Check | None = None) -> None:
+    """Make `kind` loadable; a later registration of the same kind replaces the earlier.
+    `check` tells, before anything is written, whether this process can continue a session
+    of this kind (a chat model given as an object lives only in the process given it)."""
     with _lock:
         _loaders[kind] = loader
+        if check is not None:
+            _checks[kind] = check
+
+
+def check_backend(description: Mapping[str, Any]) -> None:
+    """ConfigError if this process cannot rebuild the backend `description` names (its
+    kind's check says so); nothing when its kind has no check or is not known yet."""
+    with _lock:
+        check = _checks.get(str(description.get("kind")))
+    if check is not None:
+        check(description)
 
 
 def load_backend(description: Mapping[str, Any], replies_so_far: Mapping[str, int]) -> AgentBackend:

@@ -32,7 +32,7 @@ from orchestrator.errors import (
 from orchestrator.faults import crash_point
 from orchestrator.runtime import ask_only, heap
 from orchestrator.runtime.agent import AgentBackend
-from orchestrator.runtime.backends import load_backend
+from orchestrator.runtime.backends import check_backend, load_backend
 from orchestrator.runtime.kept_turns import KeptTurns
 from orchestrator.runtime.lease import held
 from orchestrator.settings import Settings
@@ -170,6 +170,7 @@ class Engine:
         from orchestrator.runtime.worktrees import Workbench
 
         row = self.store.session(session_id)
+        check_backend(row.agents or {})  # agents this process cannot rebuild: refused here
         stored = (row.settings or {}).get("workbench")
         if not stored or (row.status == "running" and row.owner == self.owner.id):
             # (A worker claimed it first: its drive records why it leaves it alone, and

@@ -1,11 +1,21 @@
-"""What a suite run is made of: the scenario files found, and how each one went."""
+"""What a suite run is made of: the scenario files found, and how each one went; and the
+run as the JUnit report CI systems display (orchestrator.present.junit writes it).
+
+In JUnit, one <testsuite> named "orchestrator"; one <testcase> per scenario file, its
+classname the folder (dotted) and its name the file name. An unmet `expect` is a <failure>
+whose message is the first unmet line and whose text holds them all; a malformed file or a
+crashed run is an <error>; a scenario not run after `-x` is <skipped>.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Item", "Malformed", "Result", "Report", "Outcome"]
+from orchestrator.present import junit
+
+__all__ = ["Item", "Malformed", "Result", "Report", "Outcome", "junit_xml", "write_junit"]
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 
@@ -83,3 +93,88 @@ class Report:
             ],
             "malformed": [asdict(m) for m in self.malformed],
         }
+
+
+# -- the report as JUnit XML --------------------------------------------------------------
+
+
+def _named(
+    name: str,
+    seconds: float = 0.0,
+    outcome: junit.Outcome = "passed",
+    *,
+    kind: str = "",
+    message: str = "",
+    details: str = "",
+) -> junit.Case:
+    """A case for the scenario file `name`: classname its folder (dotted), name the file."""
+    folder, _, file = name.rpartition("/")
+    classname = folder.strip("/").replace("/", ".") or "."
+    return junit.Case(classname, file, seconds, outcome, message, details, kind, file=name)
+
+
+def _details(result: Result) -> str:
+    lines = list(result.unmet)
+    if result.session_id:
+        lines.append(f"session {result.session_id}: {result.status}")
+    if result.database:
+        lines.append(f"database kept: {result.database}")
+    return "\n".join(lines)
+
+
+def _case(result: Result) -> junit.Case:
+    if result.outcome == "failed":
+        first = result.unmet[0] if result.unmet else "the scenario did not pass"
+        return _named(
+            result.name,
+            result.seconds,
+            "failure",
+            kind="ExpectNotMet",
+            message=first,
+            details=_details(result),
+        )
+    if result.outcome == "error":
+        message = result.message or "the scenario could not run"
+        return _named(
+            result.name,
+            result.seconds,
+            "error",
+            kind="ScenarioError",
+            message=message.strip().splitlines()[-1],
+            details=message,
+        )
+    if result.outcome == "skipped":
+        return _named(
+            result.name,
+            result.seconds,
+            "skipped",
+            message=result.message or "not run",
+        )
+    return _named(result.name, result.seconds)
+
+
+def junit_suite(report: Report) -> junit.Suite:
+    """The report as one JUnit suite: malformed files first (as errors), then each result."""
+    malformed = [
+        _named(
+            m.name,
+            0.0,
+            "error",
+            kind="MalformedScenario",
+            message=m.message.splitlines()[0],
+            details=m.message,
+        )
+        for m in report.malformed
+    ]
+    return junit.Suite(
+        "orchestrator", [*malformed, *(_case(r) for r in report.results)], report.seconds
+    )
+
+
+def junit_xml(report: Report) -> str:
+    """The report as a JUnit XML document (UTF-8 text)."""
+    return junit.junit_xml("orchestrator test", [junit_suite(report)], seconds=report.seconds)
+
+
+def write_junit(report: Report, path: Path) -> None:
+    junit.write_junit(path, "orchestrator test", [junit_suite(report)], seconds=report.seconds)
