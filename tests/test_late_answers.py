@@ -522,3 +522,31 @@ def test_a_failed_reconciliation_round_keeps_the_completed_result(tmp_path: Path
     assert kinds.count("reconcile_failed") == 1 and kinds[-1] == "status"
     again = invoke("resume", sid, "--reconcile", db=db)
     assert again.returncode == 2 and "already reconciled" in again.stderr
+
+
+def test_a_late_answer_recorded_while_another_process_runs_the_session_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`resume ID --choice X` recorded a late answer, and by the time it read the session
+    back another process ran it (a reconciliation round begun meanwhile, or the live
+    driver whose PM takes the answer): the answer is kept, so the command says so and exits
+    0, never the "nothing of ours ran" exit 2 (the race test above met it under load)."""
+    import typer
+
+    from orchestrator.cli.output import finish
+    from orchestrator.documents import LATE_RECORDED
+    from tests.conftest import invoke
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    ran = invoke("run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db)
+    view = {**json.loads(ran.stdout), "status": "running", "stalled": False}
+    with pytest.raises(typer.Exit) as recorded:
+        finish(True, {**view, LATE_RECORDED: True}, None)
+    assert recorded.value.exit_code == 0
+    shown = capsys.readouterr()
+    assert json.loads(shown.out) == view  # the mark is not part of the document
+    assert "late answer recorded" in shown.err
+    with pytest.raises(typer.Exit) as other:  # nothing recorded: another process's run
+        finish(True, dict(view), None)
+    assert other.value.exit_code == 2
+    assert "being run on by another process" in capsys.readouterr().err

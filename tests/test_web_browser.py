@@ -93,19 +93,23 @@ def browser(chromium: Path, tmp_path: Path) -> Iterator[Any]:
         context.close()
 
 
-def held_agents(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Agents answer only once the returned event is set: the page sees the run going."""
+def held_agents(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """The first agent call answers once the first event is set, every later one once the
+    second is: the page sees the run going (what the first call recorded arrives while the
+    session still runs; a run that ended within one poll would reload the page at once)."""
     from orchestrator.agents.scripted import ScriptedBackend
 
     respond = ScriptedBackend.respond
-    release = threading.Event()
+    first, rest = threading.Event(), threading.Event()
+    calls = iter([first])
 
     def held(self: ScriptedBackend, request: Any) -> Any:
-        assert release.wait(60), "the test never released the agents"
+        gate = next(calls, rest)
+        assert gate.wait(60), "the test never released the agents"
         return respond(self, request)
 
     monkeypatch.setattr(ScriptedBackend, "respond", held)
-    return release
+    return first, rest
 
 
 def test_answering_in_a_real_browser(
@@ -193,7 +197,7 @@ def test_answering_in_a_real_browser(
     assert "<b>markup</b>" in page.locator("p.task").inner_text()
 
     # single select, recommended preselected; the run on is followed live
-    release = held_agents(monkeypatch)
+    first, rest = held_agents(monkeypatch)
     page.goto(f"{base}/sessions/{single}")
     assert page.locator("input[value='A fixed summary set']").is_checked()
     assert "what the table shows now" in page.locator("fieldset.options").inner_text()
@@ -202,8 +206,9 @@ def test_answering_in_a_real_browser(
     page.click("button[value='answer']")
     page.wait_for_url(f"{base}/sessions/{single}")
     assert page.locator("#status").inner_text() == "running"
-    release.set()  # the agents go on: what they record reaches the open page
+    first.set()  # one agent call goes on: what it records reaches the open page
     page.locator("#timeline li.new").first.wait_for(timeout=30_000)  # appended by SSE
+    rest.set()
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
     assert "CSV export shipped" in page.content()
     assert "All visible columns" in page.locator(".answered").inner_text()

@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TextIO
 import typer
 
 from orchestrator import limits
-from orchestrator.documents import TO_MCP_CLIENT
+from orchestrator.documents import LATE_RECORDED, TO_MCP_CLIENT
 from orchestrator.errors import (
     ClaimLost,
     EnvironmentFailure,
@@ -183,6 +183,15 @@ def finish(
         if view["status"] == "running":
             emit(as_json, view, session_text(view, db))
             raise typer.Exit(0)
+    if view.pop(LATE_RECORDED, False) and view["status"] == "running":
+        # The late answer is recorded; a live process runs the session (its driver, whose
+        # PM gets the answer on its next turn, or a reconciliation round begun meanwhile).
+        err(
+            f"late answer recorded; session {view['session_id']} is being run on by "
+            f"another process, which takes it: see orchestrator status {view['session_id']}"
+        )
+        emit(as_json, view, session_text(view, db))
+        raise typer.Exit(0)
     if view["status"] == "running" and not view.get("stalled"):
         # Another live process took the session on meanwhile (it was answered elsewhere):
         # nothing of ours ran, as when the claim is refused.
