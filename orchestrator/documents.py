@@ -18,7 +18,6 @@ __all__ = [
     "filtered_status",
     "FINAL_STATUSES",
     "TO_MCP_CLIENT",
-    "LATE_RECORDED",
     "OptionDoc",
     "PendingQuestion",
     "OwnerRecord",
@@ -49,10 +48,6 @@ def filtered_status(status: str | None) -> str | None:
 # A `resume` document's mark: the answer it committed goes to the MCP client whose tool call
 # waits on the question (that client's server ends the session); `resume` says so, exit 0.
 TO_MCP_CLIENT = "answer_to_mcp_client"
-# A `resume` document's mark (Sessions.resume; the command line drops it from its output):
-# the late answer it recorded is kept, whatever another process did with the session
-# meanwhile (a reconciliation round begun, a live driver): `resume` says so, exit 0.
-LATE_RECORDED = "late_answer_recorded"
 
 # Ended: nothing drives the session again (a reconciliation round may reopen one that
 # completed or failed, on purpose).

@@ -534,18 +534,17 @@ def test_a_late_answer_recorded_while_another_process_runs_the_session_exits_0(
     import typer
 
     from orchestrator.cli.output import finish
-    from orchestrator.documents import LATE_RECORDED
     from tests.conftest import invoke
 
     db = f"sqlite:///{tmp_path / 'o.db'}"
     ran = invoke("run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json", db=db)
     view = {**json.loads(ran.stdout), "status": "running", "stalled": False}
     with pytest.raises(typer.Exit) as recorded:
-        finish(True, {**view, LATE_RECORDED: True}, None)
+        finish(True, dict(view), None, answered=True)
     assert recorded.value.exit_code == 0
     shown = capsys.readouterr()
-    assert json.loads(shown.out) == view  # the mark is not part of the document
-    assert "late answer recorded" in shown.err
+    assert json.loads(shown.out) == view  # the session object, as it is
+    assert "answer recorded" in shown.err
     with pytest.raises(typer.Exit) as other:  # nothing recorded: another process's run
         finish(True, dict(view), None)
     assert other.value.exit_code == 2

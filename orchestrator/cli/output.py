@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TextIO
 import typer
 
 from orchestrator import limits
-from orchestrator.documents import LATE_RECORDED, TO_MCP_CLIENT
+from orchestrator.documents import TO_MCP_CLIENT
 from orchestrator.errors import (
     ClaimLost,
     EnvironmentFailure,
@@ -170,7 +170,12 @@ def fail(as_json: bool, message: str, exit_code: int, /, **more: Any) -> NoRetur
 
 
 def finish(
-    as_json: bool, view: dict[str, Any], db: str | None, *, question_shown: bool = False
+    as_json: bool,
+    view: dict[str, Any],
+    db: str | None,
+    *,
+    question_shown: bool = False,
+    answered: bool = False,
 ) -> NoReturn:
     """Print the session and exit with the code its status (and `expect`) calls for.
 
@@ -183,12 +188,14 @@ def finish(
         if view["status"] == "running":
             emit(as_json, view, session_text(view, db))
             raise typer.Exit(0)
-    if view.pop(LATE_RECORDED, False) and view["status"] == "running":
-        # The late answer is recorded; a live process runs the session (its driver, whose
-        # PM gets the answer on its next turn, or a reconciliation round begun meanwhile).
+    if answered and view["status"] == "running" and not view.get("stalled"):
+        # `answered`: this command's answer is committed. A session it then found running
+        # is another live process's (an answer the command runs on itself is claimed
+        # first; that claim refused says so, with the answer kept): a late answer that
+        # its live driver's PM gets, or one whose reconciliation round began meanwhile.
         err(
-            f"late answer recorded; session {view['session_id']} is being run on by "
-            f"another process, which takes it: see orchestrator status {view['session_id']}"
+            f"answer recorded; session {view['session_id']} is being run on by another "
+            f"process, which takes it: see orchestrator status {view['session_id']}"
         )
         emit(as_json, view, session_text(view, db))
         raise typer.Exit(0)

@@ -171,7 +171,13 @@ def resume(
     if no_run:
         emit(as_json, view, handed_off_text(view, db, reconcile=reconcile))
         raise typer.Exit(0)
-    finish(as_json, view, db, question_shown=question_shown(session_id))
+    finish(
+        as_json,
+        view,
+        db,
+        question_shown=question_shown(session_id),
+        answered=reply is not None and not reconcile,
+    )
 
 
 # What the session API's answer fields are called on the command line.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.documents import FINAL_STATUSES, LATE_RECORDED, PendingQuestion
+from orchestrator.documents import FINAL_STATUSES, PendingQuestion
 from orchestrator.domain import gate
 from orchestrator.domain.question import UserReply
 from orchestrator.errors import (
@@ -126,12 +126,10 @@ class Engine:
         if reply is not None:
             recorded = self.store.answer(session_id, self.owner, reply)
             self.answered = session_id  # committed: a later fault must not say otherwise
-            if isinstance(recorded, gate.Late):
+            if recorded.cancel or isinstance(recorded, gate.Late):
                 # A late answer runs nothing here: a live driver's PM gets it on its next
                 # turn; an ended session waits for `resume --reconcile` (which another
-                # process may have started meanwhile: the answer is kept all the same).
-                return {**self.store.view(session_id), LATE_RECORDED: True}
-            if recorded.cancel:
+                # process may have begun meanwhile: the view then says `running`).
                 return self.store.view(session_id)
             if held_by_asker(self.store.session(session_id), self.owner):
                 return ask_only.ended_by_asker(self.store, session_id)
