@@ -136,6 +136,14 @@ class Stub:
         return self.responder(request)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # As a real server's: the standard library's backlog of 5 drops the connections of a
+    # hundred agents calling at once, and each dropped one is retried by the client's
+    # TCP a second later (a second added to a call, and to a benchmark's wall).
+    request_queue_size = 1024
+
+
 def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -223,8 +231,7 @@ def _as_ollama(reply: Reply) -> Reply:
 def serve(stub: Stub | None = None) -> Iterator[Stub]:
     """Run `stub` on a free port of 127.0.0.1 for the duration of the block."""
     chosen = stub or Stub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(chosen))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _handler(chosen))
     chosen.root = f"http://127.0.0.1:{server.server_address[1]}"
     chosen.url = chosen.root + "/v1"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
