@@ -108,6 +108,7 @@ class LLMBackend:
         self._chat: dict[str, Any] = {}
         self._bound: dict[tuple[Any, ...], tuple[Any, Mode]] = {}  # see _bind
         self._binding = threading.Lock()
+        self._system: dict[str, str] = {}  # the system prompts, read once (see _turn)
 
     @property
     def _json_object(self) -> bool:
@@ -159,7 +160,9 @@ class LLMBackend:
         chat, mode = self._bind(role, agent, tools)
         new: list[Any] = []
         if not request.history:
-            new.append(SystemMessage(system_prompt(role, self.prompts)))
+            if role not in self._system:  # read once: each developer of a hundred needs it
+                self._system[role] = system_prompt(role, self.prompts)
+            new.append(SystemMessage(self._system[role]))
         text = turn_message(request)
         if mode == "text":
             text += f"\n\nReply with exactly one JSON object:\n{contract_summary(agent)}"

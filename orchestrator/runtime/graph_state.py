@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
@@ -153,6 +154,12 @@ class RunContext:
     def session_id(self) -> str:
         return self.claim.session_id
 
+    @cached_property
+    def kept(self) -> KeptTurns:
+        """The session's kept turns (its folder found once a drive, not once a call: a
+        hundred developers start one after another under the GIL)."""
+        return KeptTurns(self.store.url or "", self.session_id)
+
     def tokens_used(self) -> int:
         """Tokens the session's recorded turns used (for the agents' token budget): summed
         once from the turns loaded, then counted as turns are recorded (no pass per call)."""
@@ -204,7 +211,8 @@ class RunContext:
         """
         key = f"{agent}#{call}"
         stored = self.recorded.get(key)
-        kept = KeptTurns(self.store.url or "", self.session_id)
+        kept = self.kept
+        kept.keep_room()
         if stored is None and (found := kept.get(key)) is not None:
             # Finished by an earlier driver while the database was away: recorded now
             # (fenced by our claim), never called again.

@@ -118,6 +118,10 @@ class KeptTurns:
 
     def __init__(self, url: str, session_id: str) -> None:
         self.folder = _folder(url, session_id)
+        self.keep_room()
+
+    def keep_room(self) -> None:
+        """Make the reserve if it went (checked at most once a minute per process)."""
         _ensure_reserve(self.folder.parent.parent)
 
     def _file(self, key: str) -> Path:
