@@ -16,7 +16,10 @@ latency + PM. The session's wall is from its first agent call's arrival at the s
 process's exit (the interpreter's start and imports, about a second, are printed beside
 it as the process's wall). Peak = the most agent calls the stub answered at once.
 Target (issue 48): wall <= 1.15x the ideal for 8 tasks at the default and 100 tasks at
---max-parallel 100, at 1 s per call, with peak = min(tasks, max-parallel).
+--max-parallel 100, at 1 s per call, with peak = min(tasks, max-parallel); each of those two
+rows is run three times and judged on the median. CPU/start is what the process spent
+(all threads) between the first developer's request and the last's, per developer: on 2
+cores it is what spreads a hundred developers' starts (Python runs them one at a time).
 
 Workers: sessions answered and handed to `orchestrator worker` on PostgreSQL (a
 throwaway server from tests/pgcluster.py), each with three agent calls of 0.5 s left
@@ -32,9 +35,11 @@ import argparse
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +64,7 @@ SESSION_ROWS = [  # (tasks, seconds per call, --max-parallel or None for the def
 ]
 TARGETS = {(8, 1.0, None), (100, 1.0, 100)}  # the rows issue 48 judges
 DEFAULT_PARALLEL = 8
+TARGET_RUNS = 3  # a target row's runs; judged on their median
 WAVES = 5  # worker runs: the rate from the end of the first wave to the end of the last
 WORKER_LATENCY = 0.5
 
@@ -89,19 +95,30 @@ def one_session(
     if parallel is not None:
         command += ["--max-parallel", str(parallel)]
     started = time.monotonic()
-    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    cpu = CpuTrace(proc.pid)
+    _, stderr = proc.communicate()
     ended = time.monotonic()
-    if done.returncode != 0:
-        raise RuntimeError(f"run exited {done.returncode}: {done.stderr[-2000:]}")
+    cpu.stop()
+    if proc.returncode != 0:
+        raise RuntimeError(f"run exited {proc.returncode}: {stderr[-2000:]}")
     if len(stub.spans) != tasks + 2:
         raise RuntimeError(f"{len(stub.spans)} agent calls, expected {tasks + 2}")
     first = min(a for a, _ in stub.spans)
     developers = sorted(stub.spans)[1:-1]  # between the PM's plan and its review
     chosen = parallel or DEFAULT_PARALLEL
+    opened, last = min(a for a, _ in developers), max(a for a, _ in developers)
+    # The developers' starts between the first and last (one wave only: with more tasks
+    # than max-parallel the window holds whole calls too).
+    starts = tasks - 1 if tasks <= chosen else 0
     return {
         # How far apart the developers' requests arrived: CPU spent before each one
         # leaves, one developer after another (at most max-parallel start together).
-        "spread": max(a for a, _ in developers) - min(a for a, _ in developers),
+        "spread": last - opened,
+        # The process's CPU (every thread, user and system) in that window, a start each.
+        "cpu_per_start": cpu.between(opened, last) / starts if starts > 0 else math.nan,
         "process": ended - started,
         "wall": ended - first,
         "critical": 3 * latency,
@@ -111,46 +128,97 @@ def one_session(
     }
 
 
+class CpuTrace:
+    """A process's CPU time (user + system, all threads) sampled every few milliseconds
+    from /proc, to read how much it spent between two moments; NaN where there is no
+    /proc (not Linux) or the window is under ten of the clock's ticks (too coarse)."""
+
+    def __init__(self, pid: int, every: float = 0.005) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._path = Path(f"/proc/{pid}/stat")
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(every,), daemon=True)
+        if self._path.exists():
+            self._thread.start()
+
+    def _sample(self, every: float) -> None:
+        while not self._done.is_set():
+            try:
+                fields = self._path.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                return  # the process is gone
+            used = (int(fields[11]) + int(fields[12])) / self._tick  # utime + stime
+            self.samples.append((time.monotonic(), used))
+            self._done.wait(every)
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _at(self, moment: float) -> float:
+        before = [used for at, used in self.samples if at <= moment]
+        return before[-1] if before else math.nan
+
+    def between(self, start: float, end: float) -> float:
+        if end - start < 10 / self._tick or not self.samples:
+            return math.nan
+        return self._at(end) - self._at(start)
+
+
 def session_rows(
     stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool, repeat: int = 1
 ) -> None:
     rows = [r for r in SESSION_ROWS if not quick or r[1] < 1.0]
-    rows = [r for r in rows for _ in range(repeat)]  # a row's runs one after another
     one_session(stub, tmp, env, 1, 0.0, None)  # a warm-up: the bytecode cache, not counted
     print("\n== sessions: `orchestrator run` on SQLite, one process per row; agents at a "
           "fixed latency")  # fmt: skip
     heads = ["tasks", "s/call", "max-par", "wall", "critical", "wall/crit", "ideal",
-             "wall/ideal", "peak", "spread", "process"]  # fmt: skip
+             "wall/ideal", "peak", "spread", "CPU/start", "process"]  # fmt: skip
     print(" ".join(f"{h:>10}" for h in heads) + "  target")
     for tasks, latency, parallel in rows:
-        got = one_session(stub, tmp, env, tasks, latency, parallel)
-        verdict = ""
-        if (tasks, latency, parallel) in TARGETS:
-            met = got["wall"] <= 1.15 * got["ideal"] and got["peak"] == got["expected_peak"]
-            verdict = f"<= 1.15x ideal, peak {got['expected_peak']:.0f}: " + (
-                "met" if met else "NOT met"
-            )
-        elif got["peak"] != got["expected_peak"]:
-            # The first developers' replies came before the last developers' calls started.
-            verdict = f"(at most {got['expected_peak']:.0f} allowed; calls overlapped less)"
-        cells = [
-            str(tasks),
-            f"{latency:.1f}",
-            str(parallel) if parallel else f"({DEFAULT_PARALLEL})",
-            f"{got['wall']:.2f}s",
-            f"{got['critical']:.1f}s",
-            f"{got['wall'] / got['critical']:.2f}x",
-            f"{got['ideal']:.1f}s",
-            f"{got['wall'] / got['ideal']:.2f}x",
-            f"{got['peak']:.0f}",
-            f"{got['spread']:.2f}s",
-            f"{got['process']:.2f}s",
-        ]
-        print(" ".join(f"{c:>10}" for c in cells) + "  " + verdict)
+        judged = (tasks, latency, parallel) in TARGETS
+        # A target row is judged on the median of its runs (the machine's own noise,
+        # e.g. another process on the other core, moves one run by several per cent).
+        runs = max(repeat, TARGET_RUNS) if judged else repeat
+        ratios: list[float] = []
+        peaks_ok = True
+        for _ in range(runs):
+            got = one_session(stub, tmp, env, tasks, latency, parallel)
+            ratios.append(got["wall"] / got["ideal"])
+            peaks_ok = peaks_ok and got["peak"] == got["expected_peak"]
+            verdict = ""
+            if not judged and got["peak"] != got["expected_peak"]:
+                # The first developers' replies came before the last developers' calls started.
+                verdict = f"(at most {got['expected_peak']:.0f} allowed; calls overlapped less)"
+            cpu = got["cpu_per_start"]
+            cells = [
+                str(tasks),
+                f"{latency:.1f}",
+                str(parallel) if parallel else f"({DEFAULT_PARALLEL})",
+                f"{got['wall']:.2f}s",
+                f"{got['critical']:.1f}s",
+                f"{got['wall'] / got['critical']:.2f}x",
+                f"{got['ideal']:.1f}s",
+                f"{got['wall'] / got['ideal']:.2f}x",
+                f"{got['peak']:.0f}",
+                f"{got['spread']:.2f}s",
+                "-" if math.isnan(cpu) else f"{cpu * 1000:.1f}ms",
+                f"{got['process']:.2f}s",
+            ]
+            print(" ".join(f"{c:>10}" for c in cells) + "  " + verdict, flush=True)
+        if judged:
+            middle = statistics.median(ratios)
+            met = middle <= 1.15 and peaks_ok
+            print(f"{'':>10} target: median wall/ideal of {runs} runs {middle:.2f}x <= 1.15x, "
+                  f"peak {min(tasks, parallel or DEFAULT_PARALLEL)} in each: "
+                  + ("met" if met else "NOT met"))  # fmt: skip
     print("(wall: the first agent call's arrival to the process's exit; process: the whole "
           "command, its start-up included; critical: PM + slowest developer + PM; ideal: "
           "PM + ceil(tasks / max-parallel) x latency + PM; spread: the first developer's "
-          "request to the last's, as the stub received them)")  # fmt: skip
+          "request to the last's, as the stub received them; CPU/start: the process's CPU "
+          "in that window, all threads, for each developer started after the first)")  # fmt: skip
 
 
 # -- workers ------------------------------------------------------------------------------
