@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/workers.py
 	$(BIN)/python benchmarks/latency.py
+	$(BIN)/python benchmarks/client_floor.py
 	$(BIN)/python benchmarks/suite.py
 	$(BIN)/python benchmarks/web.py
 	$(BIN)/python benchmarks/slow_bodies.py
