@@ -172,7 +172,7 @@ def init_model(spec: str, options: ModelOptions | None = None) -> Any:
     provider = spec.partition(":")[0]
     kwargs = call_kwargs(provider, options or ModelOptions())
     try:
-        return init_chat_model(spec, **kwargs)
+        model = init_chat_model(spec, **kwargs)
     except ImportError as exc:
         extra = PROVIDER_EXTRAS.get(provider)
         how = (
@@ -181,6 +181,9 @@ def init_model(spec: str, options: ModelOptions | None = None) -> Any:
         raise ConfigError(f"model {spec!r} needs its LangChain integration: {how} ({exc})") from exc
     except Exception as exc:  # the provider's own check (unknown provider, missing key, ...)
         raise ConfigError(f"cannot use model {spec!r}: {type(exc).__name__}: {exc}") from exc
+    from orchestrator.agents.openai_body import send_plain_bulk
+
+    return send_plain_bulk(model)
 
 
 def check_models(models: Mapping[str, Any], options: ModelOptions | None = None) -> None:
