@@ -29,12 +29,19 @@ _SCALARS = (str, int, float, bool, type(None))
 def send_plain_bulk(model: Any) -> Any:
     """`model` with its chat-completions client sending plain bulk as it is; a model
     without an openai client (another provider, a test double) is returned unchanged."""
-    from openai.resources.chat.completions import AsyncCompletions, Completions
-
-    for name in ("client", "async_client"):
-        client = getattr(model, name, None)
+    found = {name: getattr(model, name, None) for name in ("client", "async_client")}
+    if not any(found.values()):
+        return model
+    try:
+        from openai.resources.chat.completions import AsyncCompletions, Completions
+    except ImportError:  # another provider's `client`, without the openai package installed
+        return model
+    for name, client in found.items():
         if isinstance(client, Completions | AsyncCompletions):
-            setattr(model, name, _PlainBulk(client))
+            try:
+                setattr(model, name, _PlainBulk(client))
+            except (AttributeError, TypeError, ValueError):  # a model class that refuses it
+                return model  # sends as the client does, walk and all
     return model
 
 

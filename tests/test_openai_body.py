@@ -5,6 +5,7 @@ body on the wire is the same, byte for byte, as the client's own."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import httpx2
@@ -131,3 +132,28 @@ def test_another_provider_or_a_test_double_is_left_as_it_is() -> None:
     fake = FakeListChatModel(responses=["x"])
     assert openai_body.send_plain_bulk(fake) is fake
     assert not hasattr(fake, "client")
+
+
+def test_a_model_that_refuses_the_change_or_an_install_without_openai_is_left_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import openai
+
+    resource = openai.OpenAI(api_key="not-needed", base_url="http://stub.test/v1").chat.completions
+
+    class Frozen:
+        client = resource
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            raise TypeError("frozen")
+
+    frozen = Frozen()
+    assert openai_body.send_plain_bulk(frozen) is frozen
+    assert frozen.client is resource
+
+    class Other:  # another provider's client, and no openai package to compare it with
+        client = object()
+
+    monkeypatch.setitem(sys.modules, "openai.resources.chat.completions", None)
+    other = Other()
+    assert openai_body.send_plain_bulk(other) is other

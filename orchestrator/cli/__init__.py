@@ -18,10 +18,7 @@ does not take the heap apart.
 
 from __future__ import annotations
 
-import atexit
-import os
 import sys
-import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -54,6 +51,10 @@ def console() -> NoReturn:
     a thread of the command's own is still running (not a daemon), or the exit status is
     not a number, the usual exit is taken, which waits for it. `main` itself raises
     SystemExit as always, for callers in the same process."""
+    import atexit
+    import os
+    import threading  # here: the fast read path does without it
+
     try:
         main()
         code: Any = 0
