@@ -26,6 +26,9 @@ if sys.argv[1] == "--late-thread":
         time.sleep(0.3)
         out.with_suffix(".thread").write_text("finished")
     threading.Thread(target=late).start()  # not a daemon: a normal exit waits for it
+if sys.argv[1] == "--no-early-handlers":  # an interpreter without CPython's private hook
+    sys.argv.pop(1)
+    del atexit._run_exitfuncs
 sys.argv[0] = "orchestrator"
 from orchestrator.cli import console
 console()
@@ -67,4 +70,12 @@ def test_a_usage_error_exits_2_through_the_same_end(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--no-such-option" in done.stderr
     assert json.loads(done.stdout)["exit_code"] == 2  # written, not flushed, by the command
+    assert (tmp_path / "out.atexit").read_text() == "ran"
+
+
+def test_without_a_way_to_run_the_handlers_early_the_usual_exit_runs_them(
+    tmp_path: Path,
+) -> None:
+    done = _script(tmp_path, "--no-early-handlers", "--version")
+    assert done.returncode == 0, done.stderr
     assert (tmp_path / "out.atexit").read_text() == "ran"

@@ -48,9 +48,10 @@ def console() -> NoReturn:
     the user waits for with nothing left to do. What a normal exit does that matters is
     done first: the atexit handlers run (logging's flush, the progress line, temporary
     folders) and the standard streams are flushed; then `os._exit` (as mypy ends). Where
-    a thread of the command's own is still running (not a daemon), or the exit status is
-    not a number, the usual exit is taken, which waits for it. `main` itself raises
-    SystemExit as always, for callers in the same process."""
+    a thread of the command's own is still running (not a daemon), the exit status is not
+    a number, or the interpreter has no way to run the handlers early, the usual exit is
+    taken (which waits for the thread). `main` itself raises SystemExit as always, for
+    callers in the same process."""
     import atexit
     import os
     import threading  # here: the fast read path does without it
@@ -65,10 +66,11 @@ def console() -> NoReturn:
         for thread in threading.enumerate()
         if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()
     ]
-    if working or not isinstance(code, int):
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)  # CPython's (3.11-3.13 checked)
+    if working or not isinstance(code, int) or run_exitfuncs is None:
         sys.exit(code)
     try:
-        atexit._run_exitfuncs()
+        run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
