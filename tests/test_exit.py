@@ -15,15 +15,15 @@ import forkserver
 from tests.conftest import EXAMPLES, ROOT, cli
 
 SCRIPT = """
-import atexit, sys, threading, time
+import atexit, sys, threading
 from pathlib import Path
 
 out = Path(sys.argv.pop(1))
 atexit.register(lambda: out.with_suffix(".atexit").write_text("ran"))
 if sys.argv[1] == "--late-thread":
     sys.argv.pop(1)
-    def late() -> None:
-        time.sleep(0.3)
+    def late() -> None:  # finishes only once the main thread is done: still working at the end
+        threading.main_thread().join()
         out.with_suffix(".thread").write_text("finished")
     threading.Thread(target=late).start()  # not a daemon: a normal exit waits for it
 if sys.argv[1] == "--no-early-handlers":  # an interpreter without CPython's private hook
