@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -89,3 +91,92 @@ def test_a_row_reads_its_columns_as_attributes_and_keys_and_nothing_else() -> No
     assert type(other) is not type(row)
     assert type(row) is type(decode_row(tuple(row), tuple(row.values())))  # one class a list
     assert dict(row) == {"id": "s1", "status": "running", "items": "col", "owner": None}
+
+
+def test_a_command_leaves_the_sqlite_file_whole_without_its_log(tmp_path: Path) -> None:
+    """At the process's exit the write-ahead log is folded back into the file and
+    emptied: a copy of the file alone (a backup that misses the `-wal`) holds the run."""
+    import json
+
+    from tests.conftest import EXAMPLES, cli
+
+    db = tmp_path / "s.db"
+    done = cli("run", "--script", str(EXAMPLES / "answered-question.yaml"), "--json",
+               db=f"sqlite:///{db}")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    session_id = json.loads(done.stdout)["session_id"]
+    assert (tmp_path / "s.db-wal").stat().st_size == 0
+    copy = tmp_path / "copy" / "s.db"
+    copy.parent.mkdir()
+    copy.write_bytes(db.read_bytes())
+    shown = cli("status", session_id, "--json", db=f"sqlite:///{copy}")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "completed"
+
+
+def test_settling_waits_for_nothing_and_never_raises(tmp_path: Path) -> None:
+    """A thread of ours in the middle of a transaction, or another connection reading:
+    the checkpoint is skipped or does what it can, at once, and raises nothing."""
+    import threading
+
+    db = SqliteDb(tmp_path / "s.db")
+    with db.write() as tx:
+        tx.run("CREATE TABLE t (x INTEGER)")
+    with db.write() as tx:
+        tx.run("INSERT INTO t VALUES (1)")
+    wal = tmp_path / "s.db-wal"
+    assert wal.stat().st_size > 0
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with db.read():
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    db.settle()  # the connection is another thread's: skipped, not waited for
+    release.set()
+    holder.join()
+    assert wal.stat().st_size > 0
+    # Another process reading a snapshot that the log has grown past since.
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(tmp_path / "s.db")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert reader.stdout is not None and reader.stdout.readline().strip() == "reading"
+    with db.write() as tx:
+        tx.run("INSERT INTO t VALUES (2)")
+    waited = threading.Event()
+    settled = threading.Event()
+
+    def watchdog() -> None:  # a checkpoint waiting for the reader is let go, and told
+        if not settled.wait(10):
+            waited.set()
+            reader.kill()
+
+    dog = threading.Thread(target=watchdog)
+    dog.start()
+    db.settle()  # it would wait for the reader, up to the busy timeout: it does not
+    settled.set()
+    dog.join()
+    reader.communicate("done\n", timeout=30)
+    assert not waited.is_set()
+    assert wal.stat().st_size > 0
+    db.settle()
+    assert wal.stat().st_size == 0
+    with db.read() as tx:
+        assert [row["x"] for row in tx.rows("SELECT x FROM t")] == [1, 2]
+    db.close()
+    db.settle()  # closed: nothing
+
+
+READER = """
+import sqlite3, sys
+reader = sqlite3.connect(sys.argv[1], isolation_level=None)
+reader.execute("BEGIN")
+reader.execute("SELECT * FROM t").fetchall()
+print("reading", flush=True)
+sys.stdin.readline()
+"""

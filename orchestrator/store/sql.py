@@ -23,6 +23,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -252,6 +253,26 @@ _OPEN_FILES: dict[tuple[int, int], int] = {}
 _OPEN_LOCK = threading.Lock()
 
 
+# The SQLite stores open in this process, each settled at its exit (SqliteDb.settle).
+_LIVE: weakref.WeakSet[SqliteDb] = weakref.WeakSet()
+_settling = threading.Lock()
+
+
+def _settle_all() -> None:
+    for db in list(_LIVE):
+        db.settle()
+
+
+def _settle_at_exit(db: SqliteDb) -> None:
+    with _settling:
+        if not _LIVE:
+            import atexit
+
+            atexit.unregister(_settle_all)  # once, however many stores come and go
+            atexit.register(_settle_all)
+        _LIVE.add(db)
+
+
 def _file_key(path: Path) -> tuple[int, int] | None:
     try:
         found = path.stat()
@@ -315,6 +336,8 @@ class SqliteDb:
         if self._key is not None:
             with _OPEN_LOCK:
                 _OPEN_FILES[self._key] = _OPEN_FILES.get(self._key, 0) + 1
+        self._pid = os.getpid()
+        _settle_at_exit(self)
 
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[_SqliteTx]:
@@ -344,6 +367,28 @@ class SqliteDb:
         """Reads, each statement its own snapshot (what must agree is read in one)."""
         with self.lock:
             yield _SqliteTx(self.conn)
+
+    def settle(self) -> None:
+        """Fold the write-ahead log back into the file and empty it (a TRUNCATE
+        checkpoint), if that needs no wait: run at the process's exit, so that the file
+        alone holds everything committed (a copy of it without its `-wal`, a read-only
+        medium) where SQLite would fold the log in only after 1,000 pages. Never waits:
+        not while a thread of ours holds the connection, nor for another process's
+        readers (the checkpoint then does what it can, or nothing); never raises."""
+        if self._key is None or self._pid != os.getpid():  # closed, or a parent's (fork)
+            return
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            self.conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        except sqlite3.Error:
+            pass  # busy, read-only, a full disk: the log keeps it all, as before
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         with self.lock:
