@@ -114,11 +114,20 @@ def test_a_command_leaves_the_sqlite_file_whole_without_its_log(tmp_path: Path) 
     assert json.loads(shown.stdout)["status"] == "completed"
 
 
-def test_settling_waits_for_nothing_and_never_raises(tmp_path: Path) -> None:
+def test_settling_waits_for_nothing_and_never_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A thread of ours in the middle of a transaction, or another connection reading:
-    the checkpoint is skipped or does what it can, at once, and raises nothing."""
+    the checkpoint is skipped or does what it can, at once, and raises nothing.
+
+    What waits here is a broken settle's wait: the busy timeout is ten minutes, and the
+    guards below let go after one (nothing that works comes near it, however loaded the
+    machine): the test then fails instead of hanging."""
     import threading
 
+    import orchestrator.store.sql as sql
+
+    monkeypatch.setattr(sql, "BUSY_TIMEOUT", 600.0)
     db = SqliteDb(tmp_path / "s.db")
     with db.write() as tx:
         tx.run("CREATE TABLE t (x INTEGER)")
@@ -131,11 +140,11 @@ def test_settling_waits_for_nothing_and_never_raises(tmp_path: Path) -> None:
     def hold() -> None:
         with db.read():
             held.set()
-            release.wait(10)
+            release.wait(GUARD)
 
     holder = threading.Thread(target=hold)
     holder.start()
-    held.wait(10)
+    assert held.wait(GUARD)
     db.settle()  # the connection is another thread's: skipped, not waited for
     release.set()
     holder.join()
@@ -152,7 +161,7 @@ def test_settling_waits_for_nothing_and_never_raises(tmp_path: Path) -> None:
     settled = threading.Event()
 
     def watchdog() -> None:  # a checkpoint waiting for the reader is let go, and told
-        if not settled.wait(10):
+        if not settled.wait(GUARD):
             waited.set()
             reader.kill()
 
@@ -171,6 +180,8 @@ def test_settling_waits_for_nothing_and_never_raises(tmp_path: Path) -> None:
     db.close()
     db.settle()  # closed: nothing
 
+
+GUARD = 60.0  # seconds: a broken settle's wait is let go after this, and fails the test
 
 READER = """
 import sqlite3, sys
