@@ -18,6 +18,7 @@ as datetimes (naive UTC from SQLite, as SQLAlchemy stored them), booleans as boo
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sqlite3
@@ -255,22 +256,12 @@ _OPEN_LOCK = threading.Lock()
 
 # The SQLite stores open in this process, each settled at its exit (SqliteDb.settle).
 _LIVE: weakref.WeakSet[SqliteDb] = weakref.WeakSet()
-_settling = threading.Lock()
 
 
+@atexit.register
 def _settle_all() -> None:
     for db in list(_LIVE):
         db.settle()
-
-
-def _settle_at_exit(db: SqliteDb) -> None:
-    with _settling:
-        if not _LIVE:
-            import atexit
-
-            atexit.unregister(_settle_all)  # once, however many stores come and go
-            atexit.register(_settle_all)
-        _LIVE.add(db)
 
 
 def _file_key(path: Path) -> tuple[int, int] | None:
@@ -337,7 +328,7 @@ class SqliteDb:
             with _OPEN_LOCK:
                 _OPEN_FILES[self._key] = _OPEN_FILES.get(self._key, 0) + 1
         self._pid = os.getpid()
-        _settle_at_exit(self)
+        _LIVE.add(self)
 
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[_SqliteTx]:
