@@ -43,12 +43,15 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeAlias
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import openai_stub  # noqa: E402
+
+Stub: TypeAlias = "openai_stub.Stub | openai_stub.TeamApart"  # here, or in a process of its own
 
 SESSION_ROWS = [  # (tasks, seconds per call, --max-parallel or None for the default)
     (1, 0.3, None),
@@ -79,15 +82,32 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def cpu_probe() -> float:
+    """Milliseconds one thread takes for a fixed piece of CPU work (a developer-sized
+    request, 12 KB of JSON, parsed and written 300 times), median of five: the machine's
+    speed at that moment, printed at the start and the end. On a shared host the same code
+    runs up to twice as fast one minute as the next, which moves the rows below with it."""
+    import json
+
+    body = {"messages": [{"role": "user", "content": f"- #{n} [pending] Task {n}" * 4}
+                         for n in range(100)], "tools": [{"name": f"t{n}"} for n in range(6)]}  # fmt: skip
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(300):
+            json.loads(json.dumps(body))
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
 # -- sessions -----------------------------------------------------------------------------
 
 
 def one_session(
-    stub: openai_stub.Stub, tmp: Path, env: dict[str, str], tasks: int, latency: float,
+    stub: Stub, tmp: Path, env: dict[str, str], tasks: int, latency: float,
     parallel: int | None,
 ) -> dict[str, float]:  # fmt: skip
-    openai_stub.Team(stub, tasks, latency=latency)
-    stub.peak, stub.spans = 0, []
+    _team(stub, tasks, latency=latency)
     db = tmp / f"s{time.monotonic_ns()}.db"
     command = [sys.executable, "-m", "orchestrator", "run", "Build the reports page",
                "--model", "openai:stub", "--base-url", stub.url, "--workdir", str(tmp / "ws"),
@@ -104,10 +124,11 @@ def one_session(
     cpu.stop()
     if proc.returncode != 0:
         raise RuntimeError(f"run exited {proc.returncode}: {stderr[-2000:]}")
-    if len(stub.spans) != tasks + 2:
-        raise RuntimeError(f"{len(stub.spans)} agent calls, expected {tasks + 2}")
-    first = min(a for a, _ in stub.spans)
-    developers = sorted(stub.spans)[1:-1]  # between the PM's plan and its review
+    spans, peak = stub.spans, stub.peak
+    if len(spans) != tasks + 2:
+        raise RuntimeError(f"{len(spans)} agent calls, expected {tasks + 2}")
+    first = min(a for a, _ in spans)
+    developers = sorted(spans)[1:-1]  # between the PM's plan and its review
     chosen = parallel or DEFAULT_PARALLEL
     opened, last = min(a for a, _ in developers), max(a for a, _ in developers)
     # The developers' starts between the first and last (one wave only: with more tasks
@@ -123,9 +144,18 @@ def one_session(
         "wall": ended - first,
         "critical": 3 * latency,
         "ideal": (2 + math.ceil(tasks / chosen)) * latency,
-        "peak": stub.peak,
+        "peak": peak,
         "expected_peak": min(tasks, chosen),
     }
+
+
+def _team(stub: Stub, tasks: int, **options: Any) -> None:
+    """`stub` plays a Team of `tasks` developers, its counts started afresh."""
+    if isinstance(stub, openai_stub.TeamApart):
+        stub.team(tasks, **options)
+    else:
+        openai_stub.Team(stub, tasks, **options)
+        stub.peak, stub.spans = 0, []
 
 
 class CpuTrace:
@@ -167,9 +197,7 @@ class CpuTrace:
         return self._at(end) - self._at(start)
 
 
-def session_rows(
-    stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool, repeat: int = 1
-) -> None:
+def session_rows(stub: Stub, tmp: Path, env: dict[str, str], quick: bool, repeat: int = 1) -> None:
     rows = [r for r in SESSION_ROWS if not quick or r[1] < 1.0]
     one_session(stub, tmp, env, 1, 0.0, None)  # a warm-up: the bytecode cache, not counted
     print("\n== sessions: `orchestrator run` on SQLite, one process per row; agents at a "
@@ -224,12 +252,12 @@ def session_rows(
 # -- workers ------------------------------------------------------------------------------
 
 
-def prepare(url: str, stub: openai_stub.Stub, sessions: int, tmp: Path) -> None:
+def prepare(url: str, stub: Stub, sessions: int, tmp: Path) -> None:
     """`sessions` sessions paused on the PM's question, answered, handed to the workers."""
     from orchestrator import Reply, Sessions
     from orchestrator.store.queue import hand_off
 
-    openai_stub.Team(stub, 1, ask=True, latency=0.0)  # no latency while preparing
+    _team(stub, 1, ask=True, latency=0.0)  # no latency while preparing
     with Sessions(url) as api:
         for _ in range(sessions):
             doc = api.start(
@@ -283,7 +311,7 @@ def one_worker_run(
     return {"rate": (d1 - d0) / (t1 - t0) * 60, "cpu": (c1 - c0) / (d1 - d0)}
 
 
-def worker_rows(stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: bool) -> None:
+def worker_rows(stub: Stub, tmp: Path, env: dict[str, str], quick: bool) -> None:
     import pgcluster
     import workers
 
@@ -303,7 +331,7 @@ def worker_rows(stub: openai_stub.Stub, tmp: Path, env: dict[str, str], quick: b
         prepare(template, stub, most, tmp)
         workers._dispose()
         name = template.rsplit("/", 1)[1]
-        openai_stub.Team(stub, 1, ask=True, latency=WORKER_LATENCY)
+        _team(stub, 1, ask=True, latency=WORKER_LATENCY)
         results: dict[tuple[int, int], dict[str, float]] = {}
         for n, (processes, concurrency) in enumerate(runs):
             workers._dispose()
@@ -351,13 +379,14 @@ def main(argv: Sequence[str]) -> int:
         env = _env(tmp)
         os.environ["HOME"] = env["HOME"]
         os.environ.pop("OPENAI_API_KEY", None)
-        print(f"load average at start: {os.getloadavg()}")
-        with openai_stub.serve() as stub:
+        print(f"load average at start: {os.getloadavg()}; CPU probe {cpu_probe():.0f} ms")
+        with openai_stub.serve_apart() as stub:
             if args.only in (None, "sessions"):
                 session_rows(stub, tmp, env, args.quick, max(1, args.repeat))
             if args.only in (None, "workers"):
                 worker_rows(stub, tmp, env, args.quick)
-        print(f"load average at end: {os.getloadavg()}")
+        print(f"load average at end: {os.getloadavg()}; CPU probe {cpu_probe():.0f} ms")
+        print("(CPU probe: one thread's time for a fixed piece of JSON work; lower is faster)")
     shutil.rmtree(tmp_name, ignore_errors=True)
     return 0
 

@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Stub", "Reply", "Team", "tool_call", "text", "error", "hang", "serve", "play_session"]
+__all__ = [
+    "Stub", "Reply", "Team", "TeamApart", "tool_call", "text", "error", "hang", "serve",
+    "serve_apart", "play_session",
+]  # fmt: skip
 
 _ids = itertools.count(1)
 USAGE = (120, 30)  # prompt, completion tokens of every reply unless told otherwise
@@ -244,6 +247,64 @@ def serve(stub: Stub | None = None) -> Iterator[Stub]:
         from orchestrator.agents.llm import forget_servers
 
         forget_servers()  # the next stub may get this port: it is another server
+
+
+@contextmanager
+def serve_apart() -> Iterator[TeamApart]:
+    """A stub playing `Team`, served by a process of its own (for benchmarks): its
+    threads, a hundred of them when a hundred agents call, then never share an interpreter
+    lock with the process that times the run, so they never delay its clock. Monotonic
+    times are the machine's, the same in both processes."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # no copy of the caller's threads
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve_team, args=(theirs,), daemon=True)
+    process.start()
+    try:
+        yield TeamApart(ours, *ours.recv())
+    finally:
+        ours.send(("stop",))
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+
+
+class TeamApart:
+    """The stub of `serve_apart`, seen from the process that started it: `team` sets its
+    Team (and starts its count afresh), `peak` and `spans` read what it counted since."""
+
+    def __init__(self, conn: Any, url: str, root: str) -> None:
+        self._conn, self.url, self.root = conn, url, root
+
+    def _ask(self, *message: Any) -> Any:
+        self._conn.send(message)
+        return self._conn.recv()
+
+    def team(self, tasks: int, **options: Any) -> None:
+        self._ask("team", tasks, options)
+
+    @property
+    def peak(self) -> int:
+        return int(self._ask("peak"))
+
+    @property
+    def spans(self) -> list[tuple[float, float]]:
+        return list(self._ask("spans"))
+
+
+def _serve_team(conn: Any) -> None:
+    with serve() as stub:
+        conn.send((stub.url, stub.root))
+        while (message := conn.recv())[0] != "stop":
+            if message[0] == "team":
+                Team(stub, message[1], **message[2])
+                with stub.changed:
+                    stub.peak, stub.spans = 0, []
+                conn.send(None)
+            else:
+                with stub.changed:
+                    conn.send(getattr(stub, message[0]))
 
 
 # -- a whole session ----------------------------------------------------------------------
