@@ -31,7 +31,7 @@ from orchestrator.runtime.engine import max_parallel
 from orchestrator.runtime.worker_loop import run_worker
 from orchestrator.settings import Settings
 from tests.mcp_client import call, in_memory
-from tests.openai_stub import Stub, Team, error, serve
+from tests.openai_stub import Stub, Team, TeamApart, error, serve, serve_apart
 
 PATIENCE = 30.0  # a guard for a failing run (the expected parallelism never comes)
 MANY = 33  # more than any machine's default pool (ThreadPoolExecutor: at most 32)
@@ -43,7 +43,7 @@ def stub() -> Iterator[Stub]:
         yield running
 
 
-def _start(db_url: str, stub: Stub, tmp_path: Path, **settings: Any) -> dict[str, Any]:
+def _start(db_url: str, stub: Stub | TeamApart, tmp_path: Path, **settings: Any) -> dict[str, Any]:
     with Sessions(db_url) as sessions:
         return dict(
             sessions.start(
@@ -70,6 +70,20 @@ def test_developers_run_up_to_max_parallel(
     assert [t["status"] for t in view["tasks"]] == ["done"] * tasks
     assert stub.peak == expected  # never more, and (the replies wait for it) never fewer
     assert len(stub.requests) == tasks + 2  # plan, one call per developer, review
+
+
+def test_a_stub_in_its_own_process_counts_what_it_answered(tmp_path: Path) -> None:
+    # The latency benchmark's stub (benchmarks/latency.py): the same Team, answered from a
+    # process of its own, its count read across the process boundary and started afresh.
+    with serve_apart() as apart:
+        apart.team(5, together=5, patience=PATIENCE)
+        view = _start(f"sqlite:///{tmp_path / 'o.db'}", apart, tmp_path, max_parallel=5)
+        assert view["status"] == "completed", view
+        spans = apart.spans
+        assert len(spans) == 5 + 2 and all(a <= b for a, b in spans)
+        assert apart.peak == 5
+        apart.team(1)
+        assert (apart.peak, apart.spans) == (0, [])
 
 
 @pytest.mark.backends()
