@@ -89,8 +89,8 @@ def cpu_probe() -> float:
     runs up to twice as fast one minute as the next, which moves the rows below with it."""
     import json
 
-    body = {"messages": [{"role": "user", "content": f"- #{n} [pending] Task {n}" * 4}
-                         for n in range(100)], "tools": [{"name": f"t{n}"} for n in range(6)]}  # fmt: skip
+    messages = [{"role": "user", "content": f"- #{n} [pending] Task {n}" * 4} for n in range(100)]
+    body = {"messages": messages, "tools": [{"name": f"t{n}"} for n in range(6)]}
     times = []
     for _ in range(5):
         started = time.perf_counter()
