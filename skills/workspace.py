@@ -23,6 +23,44 @@ HOOK_FOLDERS = (".githooks", ".husky")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+# A workspace's root as given -> its real path, and the directory both named when it was
+# resolved (device, inode): see _real_root.
+_REAL_ROOTS: dict[Path, tuple[Path, tuple[int, int]]] = {}
+
+
+def _real_root(root: Path) -> Path:
+    """`root`'s real path, the directory made first if it is missing.
+
+    Every developer turn lays out its workspace anew, and a hundred developers starting at
+    once lay out the same one: a `mkdir` and a `resolve` (a system call per folder of the
+    path, each handing the interpreter lock to another thread) are spent on an answer that
+    has not changed. So the answer is kept, and given again while `root` and the kept real
+    path still name the same directory (two `stat`s); a root deleted, replaced or pointed
+    elsewhere since is made and resolved anew, as the first time. (A kept real path that
+    has gained a symlink on the way still names that directory: the tools then refuse its
+    paths as outside the workspace, and `open_dir` refuses to follow the link.)"""
+    known = _REAL_ROOTS.get(root)
+    if known is not None:
+        real, directory = known
+        if _directory(root) == directory == _directory(real):
+            return real
+    root.mkdir(parents=True, exist_ok=True)
+    real = root.resolve(strict=True)
+    found = _directory(real)
+    if found is not None:
+        _REAL_ROOTS[root] = (real, found)
+    return real
+
+
+def _directory(path: Path) -> tuple[int, int] | None:
+    """The directory `path` names (links followed), as (device, inode); None if none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
+
+
 class ToolError(Exception):
     """A failure to report back to the model (not a crash); `message` is written for it."""
 
@@ -35,8 +73,7 @@ class Workspace:
     """A directory the tools may read and write; every path a model gives goes through `resolve`."""
 
     def __init__(self, root: Path, *, hooks: tuple[str, ...] = ()) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        self.root = root.resolve(strict=True)
+        self.root = _real_root(root)
         # Folders (relative paths) whose files run as hooks (HOOK_FOLDERS and a
         # repository's own core.hooksPath): never written by the tools.
         self.hooks = frozenset(

@@ -81,6 +81,48 @@ def test_workspace_creates_its_root(tmp_path: Path) -> None:
     assert workspace.root.is_dir()
 
 
+def test_a_workspace_laid_out_again_keeps_its_real_root_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hundred developers lay out the same workspace at once: after the first, its real
+    # path is not looked up again (no mkdir, no resolve) while the folder is the same one;
+    # deleted, or pointed elsewhere through a symlink, it is made and resolved anew.
+    first, second = tmp_path / "first", tmp_path / "second"
+    second.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(first, target_is_directory=True)
+    first.mkdir()
+    plain = tmp_path / "plain"
+    real_first, real_second, real_plain = (p.resolve() for p in (first, second, plain))
+    assert Workspace(link).root == real_first
+
+    resolved: list[Path] = []
+    real_resolve = Path.resolve
+
+    def counting(self: Path, strict: bool = False) -> Path:
+        resolved.append(self)
+        return real_resolve(self, strict=strict)
+
+    monkeypatch.setattr(Path, "resolve", counting)
+    assert Workspace(link).root == real_first and resolved == []
+
+    link.unlink()
+    link.symlink_to(second, target_is_directory=True)  # pointed elsewhere
+    assert Workspace(link).root == real_second and resolved == [link]
+    third = second.rename(tmp_path / "third")  # the same folder under another name
+    link.unlink()
+    link.symlink_to(third, target_is_directory=True)
+    assert Workspace(link).root == real_second.with_name("third") and resolved == [link, link]
+
+    assert Workspace(plain).root == real_plain
+    plain.rmdir()  # deleted: made again
+    assert Workspace(plain).root == real_plain and plain.is_dir()
+    plain.rmdir()
+    plain.write_text("not a folder")  # replaced by a file: refused, as the first time
+    with pytest.raises(FileExistsError):
+        Workspace(plain)
+
+
 def test_list_files_lists_files_sorted_and_relative(tools: dict[str, Tool], root: Path) -> None:
     for rel in ["src/b.py", "src/a.py", "README.md", "src/pkg/c.py"]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
