@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import orchestrator.skills.base
 import orchestrator.skills.globs
+import orchestrator.skills.workspace
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -121,6 +122,14 @@ def test_a_workspace_laid_out_again_keeps_its_real_root_until_it_changes(
     plain.write_text("not a folder")  # replaced by a file: refused, as the first time
     with pytest.raises(FileExistsError):
         Workspace(plain)
+
+    # Kept for so many roots at most, the oldest let go first.
+    monkeypatch.setattr(orchestrator.skills.workspace, "_KEPT_ROOTS", 2)
+    many = [tmp_path / f"many{n}" for n in range(3)]
+    for path in many:
+        Workspace(path)
+    assert list(orchestrator.skills.workspace._REAL_ROOTS)[-2:] == many[1:]
+    assert many[0] not in orchestrator.skills.workspace._REAL_ROOTS
 
 
 def test_list_files_lists_files_sorted_and_relative(tools: dict[str, Tool], root: Path) -> None:
