@@ -39,14 +39,14 @@ def _real_root(root: Path) -> Path:
     once lay out the same one: a `mkdir` and a `resolve` (a system call per folder of the
     path, each handing the interpreter lock to another thread) are spent on an answer that
     has not changed. So the answer is kept, and given again while `root` and the kept real
-    path still name the same directory (two `stat`s); a root deleted, replaced or pointed
+    path still name the same directory (a `stat` each); a root deleted, replaced or pointed
     elsewhere since is made and resolved anew, as the first time. (A kept real path that
     has gained a symlink on the way still names that directory: the tools then refuse its
     paths as outside the workspace, and `open_dir` refuses to follow the link.)"""
     known = _REAL_ROOTS.get(root)
     if known is not None:
         real, directory = known
-        if _directory(root) == directory == _directory(real):
+        if _directory(root) == directory and (real == root or _directory(real) == directory):
             return real
     root.mkdir(parents=True, exist_ok=True)
     real = root.resolve(strict=True)

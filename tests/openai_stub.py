@@ -10,6 +10,7 @@ report DONE. Every request body is kept (`stub.requests`) for the test to check.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -264,7 +265,8 @@ def serve_apart() -> Iterator[TeamApart]:
     try:
         yield TeamApart(ours, *ours.recv())
     finally:
-        ours.send(("stop",))
+        with contextlib.suppress(OSError):  # gone already: what went wrong is raised
+            ours.send(("stop",))
         process.join(10)
         if process.is_alive():
             process.kill()
