@@ -6,7 +6,6 @@ import contextlib
 import errno
 import os
 import stat
-import threading
 from pathlib import Path
 
 __all__ = ["Workspace", "ToolError", "CONTROL_FOLDERS", "HOOK_FOLDERS"]
@@ -25,11 +24,10 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 # A workspace's root as given -> its real path, and the directory both named when it was
-# resolved (device, inode): see _real_root. Beyond _KEPT_ROOTS roots the oldest is let go (a
+# resolved (device, inode): see _real_root. Emptied when it reaches _KEPT_ROOTS roots (a
 # worker that drives sessions for months lays out a workspace for each task of each).
 _REAL_ROOTS: dict[Path, tuple[Path, tuple[int, int]]] = {}
 _KEPT_ROOTS = 1024
-_real_roots_lock = threading.Lock()
 
 
 def _real_root(root: Path) -> Path:
@@ -52,11 +50,9 @@ def _real_root(root: Path) -> Path:
     real = root.resolve(strict=True)
     found = _directory(real)
     if found is not None:
-        with _real_roots_lock:
-            _REAL_ROOTS.pop(root, None)  # to the end: the newest
-            _REAL_ROOTS[root] = (real, found)
-            while len(_REAL_ROOTS) > _KEPT_ROOTS:
-                del _REAL_ROOTS[next(iter(_REAL_ROOTS))]
+        if len(_REAL_ROOTS) >= _KEPT_ROOTS:
+            _REAL_ROOTS.clear()  # one step, no lock: the next layouts resolve again
+        _REAL_ROOTS[root] = (real, found)
     return real
 
 
