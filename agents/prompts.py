@@ -43,10 +43,28 @@ def turn_message(request: AgentRequest) -> str:
             + (f"The user answered: {answer}" if answer is not None else "The user declined.")
         )
     if request.tasks:
-        parts.append("Plan and results so far:\n" + _board(request.tasks))
+        parts.append("Plan and results so far:\n" + _board_text(request.tasks))
     if request.instruction:
         parts.append(request.instruction)
     return "\n\n".join(parts)
+
+
+# The last board rendered, with the tuple it was rendered from (held, so that its identity
+# is never a freed tuple's address reused): the developers of one fan-out are given the
+# same board (orchestrator.runtime.graph_state.SharedBoard) and render it once between them.
+_last_board: tuple[tuple[dict[str, Any], ...], str] | None = None
+
+
+def _board_text(tasks: tuple[dict[str, Any], ...]) -> str:
+    global _last_board
+    last = _last_board  # one read: another thread may replace it meanwhile
+    if last is not None and last[0] is tasks:
+        return last[1]
+    text = _board(tasks)
+    if type(tasks) is not tuple:  # a list may change under the same identity
+        return text
+    _last_board = (tasks, text)
+    return text
 
 
 # A task's keys that add nothing to its line: a plan's task has only these until its

@@ -430,6 +430,53 @@ def test_each_developers_result_is_merged_into_its_own_task_on_the_board(db_url:
     ]
 
 
+def test_the_developers_of_one_round_are_shown_one_board_built_once(db_url: str) -> None:
+    # A hundred developers each building and rendering the whole plan made every start
+    # grow with the number of tasks: one fan-out's developers share one board (the same
+    # object), the review sees the results, and a new round gets a board of its own.
+    from orchestrator.agents.prompts import turn_message
+
+    store, sid, backend = start(
+        db_url,
+        {
+            "agents": {
+                "pm": [PLAN2, {"status": "PLANNED", "tasks": [{"title": "three"}]}, COMPLETE],
+                "developer": [DONE, DONE, DONE],
+            }
+        },
+    )
+    assert store.view(sid)["status"] == "completed"
+    developers = [r for r in backend.requests if r.agent != "pm"]
+    first, second, third = developers
+    assert first.round == second.round == 1 and third.round == 2
+    assert first.tasks is second.tasks
+    assert [(t["number"], t["title"], t["status"]) for t in first.tasks] == [
+        (1, "one", "pending"),
+        (2, "two", "pending"),
+    ]
+    assert "- #1 [pending] one\n- #2 [pending] two" in turn_message(second)
+    review = [r for r in backend.requests if r.agent == "pm"][1]
+    assert [(t["status"], t.get("summary")) for t in review.tasks] == [("done", "done")] * 2
+    assert "- #1 [done] one: done" in turn_message(review)
+    assert third.tasks is not first.tasks
+    assert [t["title"] for t in third.tasks] == ["three"]
+    assert "- #1 [pending] three" in turn_message(third)
+
+
+def test_a_board_given_as_a_list_is_rendered_as_it_is_now() -> None:
+    # Only a board that cannot change (a tuple) is rendered once for its callers.
+    from orchestrator.agents.prompts import turn_message
+
+    from orchestrator.runtime.agent import AgentRequest
+
+    board: list[dict[str, Any]] = [{"number": 1, "title": "one", "status": "pending"}]
+    request = AgentRequest(agent="pm", session_id="s", task="t", round=0, call=2)
+    request = type(request)(**{**request.__dict__, "tasks": board})  # type: ignore[arg-type]
+    assert "- #1 [pending] one" in turn_message(request)
+    board[0] = {"number": 1, "title": "one", "status": "done", "summary": "ok"}
+    assert "- #1 [done] one: ok" in turn_message(request)
+
+
 # -- fenced claims: a driver that lost its claim writes nothing and calls no agent --------
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "initial_state",
     "reconciling_state",
     "task_board",
+    "SharedBoard",
 ]
 
 
@@ -155,6 +156,11 @@ class RunContext:
         return self.claim.session_id
 
     @cached_property
+    def boards(self) -> SharedBoard:
+        """The task board each call is shown, built once for the developers of one fan-out."""
+        return SharedBoard()
+
+    @cached_property
     def kept(self) -> KeptTurns:
         """The session's kept turns (its folder found once a drive, not once a call: a
         hundred developers start one after another under the GIL)."""
@@ -228,7 +234,7 @@ class RunContext:
                 round=state.get("round", 0),
                 call=call,
                 clarification=clarification,
-                tasks=tuple(task_board(state)),
+                tasks=self.boards.board(state),
                 tokens_used=self.tokens_used(),
                 **extra,
             )
@@ -374,6 +380,28 @@ _TOKENS_LOCK = threading.Lock()
 
 def _tokens(turn: dict[str, Any]) -> int:
     return int(turn.get("usage", {}).get("total_tokens", 0))
+
+
+class SharedBoard:
+    """The board of the last state it was asked for, kept while the next call's state
+    holds the very same plan and results (the developers of one fan-out are each `Send`
+    the same plan object): a hundred developers share one board, where each building its
+    own made every developer's start grow with the number of tasks. The board's dicts are
+    shared with it: read them, never change them."""
+
+    def __init__(self) -> None:
+        # (plan, results, round, board): the objects themselves are held, so that an
+        # identity compared is never a freed object's address reused.
+        self._last: tuple[Any, Any, Any, tuple[dict[str, Any], ...]] | None = None
+
+    def board(self, state: GraphState) -> tuple[dict[str, Any], ...]:
+        plan, results, round_ = state.get("tasks"), state.get("results"), state.get("round", 0)
+        last = self._last  # one read: another thread may replace it meanwhile
+        if last is not None and last[0] is plan and last[1] is results and last[2] == round_:
+            return last[3]
+        board = tuple(task_board(state))
+        self._last = (plan, results, round_, board)
+        return board
 
 
 def task_board(state: GraphState) -> list[dict[str, Any]]:
