@@ -470,8 +470,14 @@ def test_a_board_given_as_a_list_is_rendered_as_it_is_now() -> None:
     from orchestrator.runtime.agent import AgentRequest
 
     board: list[dict[str, Any]] = [{"number": 1, "title": "one", "status": "pending"}]
-    request = AgentRequest(agent="pm", session_id="s", task="t", round=0, call=2)
-    request = type(request)(**{**request.__dict__, "tasks": board})  # type: ignore[arg-type]
+    request = AgentRequest(
+        agent="pm",
+        session_id="s",
+        task="t",
+        round=1,
+        call=2,
+        tasks=board,  # type: ignore[arg-type]
+    )
     assert "- #1 [pending] one" in turn_message(request)
     board[0] = {"number": 1, "title": "one", "status": "done", "summary": "ok"}
     assert "- #1 [done] one: ok" in turn_message(request)
