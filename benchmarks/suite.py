@@ -1,6 +1,10 @@
 """Benchmark: `orchestrator test` throughput, in scenarios per second, for a folder of
 100 scenarios (the shipped examples, repeated under new names) at -j 1 and -j 2.
 
+The examples that work in a repository (`repo:`) are left out: their time is their checks'
+(`python -m pytest` in a sandbox, several times a scenario: 6-9 s each here), which would
+measure pytest, not the runner; benchmarks/developers.py measures what running code costs.
+
     .venv/bin/python benchmarks/suite.py [--count 100] [--jobs 1 2]
 
 Prints figures and exits 0; no pass/fail. Each figure is one whole `orchestrator test`
@@ -29,11 +33,17 @@ EXAMPLES = ROOT / "examples"
 
 
 def make_suite(folder: Path, count: int) -> None:
-    examples = sorted(EXAMPLES.glob("*.yaml"))
+    examples = [path for path in sorted(EXAMPLES.glob("*.yaml")) if not _in_a_repository(path)]
     for n in range(count):
         source = examples[n % len(examples)]
         text = re.sub(r"(?m)^(task: .*)$", rf"\1 (copy {n})", source.read_text(), count=1)
         (folder / f"{n:03d}-{source.name}").write_text(text)
+
+
+def _in_a_repository(example: Path) -> bool:
+    import yaml
+
+    return "repo" in (yaml.safe_load(example.read_text()) or {})
 
 
 def run(folder: Path, jobs: int, env: dict[str, str]) -> tuple[float, dict[str, Any]]:
