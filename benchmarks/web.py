@@ -49,7 +49,7 @@ from proc import Row, summary  # noqa: E402
 from web_pages import figure_pages  # noqa: E402
 
 TARGET_GROWTH_KIB = 1.0  # serve's RSS growth per answered session after warm-up, at most
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"  # serve asks for at least 16 characters
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 SCENARIO = {
@@ -213,14 +213,16 @@ def start_server(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes],
     import httpx
 
     port = free_port()
+    # What the server says, read if it does not start; it lives as long as the server.
+    log = tempfile.TemporaryFile()  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "serve", "--port", str(port), "--token", TOKEN]
         + ["--db", db],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -228,8 +230,14 @@ def start_server(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes],
             if httpx.get(f"{base}/api/sessions?status=running", headers=AUTH).status_code == 200:
                 return proc, base
         except httpx.TransportError:
+            if proc.poll() is not None:
+                break
             time.sleep(0.05)
-    raise RuntimeError("the server did not start")
+    proc.kill()
+    proc.wait()
+    log.seek(0)
+    said = log.read().decode(errors="replace")[-2000:]
+    raise RuntimeError(f"the server did not start (exit {proc.returncode}):\n{said}")
 
 
 def rss_mib(pid: int) -> float:
