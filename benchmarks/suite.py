@@ -41,9 +41,9 @@ def make_suite(folder: Path, count: int) -> None:
 
 
 def _in_a_repository(example: Path) -> bool:
-    import yaml
+    from orchestrator.scenario import load_scenario
 
-    return "repo" in (yaml.safe_load(example.read_text()) or {})
+    return load_scenario(example).repo is not None
 
 
 def run(folder: Path, jobs: int, env: dict[str, str]) -> tuple[float, dict[str, Any]]:
