@@ -119,6 +119,8 @@ def test_answering_in_a_real_browser(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from playwright.sync_api import expect
+
     base, _app = server
     with Sessions(db_url) as sessions:
         cancelled = paused(
@@ -205,13 +207,15 @@ def test_answering_in_a_real_browser(
     page.check("input[value='All visible columns']")
     page.click("button[value='answer']")
     page.wait_for_url(f"{base}/sessions/{single}")
-    assert page.locator("#status").inner_text() == "running"
+    # expect() retries until the page that answers the post is the one shown: an
+    # assertion read straight after a click may read the page being left, or none.
+    expect(page.locator("#status")).to_have_text("running")
     first.set()  # one agent call goes on: what it records reaches the open page
     page.locator("#timeline li.new").first.wait_for(timeout=30_000)  # appended by SSE
     rest.set()
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    assert "CSV export shipped" in page.content()
-    assert "All visible columns" in page.locator(".answered").inner_text()
+    expect(page.locator("body")).to_contain_text("CSV export shipped")
+    expect(page.locator(".answered")).to_contain_text("All visible columns")
 
     # multi select
     page.goto(f"{base}/sessions/{multi}")
@@ -219,7 +223,7 @@ def test_answering_in_a_real_browser(
     page.check("input[value='JSON']")
     page.click("button[value='answer']")
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    assert "CSV, JSON" in page.locator(".answered").inner_text()
+    expect(page.locator(".answered")).to_contain_text("CSV, JSON")
 
     # "other": an answer of the user's own
     page.goto(f"{base}/sessions/{other}")
@@ -227,20 +231,20 @@ def test_answering_in_a_real_browser(
     assert page.locator("input[value='__other__']").is_checked()  # the field selects it
     page.click("button[value='answer']")
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    assert "Next to the filters" in page.locator(".answered").inner_text()
+    expect(page.locator(".answered")).to_contain_text("Next to the filters")
 
     # decline
     page.goto(f"{base}/sessions/{declined}")
     page.click("button[value='decline']")
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    assert "declined" in page.locator(".answered").inner_text()
+    expect(page.locator(".answered")).to_contain_text("declined")
 
     # cancel, with its confirmation step
     page.goto(f"{base}/sessions/{cancelled}")
     page.click("text=Cancel the session…")
-    assert "Yes, cancel the session" in page.content()
+    expect(page.get_by_text("Yes, cancel the session")).to_be_visible()
     page.click("text=Yes, cancel the session")
-    assert page.locator("#status").inner_text() == "cancelled"
+    expect(page.locator("#status")).to_have_text("cancelled")
 
     assert dialogs == []
     with Sessions(db_url) as sessions:
