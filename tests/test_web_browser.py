@@ -207,15 +207,16 @@ def test_answering_in_a_real_browser(
     page.check("input[value='All visible columns']")
     page.click("button[value='answer']")
     page.wait_for_url(f"{base}/sessions/{single}")
-    # expect() retries until the page that answers the post is the one shown: an
-    # assertion read straight after a click may read the page being left, or none.
-    expect(page.locator("#status")).to_have_text("running")
+    # expect() retries until the page that answers the post is the one shown (an
+    # assertion read straight after a click may read the page being left, or none), for
+    # as long as the other waits here: its own default of 5 s is short on a loaded machine.
+    expect(page.locator("#status")).to_have_text("running", timeout=30_000)
     first.set()  # one agent call goes on: what it records reaches the open page
     page.locator("#timeline li.new").first.wait_for(timeout=30_000)  # appended by SSE
     rest.set()
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    expect(page.locator("body")).to_contain_text("CSV export shipped")
-    expect(page.locator(".answered")).to_contain_text("All visible columns")
+    expect(page.locator("body")).to_contain_text("CSV export shipped", timeout=30_000)
+    expect(page.locator(".answered")).to_contain_text("All visible columns", timeout=30_000)
 
     # multi select
     page.goto(f"{base}/sessions/{multi}")
@@ -223,7 +224,7 @@ def test_answering_in_a_real_browser(
     page.check("input[value='JSON']")
     page.click("button[value='answer']")
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    expect(page.locator(".answered")).to_contain_text("CSV, JSON")
+    expect(page.locator(".answered")).to_contain_text("CSV, JSON", timeout=30_000)
 
     # "other": an answer of the user's own
     page.goto(f"{base}/sessions/{other}")
@@ -231,20 +232,20 @@ def test_answering_in_a_real_browser(
     assert page.locator("input[value='__other__']").is_checked()  # the field selects it
     page.click("button[value='answer']")
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    expect(page.locator(".answered")).to_contain_text("Next to the filters")
+    expect(page.locator(".answered")).to_contain_text("Next to the filters", timeout=30_000)
 
     # decline
     page.goto(f"{base}/sessions/{declined}")
     page.click("button[value='decline']")
     page.locator("#status", has_text="completed").wait_for(timeout=60_000)
-    expect(page.locator(".answered")).to_contain_text("declined")
+    expect(page.locator(".answered")).to_contain_text("declined", timeout=30_000)
 
     # cancel, with its confirmation step
     page.goto(f"{base}/sessions/{cancelled}")
     page.click("text=Cancel the session…")
-    expect(page.get_by_text("Yes, cancel the session")).to_be_visible()
+    expect(page.get_by_text("Yes, cancel the session")).to_be_visible(timeout=30_000)
     page.click("text=Yes, cancel the session")
-    expect(page.locator("#status")).to_have_text("cancelled")
+    expect(page.locator("#status")).to_have_text("cancelled", timeout=30_000)
 
     assert dialogs == []
     with Sessions(db_url) as sessions:
